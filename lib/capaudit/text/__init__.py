@@ -1,0 +1,1 @@
+"""Lexical units, windows and the surface-concentration survey."""
