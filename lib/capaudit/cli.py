@@ -13,6 +13,7 @@ from typing import List, Optional
 
 # One line per stage; a stage adds its own line and touches nothing else here.
 STAGE_CLIS: List[str] = [
+    "capaudit.workflow",
     "capaudit.text.cli",
     "capaudit.data.cli",
     "capaudit.surfaces.cli",

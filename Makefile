@@ -1,0 +1,57 @@
+# capaudit: every stage and paper element is a notebook executed by papermill for PARAMS.
+# `make paper` and `make test` create the virtual environment when it is missing.
+
+PARAMS ?= params/demo.yaml
+RUN := $(basename $(notdir $(PARAMS)))
+VENV ?= .venv
+PYTHON ?= python3
+CAPAUDIT := $(VENV)/bin/capaudit
+export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
+export MPLBACKEND ?= Agg
+
+.PHONY: paper test bench venv clean status surfaces text-stats prompt-support claims paper-pdf
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+## every stage and paper element of PARAMS (unchanged notebooks are skipped)
+paper: $(VENV)/.installed
+	$(CAPAUDIT) notebook run-all --params $(PARAMS)
+	@$(MAKE) --no-print-directory paper-pdf PARAMS=$(PARAMS)
+
+## the manuscript PDF, only where latexmk exists
+paper-pdf:
+	@if command -v latexmk >/dev/null 2>&1 && [ -f paper/main.tex ]; then \
+	  cd paper && latexmk -pdf -interaction=nonstopmode -usepretex='\def\rundir{../outputs/$(RUN)}' main.tex; \
+	else echo "[capaudit] latexmk not found: skipping the PDF (tables and figures are in outputs/$(RUN)/)"; fi
+
+test: $(VENV)/.installed
+	$(VENV)/bin/pytest -q
+
+bench: $(VENV)/.installed
+	$(VENV)/bin/python benchmarks/bench_text_survey.py
+
+status: $(VENV)/.installed
+	$(CAPAUDIT) notebook status --params $(PARAMS)
+
+## one target per stage
+surfaces: $(VENV)/.installed
+	$(CAPAUDIT) notebook run 01_surfaces --params $(PARAMS)
+text-stats: $(VENV)/.installed
+	$(CAPAUDIT) notebook run 02_text_stats --params $(PARAMS)
+prompt-support: $(VENV)/.installed
+	$(CAPAUDIT) notebook run 03_prompt_support --params $(PARAMS)
+claims: $(VENV)/.installed
+	$(CAPAUDIT) notebook run 04_claims --params $(PARAMS)
+
+## any single notebook: make nb-<name>
+nb-%: $(VENV)/.installed
+	$(CAPAUDIT) notebook run $* --params $(PARAMS)
+
+clean:
+	rm -rf outputs/$(RUN)
