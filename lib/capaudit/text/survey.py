@@ -448,20 +448,15 @@ class _ChunkSurveyor:
     def _violations(self, caps: List[str], lens: np.ndarray, ncols: int) -> Tuple[np.ndarray, np.ndarray]:
         """Codes per column: the catalog runs once per distinct window text of a caption."""
         budgets = list(self.config.budgets)
-        windows: List[str] = []
-        win_of = np.full((len(caps), ncols), -1, np.int64)
-        for i, (text, n) in enumerate(zip(caps, lens.tolist())):
-            if n == 0:
-                continue
-            # columns whose window is the whole caption start at the first budget >= n
-            whole_from = next((c for c, b in enumerate(budgets) if n <= b), len(budgets))
-            if whole_from:
-                ends = _unit_ends(text, [budgets[c] for c in range(whole_from)])
-                for c, e in enumerate(ends):
-                    win_of[i, c] = len(windows)
-                    windows.append(text[:e].strip())
-            win_of[i, whole_from:] = len(windows)
-            windows.append(text)
+        # every column whose budget covers the caption uses the caption itself (window index i)
+        windows: List[str] = list(caps)
+        win_of = np.repeat(np.arange(len(caps))[:, None], ncols, axis=1)
+        for i in np.flatnonzero(lens > budgets[0]).tolist():
+            text, n = caps[i], int(lens[i])
+            cut = [c for c, b in enumerate(budgets) if n > b]
+            for c, e in zip(cut, _unit_ends(text, [budgets[c] for c in cut])):
+                win_of[i, c] = len(windows)
+                windows.append(text[:e].strip())
         found = self.checker.matrix(windows)
         counts = np.zeros((ncols, len(ALL_CODES)), np.int64)
         anyv = np.zeros(ncols, np.int64)

@@ -16,6 +16,7 @@ paper is the ``J_meta_statement`` rate on the B=64 lexical window.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Pattern, Sequence, Tuple
 
@@ -168,14 +169,9 @@ def _windows_containing(buf: str, lit: str, starts: np.ndarray) -> set:
 
 
 def _has_repetition(text: str, n: int = 5, threshold: int = 10) -> bool:
+    """Some ``n``-gram of lower-cased whitespace words occurs at least ``threshold`` times."""
     words = text.lower().split()
     if len(words) - n + 1 < threshold:
         return False
-    counts: Dict[Tuple[str, ...], int] = {}
-    for i in range(len(words) - n + 1):
-        key = tuple(words[i : i + n])
-        c = counts.get(key, 0) + 1
-        if c >= threshold:
-            return True
-        counts[key] = c
-    return False
+    grams = Counter(zip(*(words[i:] for i in range(n))))
+    return max(grams.values()) >= threshold
