@@ -1,0 +1,142 @@
+"""Benchmark: prompt-pool support at paper scale (reference-spec §3.2 defaults).
+
+250,000 caption pairs (local = resampled long descriptions from ImageInWords / DOCCI, reference =
+resampled COCO Karpathy + nocaps captions) against a 1,000,000-prompt pool (resampled real
+prompts: DiffusionDB via ImageReward, DSG, PartiPrompts, T2I-CompBench, Gecko, DPG-Bench), B = 64,
+n = 2, 262,144 buckets, blocks of 5,000, 2,000 bootstrap reps.
+
+The measured part runs in a fresh subprocess (pinned to ``--cpus`` cores) twice: *cold* (pool
+counts computed and cached as ``.npy``) and *warm* (cache reused, as for a second comparison).
+Each reports wall time per phase and its own peak RSS (``resource.getrusage``).
+
+    .venv/bin/python benchmarks/bench_prompt_support.py [--pairs 250000 --prompts 1000000 --cpus 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List
+
+
+def _data_dir() -> Path:
+    return Path(os.environ.get("CAPAUDIT_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def _real_texts() -> tuple:
+    d = _data_dir()
+    long: List[str] = []
+    for name, fields in (("IIW-400", ("IIW", "IIW-P5B")), ("DOCCI_Test", ("DOCCI", "IIW")), ("DCI_Test", ("IIW",)),
+                         ("CM_3600", ("IIW-P5B",)), ("LocNar_Eval", ("IIW-P5B",))):
+        for line in (d / "imageinwords" / name / "data.jsonl").read_text(encoding="utf-8").splitlines():
+            obj = json.loads(line)
+            long += [obj[f] for f in fields if isinstance(obj.get(f), str)]
+    short: List[str] = []
+    for split in ("test", "val"):
+        for caps in json.loads((d / "coco_karpathy_captions" / f"{split}_captions.json").read_text()).values():
+            short += caps
+    for item in json.loads((d / "nocaps_val" / "nocaps_corpus.json").read_text()):
+        short += item["caption"]
+    prompts: List[str] = [r["text"] for r in json.loads((d / "imagereward_diffusiondb_prompts" / "refl_data.json").read_text())]
+    prompts += [r["prompt"] for r in json.loads((d / "imagereward_diffusiondb_prompts" / "test.json").read_text())]
+    prompts += [line.split("\t")[0] for line in (d / "partiprompts" / "PartiPrompts.tsv").read_text().splitlines()[1:]]
+    for f in sorted((d / "t2i_compbench" / "dataset").glob("*.txt")):
+        prompts += [x for x in f.read_text().splitlines() if x.strip()]
+    prompts += [p.read_text() for p in sorted((d / "dpg_bench" / "prompts").glob("*.txt"))]
+    import csv
+
+    with (d / "gecko_prompts" / "prompts.csv").open(encoding="utf-8") as fh:
+        prompts += [r["prompt"] for r in csv.DictReader(fh)]
+    return long, short, prompts
+
+
+def make_inputs(workdir: Path, n_pairs: int, n_prompts: int, seed: int) -> tuple:
+    import numpy as np
+
+    long, short, prompts = _real_texts()
+    rng = np.random.default_rng(seed)
+    pairs = workdir / f"pairs_{n_pairs}.jsonl"
+    pool = workdir / f"pool_{n_prompts}.jsonl"
+    li = rng.integers(0, len(long), n_pairs)
+    ri = rng.integers(0, len(short), n_pairs)
+    with pairs.open("w", encoding="utf-8") as fh:
+        for a, b in zip(li, ri):
+            fh.write(json.dumps({"local_caption": long[a], "reference_caption": short[b]}, ensure_ascii=False) + "\n")
+    pi = rng.integers(0, len(prompts), n_prompts)
+    with pool.open("w", encoding="utf-8") as fh:
+        for i in pi:
+            fh.write(json.dumps({"prompt": prompts[i]}, ensure_ascii=False) + "\n")
+    return pairs, pool, (len(long), len(short), len(prompts))
+
+
+def measured(args: argparse.Namespace) -> None:
+    """The timed part (runs in its own process)."""
+    if args.cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[: args.cpus]))
+    from capaudit.prompts.io import load_pairs
+    from capaudit.prompts.ngrams import load_pool_counts
+    from capaudit.prompts.support import compare_surfaces
+
+    t0 = time.perf_counter()
+    pool = load_pool_counts("bench_pool", args.pool, 2, 262144, None, None, 1_000_000, args.cache, args.workers)
+    t1 = time.perf_counter()
+    pairs = load_pairs(args.pairs_path, limit=250_000)
+    t2 = time.perf_counter()
+    rows = compare_surfaces(pairs.local, pairs.reference, [pool], "bench", "local", "reference",
+                            ngram=2, budget=64, block_size=5000, reps=2000, seed=0, workers=args.workers)
+    t3 = time.perf_counter()
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(json.dumps({
+        "pool_counts_s": round(t1 - t0, 2), "load_pairs_s": round(t2 - t1, 2), "blocks_and_bootstrap_s": round(t3 - t2, 2),
+        "total_s": round(t3 - t0, 2), "peak_rss_mib": round(peak_kib / 1024, 1), "pool_records": pool.records,
+        "pairs": len(pairs), "blocks": rows[0].blocks,
+        "rows": [(r.metric, round(r.local_block_mean, 4), round(r.reference_block_mean, 4), r.stable_direction) for r in rows],
+    }))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=250_000)
+    ap.add_argument("--prompts", type=int, default=1_000_000)
+    ap.add_argument("--cpus", type=int, default=2, help="pin the measured process to this many cores (0 = no pin)")
+    ap.add_argument("--workers", type=int, default=2, help="processes for pool counting and caption blocks")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--_measure", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--pool", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--cache", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--pairs-path", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args._measure:
+        measured(args)
+        return 0
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench_prompt_support_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    pairs, pool, sizes = make_inputs(workdir, args.pairs, args.prompts, args.seed)
+    print(f"inputs: {args.pairs} pairs, {args.prompts} prompts resampled from {sizes} real texts "
+          f"in {time.perf_counter() - t:.1f} s ({workdir})")
+    cache = workdir / "cache"
+    import shutil
+
+    shutil.rmtree(cache, ignore_errors=True)  # the first run is cold
+    for label in ("cold", "warm"):
+        cmd = [sys.executable, __file__, "--_measure", "--pool", str(pool), "--cache", str(cache),
+               "--cpus", str(args.cpus), "--workers", str(args.workers), "--pairs-path", str(pairs)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr, file=sys.stderr)
+            return proc.returncode
+        print(label, proc.stdout.strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""``capaudit prompt-support`` and ``capaudit prompt-pools prepare`` (reference-spec §3)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from capaudit.prompts.ngrams import HASH_BUCKETS, load_pool_counts
+from capaudit.prompts.pools import MAX_TOKENS, MIN_TOKENS, UnionSpec, parse_source_arg, prepare_pools
+from capaudit.prompts.support import ALPHA, compare_surfaces
+from capaudit.summaries.prompt_support import write_prompt_support_tsv
+
+
+def _budget(text: str) -> Optional[int]:
+    if text.lower() in ("full", "none", "all"):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budget must be a positive integer or 'full', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"budget must be >= 1, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _pool_arg(text: str) -> Tuple[str, Path, Optional[str]]:
+    """``NAME=FILE`` or ``NAME=FILE:field``; a txt file (one prompt per line) or JSONL (``prompt``)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--pool {text!r}: expected NAME=FILE")
+    name, rest = text.split("=", 1)
+    if not name:
+        raise argparse.ArgumentTypeError(f"--pool {text!r}: empty pool name")
+    path, field = rest, None
+    if not Path(rest).exists() and ":" in rest:
+        path, field = rest.rsplit(":", 1)
+    return name, Path(path), field or None
+
+
+def _run_support(args: argparse.Namespace) -> int:
+    from capaudit.prompts.io import load_pairs
+
+    names = [n for n, _, _ in args.pool]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--pool names must be unique, got {names}")
+    pools = [
+        load_pool_counts(name, path, args.ngram, args.hash_buckets, field, None, args.max_prompt_records,
+                         args.cache_dir, args.workers)
+        for name, path, field in args.pool
+    ]
+    pairs = load_pairs(args.pairs, args.local_field, args.reference_field, args.max_caption_records,
+                       args.skip_incomplete)
+    stem = Path(args.pairs).stem
+    comparison = args.comparison or (Path(args.pairs).parent.name if stem in ("data", "pairs") else stem)
+    rows = compare_surfaces(
+        pairs.local, pairs.reference, pools, comparison,
+        args.local_surface or args.local_field, args.reference_surface or args.reference_field,
+        args.ngram, args.budget, args.block_size, args.reps, args.seed, args.alpha, args.hash_buckets, args.workers,
+    )
+    write_prompt_support_tsv(rows, args.out)
+    print(f"wrote {len(rows)} rows ({len(pools)} pools, {len(pairs)} pairs, {rows[0].blocks} blocks) to {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+def _run_prepare(args: argparse.Namespace) -> int:
+    sources = [parse_source_arg(s) for s in args.source]
+    unions: List[UnionSpec] = []
+    for u in args.union or []:
+        if "=" not in u:
+            raise ValueError(f"--union {u!r}: expected NAME=POOL,POOL,...")
+        name, members = u.split("=", 1)
+        unions.append(UnionSpec(name, tuple(m for m in members.split(",") if m)))
+    prepared = prepare_pools(sources, args.out, unions, args.min_tokens, args.max_tokens, args.max_per_source)
+    for name, entry in prepared.manifest["sources"].items():
+        s = entry["stats"]
+        print(f"{name}: read {s['read']}, raw {s['raw_written']}, filtered {s['filtered_written']}", file=sys.stderr)
+    print(f"wrote {Path(args.out) / 'manifest.json'}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add ``prompt-support`` and ``prompt-pools`` to the ``capaudit`` command."""
+    sp = subparsers.add_parser(
+        "prompt-support",
+        help="hashed n-gram prompt-pool support with block bootstrap (spec §3.2)",
+        description="Compare the local and reference captions of a pairs file against prompt pools "
+        "(JSD and prompt-mass support per block, block-delta bootstrap). Pools are used as given.",
+    )
+    sp.add_argument("--pairs", required=True, help="pairs JSONL or Parquet, in block order")
+    sp.add_argument("--local-field", default="local_caption")
+    sp.add_argument("--reference-field", default="reference_caption")
+    sp.add_argument("--pool", action="append", required=True, type=_pool_arg, metavar="NAME=FILE[:field]",
+                    help="prompt pool: txt (one prompt per line) or JSONL with a 'prompt' field; repeatable")
+    sp.add_argument("--comparison", default=None,
+                    help="comparison name (default: pairs file stem, or its folder for data/pairs.*)")
+    sp.add_argument("--skip-incomplete", action="store_true",
+                    help="drop rows lacking either caption field instead of failing (raw files, not fair slices)")
+    sp.add_argument("--local-surface", default=None, help="local surface name (default: --local-field)")
+    sp.add_argument("--reference-surface", default=None, help="reference surface name (default: --reference-field)")
+    sp.add_argument("--budget", type=_budget, default=64, help="first B lex units of each caption, or 'full'")
+    sp.add_argument("--ngram", type=_positive, default=2)
+    sp.add_argument("--block-size", type=_positive, default=5000)
+    sp.add_argument("--reps", type=_positive, default=2000)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--alpha", type=float, default=ALPHA)
+    sp.add_argument("--hash-buckets", type=_positive, default=HASH_BUCKETS)
+    sp.add_argument("--max-caption-records", type=_positive, default=250_000)
+    sp.add_argument("--max-prompt-records", type=_positive, default=1_000_000)
+    sp.add_argument("--cache-dir", default=None, help="reuse pool counts (.npy keyed by file content, n, buckets)")
+    sp.add_argument("--workers", type=_positive, default=1, help="processes for counting pool n-grams and caption blocks (same results)")
+    sp.add_argument("--out", required=True, help="output TSV (spec §3.2 columns)")
+    sp.set_defaults(func=_run_support)
+
+    pp = subparsers.add_parser("prompt-pools", help="prompt-pool preparation (spec §3.1)")
+    psub = pp.add_subparsers(dest="pools_command", metavar="ACTION")
+    prep = psub.add_parser("prepare", help="normalise, de-duplicate, length/safety filter; write pools + manifest")
+    prep.add_argument("--source", action="append", required=True, metavar="NAME=FILE[:field]",
+                      help="raw source: txt/jsonl/json/csv/tsv/parquet file or folder of .txt; repeatable")
+    prep.add_argument("--union", action="append", metavar="NAME=POOL,POOL,...",
+                      help="also write a de-duplicated union of prepared pools (in order)")
+    prep.add_argument("--min-tokens", type=int, default=MIN_TOKENS)
+    prep.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    prep.add_argument("--max-per-source", type=_positive, default=None)
+    prep.add_argument("--out", required=True, help="output folder")
+    prep.set_defaults(func=_run_prepare)
+    pp.set_defaults(func=lambda args: (pp.print_help(), 2)[1])

@@ -1,0 +1,331 @@
+"""Reading prompt files and caption pairs for the prompt-support stage (reference-spec §3).
+
+Prompt files: ``.txt`` (one prompt per line), ``.jsonl`` (one object per line, a text field),
+``.json`` (a list of objects or strings), ``.csv`` / ``.tsv`` (a header and a text column),
+``.parquet`` (a text column), or a folder of ``*.txt`` files (one prompt per file, sorted by name).
+Errors raise :class:`ValueError` naming the file, the row and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
+
+PathLike = Union[str, Path]
+
+FORMATS = ("txt", "jsonl", "json", "csv", "tsv", "parquet", "dir")
+
+
+def resolve_data(dataset: str, path: str) -> Path:
+    """Local path of registry file ``dataset/path``.
+
+    Uses :func:`capaudit.data.registry.fetch` when that module exists; otherwise resolves
+    ``$CAPAUDIT_DATA_DIR/<dataset>/<path>`` (default ``<repo>/../shared/data``; the registry's
+    cache mirrors that layout).
+    """
+    try:
+        from capaudit.data.registry import fetch  # type: ignore[import-not-found]
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("capaudit.data.registry", "capaudit.data"):
+            raise
+        root = os.environ.get("CAPAUDIT_DATA_DIR")
+        if not root:
+            default = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+            if not default.is_dir():
+                raise FileNotFoundError(
+                    f"cannot resolve {dataset}/{path}: no data registry, CAPAUDIT_DATA_DIR is not set "
+                    f"and {default} does not exist"
+                ) from None
+            root = str(default)
+        local = Path(root) / dataset / path
+        if not local.exists():
+            raise FileNotFoundError(f"{local}: registry file {dataset}/{path} not found under CAPAUDIT_DATA_DIR")
+        return local
+    return Path(fetch(dataset, path))
+
+
+def resolve_location(spec: Union[str, Mapping[str, Any]], where: str = "") -> Path:
+    """A file location from params: a plain path, ``{path: ...}`` or ``{dataset: ..., path: ...}``."""
+    if isinstance(spec, (str, Path)):
+        return Path(spec)
+    if isinstance(spec, Mapping):
+        if "dataset" in spec:
+            if "path" not in spec:
+                raise ValueError(f"{where}: a registry location needs 'dataset' and 'path', got {dict(spec)}")
+            return resolve_data(str(spec["dataset"]), str(spec["path"]))
+        if "path" in spec:
+            return Path(str(spec["path"]))
+    raise ValueError(f"{where}: expected a path or a mapping with 'path' (and optionally 'dataset'), got {spec!r}")
+
+
+def detect_format(path: PathLike, fmt: Optional[str] = None) -> str:
+    """The prompt-file format: ``fmt`` if given, else from the suffix (folder → ``dir``)."""
+    path = Path(path)
+    if fmt:
+        if fmt not in FORMATS:
+            raise ValueError(f"{path}: unknown format {fmt!r} (expected one of {list(FORMATS)})")
+        return fmt
+    if path.is_dir():
+        return "dir"
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in ("txt", "jsonl", "json", "csv", "tsv", "parquet"):
+        return suffix
+    if suffix == "ndjson":
+        return "jsonl"
+    raise ValueError(f"{path}: cannot tell the format from the suffix; give one of {list(FORMATS)}")
+
+
+def _text_value(value: Any, path: Path, row: int, fld: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{path}: row {row}, field '{fld}': expected a string, got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def _match(obj: Mapping[str, Any], where_prefix: Optional[Mapping[str, str]], path: Path, row: int) -> bool:
+    if not where_prefix:
+        return True
+    for key, prefix in where_prefix.items():
+        if key not in obj:
+            raise ValueError(f"{path}: row {row}: filter field '{key}' is missing")
+        if not str(obj[key]).startswith(prefix):
+            return False
+    return True
+
+
+def iter_prompt_records(
+    path: PathLike,
+    field: Optional[str] = None,
+    fmt: Optional[str] = None,
+    where_prefix: Optional[Mapping[str, str]] = None,
+) -> Iterator[str]:
+    """Yield every record's text in file order (empty/None values as ``""``).
+
+    ``field`` names the text field (jsonl/json/csv/tsv/parquet; default ``prompt``; for a JSON
+    list of strings or a txt file it must be None or is ignored). ``where_prefix`` keeps only
+    records whose field starts with a prefix (e.g. ``{"item_id": "diffusiondb_"}``).
+    Rows are numbered from 1 (csv/tsv: the header is row 1).
+    """
+    path = Path(path)
+    kind = detect_format(path, fmt)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: prompt file not found")
+    fld = field or "prompt"
+    if kind == "txt":
+        if where_prefix:
+            raise ValueError(f"{path}: 'where_prefix' needs a format with fields, not txt")
+        with path.open("r", encoding="utf-8", newline="") as fh:
+            for line in fh:
+                yield line.rstrip("\n").rstrip("\r")
+    elif kind == "dir":
+        files = sorted(path.glob("*.txt"))
+        if not files:
+            raise ValueError(f"{path}: folder has no *.txt prompt files")
+        for f in files:
+            yield f.read_text(encoding="utf-8")
+    elif kind == "jsonl":
+        with path.open("r", encoding="utf-8") as fh:
+            for row, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}: row {row}: not valid JSON ({exc.msg})") from None
+                if field is None and isinstance(obj, str):
+                    yield obj
+                    continue
+                if not isinstance(obj, dict):
+                    raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
+                if fld not in obj:
+                    raise ValueError(f"{path}: row {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
+                if _match(obj, where_prefix, path, row):
+                    yield _text_value(obj[fld], path, row, fld)
+    elif kind == "json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: expected a JSON list of prompts, got {type(data).__name__}")
+        for row, obj in enumerate(data, start=1):
+            if isinstance(obj, str) and field is None:
+                yield obj
+                continue
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}: item {row}: expected an object with field '{fld}', got {type(obj).__name__}")
+            if fld not in obj:
+                raise ValueError(f"{path}: item {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
+            if _match(obj, where_prefix, path, row):
+                yield _text_value(obj[fld], path, row, fld)
+    elif kind in ("csv", "tsv"):
+        delimiter = "\t" if kind == "tsv" else ","
+        with path.open("r", encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter=delimiter, quoting=csv.QUOTE_NONE if kind == "tsv" else csv.QUOTE_MINIMAL)
+            if reader.fieldnames is None or fld not in reader.fieldnames:
+                raise ValueError(f"{path}: row 1 (header): column '{fld}' is missing (columns: {reader.fieldnames})")
+            for row, obj in enumerate(reader, start=2):
+                if _match(obj, where_prefix, path, row):
+                    yield _text_value(obj[fld], path, row, fld)
+    elif kind == "parquet":
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(path)
+        columns = [fld] + [k for k in (where_prefix or {}) if k != fld]
+        for c in columns:
+            if c not in schema.names:
+                raise ValueError(f"{path}: column '{c}' is missing (columns: {schema.names[:20]})")
+        table = pq.read_table(path, columns=columns)
+        values = table.column(fld).to_pylist()
+        keep = [True] * len(values)
+        for key, prefix in (where_prefix or {}).items():
+            keep = [k and str(v).startswith(prefix) for k, v in zip(keep, table.column(key).to_pylist())]
+        for row, (value, k) in enumerate(zip(values, keep), start=1):
+            if k:
+                yield _text_value(value, path, row, fld)
+
+
+def _fast_jsonl_column(path: Path, fld: str) -> Optional[List[Any]]:
+    """Read one JSONL column with pyarrow; None when the fast path does not apply."""
+    try:
+        import pyarrow.json as pj
+
+        table = pj.read_json(path)
+    except Exception:  # any parse/type problem: the slow path reports it precisely
+        return None
+    if fld not in table.column_names:
+        return None
+    import pyarrow as pa
+
+    col = table.column(fld)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return None
+    return col.to_pylist()
+
+
+def load_prompts(
+    path: PathLike,
+    field: Optional[str] = None,
+    fmt: Optional[str] = None,
+    limit: Optional[int] = 1_000_000,
+) -> List[str]:
+    """First ``limit`` non-empty prompts of a pool file, used as given (§3.2; no budget, no filter)."""
+    path = Path(path)
+    kind = detect_format(path, fmt)
+    out: List[str] = []
+    values: Optional[Sequence[Any]] = None
+    if kind == "jsonl" and path.exists():
+        values = _fast_jsonl_column(path, field or "prompt")
+    iterator = iter(values) if values is not None else iter_prompt_records(path, field, kind)
+    for value in iterator:
+        if value and value.strip():
+            out.append(value)
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+@dataclass
+class Pairs:
+    """Paired captions of one comparison, in file order (§3.2)."""
+
+    path: Path
+    local: List[str]
+    reference: List[str]
+    local_field: str
+    reference_field: str
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.local)
+
+
+def load_pairs(
+    path: PathLike,
+    local_field: str = "local_caption",
+    reference_field: str = "reference_caption",
+    limit: Optional[int] = 250_000,
+    skip_incomplete: bool = False,
+) -> Pairs:
+    """First ``limit`` caption pairs of a JSONL or Parquet file (§3.2 ``--max-caption-records``).
+
+    A null caption counts as empty (it contributes no n-grams); a missing field or a non-string
+    value is an error naming the file, row and field. ``skip_incomplete=True`` instead drops
+    rows lacking either field (or with a null), counting them in ``Pairs.skipped``; use it only
+    on raw files that are not fair slices (e.g. IIW-400, where 100 of 400 rows have ``IIW-P5B``).
+    """
+    skipped = 0
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: pairs file not found")
+    suffix = path.suffix.lower()
+    local: List[str] = []
+    reference: List[str] = []
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(path).names
+        for f in (local_field, reference_field):
+            if f not in names:
+                raise ValueError(f"{path}: column '{f}' is missing (columns: {names[:20]})")
+        table = pq.read_table(path, columns=list(dict.fromkeys([local_field, reference_field])))
+        if limit is not None:
+            table = table.slice(0, limit)
+        lv = table.column(local_field).to_pylist()
+        rv = table.column(reference_field).to_pylist()
+        for row, (a, b) in enumerate(zip(lv, rv), start=1):
+            if skip_incomplete and (a is None or b is None):
+                skipped += 1
+                continue
+            local.append(_text_value(a, path, row, local_field))
+            reference.append(_text_value(b, path, row, reference_field))
+    elif suffix in (".jsonl", ".ndjson", ".json"):
+        with path.open("r", encoding="utf-8") as fh:
+            for row, line in enumerate(fh, start=1):
+                if limit is not None and len(local) >= limit:
+                    break
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}: row {row}: not valid JSON ({exc.msg})") from None
+                if not isinstance(obj, dict):
+                    raise ValueError(f"{path}: row {row}: expected a JSON object")
+                if skip_incomplete and (obj.get(local_field) is None or obj.get(reference_field) is None):
+                    skipped += 1
+                    continue
+                for f in (local_field, reference_field):
+                    if f not in obj:
+                        raise ValueError(f"{path}: row {row}: field '{f}' is missing (fields: {sorted(obj)[:10]})")
+                local.append(_text_value(obj[local_field], path, row, local_field))
+                reference.append(_text_value(obj[reference_field], path, row, reference_field))
+    else:
+        raise ValueError(f"{path}: pairs must be .jsonl or .parquet")
+    if not local:
+        raise ValueError(f"{path}: no caption pairs")
+    return Pairs(path, local, reference, local_field, reference_field, skipped)
+
+
+def file_digest(path: PathLike, chunk: int = 1 << 20) -> str:
+    """blake2b-128 hex digest of a file's bytes (or of a folder's sorted ``*.txt`` files)."""
+    import hashlib
+
+    path = Path(path)
+    h = hashlib.blake2b(digest_size=16)
+    files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            h.update(f.name.encode("utf-8") + b"\0")
+        with f.open("rb") as fh:
+            while True:
+                block = fh.read(chunk)
+                if not block:
+                    break
+                h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,326 @@
+"""Hashed n-gram counting for prompt-pool support (reference-spec §3.2), vectorised.
+
+Definition (identical to the reference): the lex units of a text (``capaudit.text.lexical.LEX_RE``,
+each match lower-cased), optionally the first ``budget`` of them; every contiguous n-gram is
+hashed as ``zlib.crc32(" ".join(ngram).encode("utf-8")) % buckets``.
+
+Implementation: texts are tokenised chunk by chunk; each distinct unit of a chunk is CRC'd once
+(its bytes, and a space followed by its bytes). The CRC of an n-gram is then assembled from its
+units with the CRC-32 combine identity ``crc(A+B) = shift(crc(A), len(B)) ^ crc(B)``, where
+``shift`` is linear over GF(2) and tabulated per byte, so hashing is pure numpy; counts are a
+``bincount``. A test checks the result against the plain ``zlib.crc32`` definition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from capaudit.text.lexical import LEX_RE
+
+PathLike = Union[str, Path]
+
+HASH_BUCKETS = 262_144  # 2**18 (§3.2)
+#: Bumped when the counting definition changes, so stale caches are never reused.
+COUNTS_VERSION = 1
+_TABLE_MAX = 64  # direct shift tables for byte lengths 0..64; longer ones are composed
+
+_findall = LEX_RE.findall
+_PREFIX_CHARS_PER_UNIT = 8
+
+
+def _units(text: str) -> List[str]:
+    if text.isascii():
+        return _findall(text.lower())  # identical for ASCII, and faster
+    return [m.lower() for m in _findall(text)]
+
+
+def support_units(text: str, max_units: Optional[int] = None) -> List[str]:
+    """Lex units of ``text``, each match lower-cased (§3.2: the reference lowers per match).
+
+    With ``max_units`` only the first ``max_units`` are returned. They are found in a prefix of
+    the text when that prefix holds more than ``max_units`` matches: the first ``max_units`` are
+    then complete (a later match starts after each of them ends), so the result is exact.
+    """
+    if max_units is None:
+        return _units(text)
+    if max_units <= 0:
+        return []
+    cut = max_units * _PREFIX_CHARS_PER_UNIT
+    if len(text) > cut:
+        head = _units(text[:cut])
+        if len(head) > max_units:
+            return head[:max_units]
+    return _units(text)[:max_units]
+
+
+def hash_ngram(units: Sequence[str], buckets: int = HASH_BUCKETS) -> int:
+    """Bucket of one n-gram, by the literal definition (used by tests as the oracle)."""
+    return zlib.crc32(" ".join(units).encode("utf-8")) % buckets
+
+
+@lru_cache(maxsize=1)
+def _shift_table() -> np.ndarray:
+    """``T[L, k, b] = shift(b << 8k, L)``: CRC state advanced over ``L`` zero bytes, linear part."""
+    table = np.zeros((_TABLE_MAX + 1, 4, 256), dtype=np.uint32)
+    for length in range(_TABLE_MAX + 1):
+        zeros = b"\0" * length
+        base = zlib.crc32(zeros)
+        for k in range(4):
+            for b in range(256):
+                table[length, k, b] = zlib.crc32(zeros, b << (8 * k)) ^ base
+    return table.reshape(-1)
+
+
+def _shift(crc: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """``shift(crc, length)`` element-wise, for uint32 ``crc`` and byte lengths ``length``."""
+    table = _shift_table()
+    crc = crc.astype(np.uint32, copy=True)
+    length = length.astype(np.int64, copy=True)
+    long = np.flatnonzero(length > _TABLE_MAX)
+    while long.size:  # rare: units longer than 63 bytes; advance 64 bytes at a time
+        sub = crc[long]
+        base = _TABLE_MAX * 1024
+        sub = (
+            table[base + (sub & 0xFF)]
+            ^ table[base + 256 + ((sub >> 8) & 0xFF)]
+            ^ table[base + 512 + ((sub >> 16) & 0xFF)]
+            ^ table[base + 768 + (sub >> 24)]
+        )
+        crc[long] = sub
+        length[long] -= _TABLE_MAX
+        long = long[length[long] > _TABLE_MAX]
+    base = length * 1024
+    return (
+        table[base + (crc & 0xFF)]
+        ^ table[base + 256 + ((crc >> 8) & 0xFF)]
+        ^ table[base + 512 + ((crc >> 16) & 0xFF)]
+        ^ table[base + 768 + (crc >> 24)]
+    )
+
+
+@dataclass
+class TokenChunk:
+    """Tokenised texts: unit ids per text (flattened) and, per distinct unit, its CRC data."""
+
+    ids: np.ndarray  # int64, flattened unit ids
+    lengths: np.ndarray  # int64, units per text
+    unit_crc: np.ndarray  # uint32, crc32(unit)
+    space_crc: np.ndarray  # uint32, crc32(" " + unit)
+    space_len: np.ndarray  # int64, len((" " + unit).encode())
+
+    @property
+    def texts(self) -> int:
+        return int(self.lengths.size)
+
+
+def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> TokenChunk:
+    """Tokenise ``texts`` (§3.2 units; the first ``max_units`` per text) and CRC each distinct unit once."""
+    vocab: Dict[str, int] = defaultdict()
+    vocab.default_factory = vocab.__len__  # type: ignore[attr-defined]
+    getitem = vocab.__getitem__
+    ids: List[int] = []
+    lengths = np.empty(len(texts), dtype=np.int64)
+    for i, text in enumerate(texts):
+        units = support_units(text, max_units)
+        lengths[i] = len(units)
+        ids.extend(map(getitem, units))
+    space = zlib.crc32(b" ")
+    encoded = [u.encode("utf-8") for u in vocab]
+    unit_crc = np.fromiter((zlib.crc32(b) for b in encoded), dtype=np.uint32, count=len(encoded))
+    space_crc = np.fromiter((zlib.crc32(b, space) for b in encoded), dtype=np.uint32, count=len(encoded))
+    space_len = np.fromiter((len(b) + 1 for b in encoded), dtype=np.int64, count=len(encoded))
+    return TokenChunk(np.array(ids, dtype=np.int64), lengths, unit_crc, space_crc, space_len)
+
+
+def ngram_buckets(
+    chunk: TokenChunk, n: int, budget: Optional[int] = None, buckets: int = HASH_BUCKETS
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Buckets of every n-gram of the chunk's texts (first ``budget`` units) and their text index.
+
+    Returns ``(bucket, text_index)``, both int64, in text order then position order.
+    """
+    if n < 1:
+        raise ValueError(f"ngram must be >= 1, got {n}")
+    if budget is not None and budget < 0:
+        raise ValueError(f"budget must be >= 0 or None, got {budget}")
+    lengths = chunk.lengths
+    eff = lengths if budget is None else np.minimum(lengths, budget)
+    per_text = np.maximum(eff - n + 1, 0)
+    total = int(per_text.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    text_index = np.repeat(np.arange(lengths.size, dtype=np.int64), per_text)
+    first = np.cumsum(per_text) - per_text
+    pos = np.arange(total, dtype=np.int64) - np.repeat(first, per_text) + np.repeat(offsets, per_text)
+    crc = chunk.unit_crc[chunk.ids[pos]]
+    for k in range(1, n):
+        unit = chunk.ids[pos + k]
+        crc = _shift(crc, chunk.space_len[unit]) ^ chunk.space_crc[unit]
+    return (crc % np.uint32(buckets)).astype(np.int64), text_index
+
+
+def iter_chunks(texts: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for start in range(0, len(texts), size):
+        yield texts[start : start + size]
+
+
+def _count_chunk(args: Tuple[Sequence[str], Tuple[Tuple[int, Optional[int]], ...], int]) -> List[Tuple[np.ndarray, int]]:
+    texts, specs, buckets = args
+    budgets = [b for _, b in specs]
+    chunk = tokenize_chunk(texts, None if None in budgets else max(budgets))
+    out = []
+    for n, budget in specs:
+        b, _ = ngram_buckets(chunk, n, budget, buckets)
+        out.append((np.bincount(b, minlength=buckets).astype(np.int64), int(b.size)))
+    return out
+
+
+def count_ngrams_multi(
+    texts: Sequence[str],
+    specs: Sequence[Tuple[int, Optional[int]]],
+    buckets: int = HASH_BUCKETS,
+    chunk_size: int = 20_000,
+    workers: int = 1,
+) -> List[np.ndarray]:
+    """Whole-corpus hashed n-gram counts for several ``(n, budget)`` specs from one tokenisation.
+
+    Chunks are independent and their counts add, so ``workers > 1`` (processes) gives identical
+    results.
+    """
+    specs_t = tuple((int(n), None if b is None else int(b)) for n, b in specs)
+    totals = [np.zeros(buckets, dtype=np.int64) for _ in specs_t]
+    jobs = ((c, specs_t, buckets) for c in iter_chunks(texts, chunk_size))
+    for result in _map(_count_chunk, jobs, workers):
+        for total, (counts, _) in zip(totals, result):
+            total += counts
+    return totals
+
+
+def count_ngrams(
+    texts: Sequence[str],
+    n: int,
+    budget: Optional[int] = None,
+    buckets: int = HASH_BUCKETS,
+    chunk_size: int = 20_000,
+    workers: int = 1,
+) -> np.ndarray:
+    """Hashed n-gram counts (int64, length ``buckets``) of ``texts`` (§3.2)."""
+    return count_ngrams_multi(texts, [(n, budget)], buckets, chunk_size, workers)[0]
+
+
+def _map(func, jobs, workers: int):
+    if workers <= 1:
+        for job in jobs:
+            yield func(job)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(func, jobs)
+
+
+@dataclass
+class PoolCounts:
+    """Hashed n-gram counts of one prompt pool (§3.2 ``prompt_pools`` records / total n-grams)."""
+
+    name: str
+    counts: np.ndarray
+    records: int
+    ngram: int
+    buckets: int
+    source: str = ""
+    digest: str = ""
+
+    @property
+    def total_ngrams(self) -> int:
+        return int(self.counts.sum())
+
+
+def pool_counts_from_prompts(
+    name: str,
+    prompts: Sequence[str],
+    ngram: int,
+    buckets: int = HASH_BUCKETS,
+    workers: int = 1,
+    source: str = "",
+) -> PoolCounts:
+    """Counts of a pool given as a list of prompts (no budget on prompts, §3.2)."""
+    counts = count_ngrams(prompts, ngram, None, buckets, workers=workers)
+    return PoolCounts(name, counts, len(prompts), ngram, buckets, source)
+
+
+def pool_cache_key(digest: str, ngram: int, buckets: int, field: Optional[str], limit: Optional[int]) -> str:
+    """Cache key of a pool's counts: content digest of the file + n + buckets (+ field, limit)."""
+    import hashlib
+
+    payload = json.dumps(
+        {"v": COUNTS_VERSION, "digest": digest, "n": ngram, "buckets": buckets, "field": field, "limit": limit},
+        sort_keys=True,
+    )
+    return hashlib.blake2b(payload.encode(), digest_size=12).hexdigest()
+
+
+def load_pool_counts(
+    name: str,
+    path: PathLike,
+    ngram: int,
+    buckets: int = HASH_BUCKETS,
+    field: Optional[str] = None,
+    fmt: Optional[str] = None,
+    limit: Optional[int] = 1_000_000,
+    cache_dir: Optional[PathLike] = None,
+    workers: int = 1,
+) -> PoolCounts:
+    """Counts of a pool file, cached as ``<cache_dir>/<name>.n<n>.<key>.npy`` (+ ``.json``).
+
+    The key hashes the file's bytes, ``ngram``, ``buckets``, ``field`` and ``limit``, so a cached
+    array is reused across comparisons and runs, and never after the file changes.
+    """
+    from capaudit.prompts.io import file_digest, load_prompts
+
+    path = Path(path)
+    digest = file_digest(path)
+    npy = meta = None
+    if cache_dir is not None:
+        key = pool_cache_key(digest, ngram, buckets, field, limit)
+        cache = Path(cache_dir)
+        npy = cache / f"{name}.n{ngram}.{key}.npy"
+        meta = npy.with_suffix(".json")
+        if npy.exists() and meta.exists():
+            info = json.loads(meta.read_text(encoding="utf-8"))
+            counts = np.load(npy)
+            if counts.shape == (buckets,) and counts.dtype == np.int64:
+                return PoolCounts(name, counts, int(info["records"]), ngram, buckets, str(path), digest)
+    prompts = load_prompts(path, field, fmt, limit)
+    if not prompts:
+        raise ValueError(f"{path}: prompt pool '{name}' has no non-empty prompts")
+    pool = pool_counts_from_prompts(name, prompts, ngram, buckets, workers, str(path))
+    pool.digest = digest
+    if npy is not None and meta is not None:
+        npy.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=npy.parent, suffix=".npy")
+        os.close(fd)
+        np.save(tmp, pool.counts)
+        os.replace(tmp, npy)
+        meta.write_text(
+            json.dumps(
+                {"name": name, "source": str(path), "digest": digest, "ngram": ngram, "buckets": buckets,
+                 "field": field, "limit": limit, "records": pool.records, "total_ngrams": pool.total_ngrams,
+                 "version": COUNTS_VERSION},
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+    return pool

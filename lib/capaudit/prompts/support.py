@@ -1,0 +1,347 @@
+"""Prompt-pool support metrics, blocks and the block-delta bootstrap (reference-spec §3.2).
+
+* Distribution: ``(counts + alpha) / sum(counts + alpha)`` over every bucket (uniform if the
+  total is zero, which only happens with ``alpha == 0``).
+* ``jsd``: ½KL(p‖m) + ½KL(q‖m), m = (p+q)/2, natural log, KL summed over p > 0.
+* ``prompt_mass_on_caption_support``: smoothed pool probability summed over the buckets whose
+  caption-block count is > 0.
+* Blocks: pairs in file order, contiguous blocks of ``block_size``; the last partial block kept.
+* Bootstrap: means of ``reps`` resamples (with replacement) of the block deltas
+  local − reference; 95 % interval = numpy-linear 2.5/97.5 % quantiles.
+
+**Deviation from the reference (documented):** the reference seeds each bootstrap with
+``abs(hash((seed, comparison, pool, metric))) % 2**32`` — Python's salted string hash, so its
+intervals change with ``PYTHONHASHSEED``. Here the seed is
+``blake2b("seed\\x1fcomparison\\x1fpool\\x1fmetric", digest_size=8)`` read as a little-endian
+uint64 and passed to ``np.random.default_rng``: identical in every process. Point estimates
+(delta mean, block means, blocks) are unaffected; published intervals can only be matched
+statistically, not digit for digit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, ngram_buckets, tokenize_chunk
+from capaudit.summaries.prompt_support import JSD, METRICS, PROMPT_MASS, PromptSupportRow
+
+ALPHA = 1e-12
+BLOCK_SIZE = 5000
+BOOTSTRAP_REPS = 2000
+
+
+def smoothed_distribution(counts: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """``(counts + alpha)`` normalised over every bucket; uniform when the total is 0 (§3.2)."""
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    smoothed = counts.astype(np.float64) + alpha
+    total = smoothed.sum()
+    if total <= 0:
+        return np.full(counts.shape, 1.0 / counts.size)
+    return smoothed / total
+
+
+def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """KL(p‖q) in nats, summed over p > 0 (``inf`` if q = 0 somewhere p > 0)."""
+    mask = p > 0
+    pm, qm = p[mask], q[mask]
+    if np.any(qm <= 0):
+        return float("inf")
+    return float(np.sum(pm * np.log(pm / qm)))
+
+
+def jensen_shannon(p: np.ndarray, q: np.ndarray) -> float:
+    """Jensen–Shannon divergence, natural log (§3.2)."""
+    m = 0.5 * (p + q)
+    return 0.5 * kl_divergence(p, m) + 0.5 * kl_divergence(q, m)
+
+
+def mass_on_support(probabilities: np.ndarray, counts: np.ndarray) -> float:
+    """Σ of ``probabilities`` over the buckets where ``counts > 0`` (prompt-mass support, §3.2)."""
+    return float(probabilities[counts > 0].sum())
+
+
+def block_bounds(records: int, block_size: int) -> List[Tuple[int, int]]:
+    """Contiguous ``[start, stop)`` blocks of ``block_size``; the last partial block kept (§3.2)."""
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    return [(s, min(s + block_size, records)) for s in range(0, records, block_size)]
+
+
+def derive_seed(seed: int, comparison: str, pool: str, metric: str) -> int:
+    """Process-independent bootstrap seed from (seed, comparison, pool, metric) — see module doc."""
+    payload = "\x1f".join((str(int(seed)), comparison, pool, metric)).encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "little")
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    delta_mean: float
+    ci95_low: float
+    ci95_high: float
+
+
+def block_bootstrap(deltas: np.ndarray, reps: int, seed: int) -> BootstrapResult:
+    """Mean of ``deltas`` and the 2.5/97.5 % quantiles of ``reps`` resampled means (§3.2).
+
+    Resample indices are drawn in one call, ``rng.integers(0, k, size=(reps, k))``.
+    """
+    deltas = np.asarray(deltas, dtype=np.float64)
+    if deltas.ndim != 1 or deltas.size == 0:
+        raise ValueError("block_bootstrap needs a non-empty 1-d array of block deltas")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, deltas.size, size=(reps, deltas.size))
+    means = deltas[idx].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return BootstrapResult(float(np.mean(deltas)), float(low), float(high))
+
+
+def stable_direction(metric: str, ci_low: float, ci_high: float) -> str:
+    """§3.2 labels: JSD lower-is-closer, prompt mass higher-is-better; else ``inconclusive``."""
+    if metric == JSD:
+        if ci_high < 0:
+            return "local_lower"
+        if ci_low > 0:
+            return "reference_lower"
+        return "inconclusive"
+    if metric == PROMPT_MASS:
+        if ci_low > 0:
+            return "local_higher"
+        if ci_high < 0:
+            return "reference_higher"
+        return "inconclusive"
+    raise ValueError(f"unknown metric {metric!r} (expected one of {list(METRICS)})")
+
+
+@dataclass
+class PreparedPool:
+    """A pool's counts with its smoothed distribution, ready for block metrics."""
+
+    name: str
+    counts: np.ndarray
+    probabilities: np.ndarray
+    records: int
+
+    @classmethod
+    def from_counts(cls, pool: PoolCounts, alpha: float = ALPHA) -> "PreparedPool":
+        return cls(pool.name, pool.counts, smoothed_distribution(pool.counts, alpha), pool.records)
+
+
+def block_metric_values(
+    caption_counts: np.ndarray, pool: PreparedPool, alpha: float = ALPHA
+) -> Dict[str, float]:
+    """Both §3.2 metrics of one caption block against one pool."""
+    p = smoothed_distribution(caption_counts, alpha)
+    return {JSD: jensen_shannon(p, pool.probabilities), PROMPT_MASS: mass_on_support(pool.probabilities, caption_counts)}
+
+
+@dataclass
+class BlockMetrics:
+    """Per pool, per metric: block-level values for the local and the reference surface."""
+
+    records: int
+    block_size: int
+    blocks: int
+    local: Dict[str, Dict[str, np.ndarray]] = field(default_factory=dict)
+    reference: Dict[str, Dict[str, np.ndarray]] = field(default_factory=dict)
+
+
+def _group_values(
+    texts: Sequence[str],
+    group: Sequence[Tuple[int, int]],
+    pools: Sequence[PreparedPool],
+    n: int,
+    budget: Optional[int],
+    buckets: int,
+    alpha: float,
+) -> np.ndarray:
+    """Metric values ``[block, pool, metric]`` for a run of consecutive blocks (``texts`` = their pairs)."""
+    offset = group[0][0]
+    chunk = tokenize_chunk(texts, budget)
+    bucket, text_index = ngram_buckets(chunk, n, budget, buckets)
+    cuts = np.searchsorted(text_index, [b[0] - offset for b in group] + [group[-1][1] - offset])
+    out = np.empty((len(group), len(pools), len(METRICS)))
+    for i in range(len(group)):
+        counts = np.bincount(bucket[cuts[i] : cuts[i + 1]], minlength=buckets)
+        p = smoothed_distribution(counts, alpha)
+        support = counts > 0
+        for j, pool in enumerate(pools):
+            out[i, j, METRICS.index(JSD)] = jensen_shannon(p, pool.probabilities)
+            out[i, j, METRICS.index(PROMPT_MASS)] = float(pool.probabilities[support].sum())
+    return out
+
+
+# Worker-process copy of the pools, set once per process by the pool initializer (never read
+# in the parent process); it only avoids re-sending the pool arrays with every job.
+_WORKER_POOLS: List[PreparedPool] = []
+
+
+def _init_worker(pools: List[PreparedPool]) -> None:
+    _WORKER_POOLS[:] = pools
+
+
+def _group_job(args) -> np.ndarray:
+    texts, group, n, budget, buckets, alpha = args
+    return _group_values(texts, group, _WORKER_POOLS, n, budget, buckets, alpha)
+
+
+def block_metrics(
+    local_texts: Sequence[str],
+    reference_texts: Sequence[str],
+    pools: Sequence[PreparedPool],
+    ngram: int = 2,
+    budget: Optional[int] = 64,
+    block_size: int = BLOCK_SIZE,
+    buckets: int = HASH_BUCKETS,
+    alpha: float = ALPHA,
+    chunk_target: int = 20_000,
+    workers: int = 1,
+) -> BlockMetrics:
+    """Block-level JSD and prompt mass of both surfaces against every pool (§3.2).
+
+    Captions keep their first ``budget`` lex units (None = whole caption). Runs of consecutive
+    blocks (about ``chunk_target`` pairs) are independent jobs; ``workers > 1`` runs them in
+    processes with identical results.
+    """
+    if len(local_texts) != len(reference_texts):
+        raise ValueError(f"local and reference surfaces differ in length: {len(local_texts)} vs {len(reference_texts)}")
+    if not local_texts:
+        raise ValueError("no caption pairs")
+    for pool in pools:
+        if pool.counts.size != buckets:
+            raise ValueError(f"pool '{pool.name}': {pool.counts.size} buckets, expected {buckets}")
+    bounds = block_bounds(len(local_texts), block_size)
+    per_job = max(1, chunk_target // block_size)
+    groups = [bounds[c : c + per_job] for c in range(0, len(bounds), per_job)]
+    jobs = [
+        (texts[g[0][0] : g[-1][1]], g, ngram, budget, buckets, alpha)
+        for texts in (local_texts, reference_texts)
+        for g in groups
+    ]
+    if workers <= 1:
+        parts = [_group_values(t, g, pools, n, b, k, a) for t, g, n, b, k, a in jobs]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(list(pools),)) as ex:
+            parts = list(ex.map(_group_job, jobs))
+    local = np.concatenate(parts[: len(groups)])
+    reference = np.concatenate(parts[len(groups) :])
+    out = BlockMetrics(len(local_texts), block_size, len(bounds))
+    for side, values in (("local", local), ("reference", reference)):
+        setattr(out, side, {
+            pool.name: {m: values[:, j, k].copy() for k, m in enumerate(METRICS)} for j, pool in enumerate(pools)
+        })
+    return out
+
+
+def summarise_blocks(
+    metrics: BlockMetrics,
+    comparison: str,
+    local_surface: str,
+    reference_surface: str,
+    reps: int = BOOTSTRAP_REPS,
+    seed: int = 0,
+) -> List[PromptSupportRow]:
+    """TSV rows (pool-name order, then ``jsd``, ``prompt_mass_on_caption_support``) from block values."""
+    rows: List[PromptSupportRow] = []
+    for pool in sorted(metrics.local):
+        for metric in METRICS:
+            local = metrics.local[pool][metric]
+            reference = metrics.reference[pool][metric]
+            boot = block_bootstrap(local - reference, reps, derive_seed(seed, comparison, pool, metric))
+            rows.append(
+                PromptSupportRow(
+                    prompt_pool=pool,
+                    comparison=comparison,
+                    local_surface=local_surface,
+                    reference_surface=reference_surface,
+                    metric=metric,
+                    blocks=metrics.blocks,
+                    block_size=metrics.block_size,
+                    records=metrics.records,
+                    delta_mean_local_minus_reference=boot.delta_mean,
+                    ci95_low=boot.ci95_low,
+                    ci95_high=boot.ci95_high,
+                    stable_direction=stable_direction(metric, boot.ci95_low, boot.ci95_high),
+                    local_block_mean=float(np.mean(local)),
+                    reference_block_mean=float(np.mean(reference)),
+                )
+            )
+    return rows
+
+
+def compare_surfaces(
+    local_texts: Sequence[str],
+    reference_texts: Sequence[str],
+    pools: Sequence[PoolCounts],
+    comparison: str,
+    local_surface: str = "local",
+    reference_surface: str = "reference",
+    ngram: int = 2,
+    budget: Optional[int] = 64,
+    block_size: int = BLOCK_SIZE,
+    reps: int = BOOTSTRAP_REPS,
+    seed: int = 0,
+    alpha: float = ALPHA,
+    buckets: int = HASH_BUCKETS,
+    workers: int = 1,
+) -> List[PromptSupportRow]:
+    """One comparison against every pool: the §3.2 TSV rows (``workers`` processes)."""
+    for pool in pools:
+        if pool.ngram != ngram:
+            raise ValueError(f"pool '{pool.name}' was counted with n={pool.ngram}, captions use n={ngram}")
+    prepared = [PreparedPool.from_counts(p, alpha) for p in pools]
+    metrics = block_metrics(local_texts, reference_texts, prepared, ngram, budget, block_size, buckets, alpha,
+                            workers=workers)
+    return summarise_blocks(metrics, comparison, local_surface, reference_surface, reps, seed)
+
+
+# --------------------------------------------------------------------------------------------
+# Sensitivity variants (§3.2 ``caption_prompt_ngram_support.py``): whole-surface counts.
+
+SENSITIVITY_COLUMNS: Tuple[str, ...] = (
+    "prompt_pool",
+    "comparison",
+    "role",
+    "surface",
+    "budget",
+    "ngram",
+    "caption_records",
+    "prompt_records",
+    "caption_ngrams",
+    "prompt_ngrams",
+    "caption_buckets",
+    "prompt_buckets",
+    "overlap_buckets",
+    "prompt_mass_on_caption_support",
+    "caption_mass_on_prompt_support",
+    "jsd",
+    "kl_caption_to_prompt",
+    "kl_prompt_to_caption",
+)
+
+
+def whole_surface_metrics(caption_counts: np.ndarray, pool_counts: np.ndarray, alpha: float = ALPHA) -> Dict[str, float]:
+    """Whole-surface support of one caption surface against one pool (sensitivity variant)."""
+    p = smoothed_distribution(caption_counts, alpha)
+    q = smoothed_distribution(pool_counts, alpha)
+    cap, pro = caption_counts > 0, pool_counts > 0
+    return {
+        "caption_ngrams": int(caption_counts.sum()),
+        "prompt_ngrams": int(pool_counts.sum()),
+        "caption_buckets": int(cap.sum()),
+        "prompt_buckets": int(pro.sum()),
+        "overlap_buckets": int((cap & pro).sum()),
+        "prompt_mass_on_caption_support": float(q[cap].sum()),
+        "caption_mass_on_prompt_support": float(p[pro].sum()),
+        "jsd": jensen_shannon(p, q),
+        "kl_caption_to_prompt": kl_divergence(p, q),
+        "kl_prompt_to_caption": kl_divergence(q, p),
+    }

@@ -1,0 +1,25 @@
+"""Typed summary schemas: what stages write and the paper layer reads.
+
+* :mod:`.claimed` — claimed-CBU summary JSON (reference-spec §4.4)
+* :mod:`.vqa` — per-judge VQA summary JSON (§5.3)
+* :mod:`.cells` — by-category VQA cells ``cbu_vqa_by_category_b64.json`` (§5.4)
+* :mod:`.frontier` — budget-frontier CSV with Pareto flags (§4.4, G6)
+* :mod:`.agreement` — judge–human agreement bootstrap JSON (§7, G12)
+* :mod:`.prompt_support` — prompt-support TSV (§3.2; owned by the prompt stage)
+
+Every reader validates and raises ``ValueError`` naming the file and field; every writer
+reproduces the reference's formatting byte for byte.
+"""
+
+from .cells import CellsFile, Cell, CellStats, read_cells, write_cells, format_cells
+from .claimed import ClaimedSummary, ClaimedSurface, ClaimedStatus, Distribution, read_claimed_summary, write_claimed_summary, format_claimed_summary
+from .frontier import FrontierRow, read_frontier_csv, write_frontier_csv, format_frontier_csv, pareto_flags, with_pareto_flags
+from .vqa import VqaSummary, VqaSurface, AnswerCounts, read_vqa_summary, write_vqa_summary, format_vqa_summary
+
+__all__ = [
+    "Cell", "CellStats", "CellsFile", "read_cells", "write_cells", "format_cells",
+    "ClaimedStatus", "ClaimedSummary", "ClaimedSurface", "Distribution",
+    "read_claimed_summary", "write_claimed_summary", "format_claimed_summary",
+    "FrontierRow", "read_frontier_csv", "write_frontier_csv", "format_frontier_csv", "pareto_flags", "with_pareto_flags",
+    "AnswerCounts", "VqaSummary", "VqaSurface", "read_vqa_summary", "write_vqa_summary", "format_vqa_summary",
+]

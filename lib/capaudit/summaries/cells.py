@@ -1,0 +1,362 @@
+"""By-category VQA cells schema (reference-spec §5.4): ``cbu_vqa_by_category_b64.json``.
+
+Layout::
+
+    {"cells": [{"slice", "judge", "surface",
+                "all_types": CellStats, "excluding_count_relation": CellStats,
+                "by_type": {"<type>": {"yes", "no", "uncertain"}}}, ...],
+     "cc12m_judge_agreement": {"__all__"|"<type>": {"joined", "exact", "exact_rate"}},
+     "cc12m_extraction": {"<surface>": {"requests", "valid", "valid_zero_claims", "invalid",
+                                        "invalid_at_token_cap"}}}
+
+A cell is one (slice, judge, surface side) over the requests both judges answered.
+``supported_cap`` = yes/responses, ``risk`` = no/questions, ``uncertain_rate`` =
+uncertain/questions; ``*_std`` are caption-level bootstrap stds (§5.4, :mod:`capaudit.stats`).
+The reader checks every G2 identity and names the cell that breaks one. Written with indent 2 and
+**no** trailing newline (§10), so a reference file round-trips byte-identically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from ._common import (
+    ANSWERS,
+    UNIT_CATEGORIES,
+    PathLike,
+    as_float,
+    as_int,
+    as_str,
+    check_keys,
+    check_ratio,
+    dump_json,
+    get_field,
+    load_json,
+    ratio,
+    require_mapping,
+    write_text,
+)
+
+QWEN_JUDGE = "Qwen3.5-397B-A17B-FP8"
+GEMMA_JUDGE = "Gemma-4-31B-IT"
+JUDGES: Tuple[str, ...] = (QWEN_JUDGE, GEMMA_JUDGE)
+#: Types dropped by the ``excluding_count_relation`` view.
+EXCLUDED_TYPES: Tuple[str, ...] = ("count", "relation")
+STAT_FIELDS: Tuple[str, ...] = (
+    "responses",
+    "questions",
+    "yes",
+    "no",
+    "uncertain",
+    "supported_cap",
+    "risk",
+    "uncertain_rate",
+    "supported_cap_std",
+    "risk_std",
+)
+EXTRACTION_FIELDS: Tuple[str, ...] = ("requests", "valid", "valid_zero_claims", "invalid", "invalid_at_token_cap")
+AGREEMENT_ALL = "__all__"
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """Counts, rates and bootstrap stds of one cell view (§5.4)."""
+
+    responses: int
+    questions: int
+    yes: int
+    no: int
+    uncertain: int
+    supported_cap: float
+    risk: float
+    uncertain_rate: float
+    supported_cap_std: float
+    risk_std: float
+
+    @classmethod
+    def from_counts(
+        cls, responses: int, yes: int, no: int, uncertain: int, supported_cap_std: float, risk_std: float
+    ) -> "CellStats":
+        """Derive ``questions`` and the rates from answer counts (§5.4)."""
+        q = yes + no + uncertain
+        return cls(
+            responses=responses,
+            questions=q,
+            yes=yes,
+            no=no,
+            uncertain=uncertain,
+            supported_cap=ratio(yes, responses),
+            risk=ratio(no, q),
+            uncertain_rate=ratio(uncertain, q),
+            supported_cap_std=float(supported_cap_std),
+            risk_std=float(risk_std),
+        )
+
+    def validate(self, loc: str) -> None:
+        for k in STAT_FIELDS[:5]:
+            as_int(getattr(self, k), f"{loc}.{k}")
+        if self.questions != self.yes + self.no + self.uncertain:
+            raise ValueError(
+                f"{loc}.questions: {self.questions} != yes {self.yes} + no {self.no} + uncertain {self.uncertain}"
+            )
+        check_ratio(self.supported_cap, self.yes, self.responses, f"{loc}.supported_cap")
+        check_ratio(self.risk, self.no, self.questions, f"{loc}.risk")
+        check_ratio(self.uncertain_rate, self.uncertain, self.questions, f"{loc}.uncertain_rate")
+        for k in ("supported_cap_std", "risk_std"):
+            if as_float(getattr(self, k), f"{loc}.{k}") < 0:
+                raise ValueError(f"{loc}.{k}: must be >= 0, got {getattr(self, k)}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {k: getattr(self, k) for k in STAT_FIELDS}
+
+    @classmethod
+    def from_dict(cls, d: Any, loc: str) -> "CellStats":
+        d = require_mapping(d, loc)
+        check_keys(d, STAT_FIELDS, loc)
+        vals: Dict[str, Any] = {}
+        for k in STAT_FIELDS:
+            v = get_field(d, k, loc)
+            vals[k] = as_int(v, f"{loc}.{k}") if k in STAT_FIELDS[:5] else as_float(v, f"{loc}.{k}")
+        out = cls(**vals)
+        out.validate(loc)
+        return out
+
+
+@dataclass(frozen=True)
+class TypeCounts:
+    """Answer counts of one claim type inside a cell."""
+
+    yes: int
+    no: int
+    uncertain: int
+
+    @property
+    def questions(self) -> int:
+        return self.yes + self.no + self.uncertain
+
+    def to_dict(self) -> Dict[str, int]:
+        return {"yes": self.yes, "no": self.no, "uncertain": self.uncertain}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (slice, judge, surface) cell of §5.4."""
+
+    slice: str
+    judge: str
+    surface: str
+    all_types: CellStats
+    excluding_count_relation: CellStats
+    by_type: Dict[str, TypeCounts]
+
+    @property
+    def key(self) -> Tuple[str, str, str]:
+        return (self.slice, self.judge, self.surface)
+
+    @property
+    def label(self) -> str:
+        return f"cell ({self.slice}, {self.judge}, {self.surface})"
+
+    def validate(self, loc: str = "") -> None:
+        """G2 identities: stats arithmetic, by-type sums, excluding = all minus count and relation."""
+        loc = f"{loc}{self.label}" if loc else self.label
+        self.all_types.validate(f"{loc}.all_types")
+        self.excluding_count_relation.validate(f"{loc}.excluding_count_relation")
+        unknown = [t for t in self.by_type if t not in UNIT_CATEGORIES]
+        if unknown:
+            raise ValueError(f"{loc}.by_type: unknown type(s) {unknown}")
+        for a in ANSWERS:
+            total = sum(getattr(c, a) for c in self.by_type.values())
+            if total != getattr(self.all_types, a):
+                raise ValueError(f"{loc}.by_type: sum of '{a}' {total} != all_types.{a} {getattr(self.all_types, a)}")
+            kept = sum(getattr(c, a) for t, c in self.by_type.items() if t not in EXCLUDED_TYPES)
+            if kept != getattr(self.excluding_count_relation, a):
+                raise ValueError(
+                    f"{loc}.excluding_count_relation.{a}: {getattr(self.excluding_count_relation, a)} != "
+                    f"all_types minus count/relation {kept}"
+                )
+        if self.excluding_count_relation.responses != self.all_types.responses:
+            raise ValueError(
+                f"{loc}.excluding_count_relation.responses: {self.excluding_count_relation.responses} != "
+                f"all_types.responses {self.all_types.responses}"
+            )
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "slice": self.slice,
+            "judge": self.judge,
+            "surface": self.surface,
+            "all_types": self.all_types.to_dict(),
+            "excluding_count_relation": self.excluding_count_relation.to_dict(),
+            "by_type": {t: c.to_dict() for t, c in self.by_type.items()},
+        }
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Exact agreement of the two judges on joined question ids."""
+
+    joined: int
+    exact: int
+    exact_rate: float
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"joined": self.joined, "exact": self.exact, "exact_rate": self.exact_rate}
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """Claim-extraction outcome for one CC12M surface (§5.4 ``cc12m_extraction``)."""
+
+    requests: int
+    valid: int
+    valid_zero_claims: int
+    invalid: int
+    invalid_at_token_cap: int
+
+    def to_dict(self) -> Dict[str, int]:
+        return {k: getattr(self, k) for k in EXTRACTION_FIELDS}
+
+
+@dataclass(frozen=True)
+class CellsFile:
+    """The whole by-category file (§5.4)."""
+
+    cells: List[Cell]
+    cc12m_judge_agreement: Dict[str, Agreement] = field(default_factory=dict)
+    cc12m_extraction: Dict[str, Extraction] = field(default_factory=dict)
+
+    def get(self, slice: str, judge: str, surface: str) -> Cell:
+        """The cell for (slice, judge, surface); KeyError lists the slice's cells."""
+        for c in self.cells:
+            if c.key == (slice, judge, surface):
+                return c
+        have = sorted({(c.judge, c.surface) for c in self.cells if c.slice == slice})
+        raise KeyError(f"no cell ({slice}, {judge}, {surface}); slice {slice!r} has {have}")
+
+    def slices(self) -> List[str]:
+        """Slice names in first-seen order."""
+        return list(dict.fromkeys(c.slice for c in self.cells))
+
+    def surfaces(self, slice: str) -> List[str]:
+        return list(dict.fromkeys(c.surface for c in self.cells if c.slice == slice))
+
+    def validate(self, loc: str = "<cells>") -> None:
+        seen: Dict[Tuple[str, str, str], int] = {}
+        for i, c in enumerate(self.cells):
+            if c.key in seen:
+                raise ValueError(f"{loc}: cells[{i}]: duplicate {c.label} (first at cells[{seen[c.key]}])")
+            seen[c.key] = i
+            c.validate(f"{loc}: cells[{i}] ")
+        # Both-judges intersection: every judge of a slice sees the same requests per surface.
+        responses: Dict[Tuple[str, str], Tuple[str, int]] = {}
+        for c in self.cells:
+            k = (c.slice, c.surface)
+            if k in responses and responses[k][1] != c.all_types.responses:
+                raise ValueError(
+                    f"{loc}: {c.label}: responses {c.all_types.responses} != {responses[k][1]} of judge "
+                    f"{responses[k][0]!r} (cells must use the both-judges intersection)"
+                )
+            responses.setdefault(k, (c.judge, c.all_types.responses))
+        if self.cc12m_judge_agreement:
+            for name, a in self.cc12m_judge_agreement.items():
+                if a.exact > a.joined:
+                    raise ValueError(f"{loc}: cc12m_judge_agreement.{name}.exact: {a.exact} > joined {a.joined}")
+                check_ratio(a.exact_rate, a.exact, a.joined, f"{loc}: cc12m_judge_agreement.{name}.exact_rate")
+            if AGREEMENT_ALL in self.cc12m_judge_agreement:
+                parts = [a for n, a in self.cc12m_judge_agreement.items() if n != AGREEMENT_ALL]
+                total = self.cc12m_judge_agreement[AGREEMENT_ALL]
+                for k in ("joined", "exact"):
+                    s = sum(getattr(a, k) for a in parts)
+                    if parts and s != getattr(total, k):
+                        raise ValueError(f"{loc}: cc12m_judge_agreement.__all__.{k}: {getattr(total, k)} != sum {s}")
+        for name, e in self.cc12m_extraction.items():
+            sub = f"{loc}: cc12m_extraction.{name}"
+            if e.valid + e.invalid != e.requests:
+                raise ValueError(f"{sub}: valid {e.valid} + invalid {e.invalid} != requests {e.requests}")
+            if e.invalid_at_token_cap > e.invalid:
+                raise ValueError(f"{sub}.invalid_at_token_cap: {e.invalid_at_token_cap} > invalid {e.invalid}")
+            if e.valid_zero_claims > e.valid:
+                raise ValueError(f"{sub}.valid_zero_claims: {e.valid_zero_claims} > valid {e.valid}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "cells": [c.to_dict() for c in self.cells],
+            "cc12m_judge_agreement": {n: a.to_dict() for n, a in self.cc12m_judge_agreement.items()},
+            "cc12m_extraction": {n: e.to_dict() for n, e in self.cc12m_extraction.items()},
+        }
+
+
+def _parse_cell(d: Any, loc: str) -> Cell:
+    d = require_mapping(d, loc)
+    check_keys(d, ("slice", "judge", "surface", "all_types", "excluding_count_relation", "by_type"), loc)
+    s = as_str(get_field(d, "slice", loc), f"{loc}.slice")
+    j = as_str(get_field(d, "judge", loc), f"{loc}.judge")
+    sf = as_str(get_field(d, "surface", loc), f"{loc}.surface")
+    cl = f"{loc} ({s}, {j}, {sf})"
+    bt_raw = require_mapping(get_field(d, "by_type", loc), f"{cl}.by_type")
+    by_type: Dict[str, TypeCounts] = {}
+    for t, v in bt_raw.items():
+        v = require_mapping(v, f"{cl}.by_type.{t}")
+        check_keys(v, ANSWERS, f"{cl}.by_type.{t}")
+        by_type[str(t)] = TypeCounts(**{a: as_int(get_field(v, a, f"{cl}.by_type.{t}"), f"{cl}.by_type.{t}.{a}") for a in ANSWERS})
+    cell = Cell(
+        slice=s,
+        judge=j,
+        surface=sf,
+        all_types=CellStats.from_dict(get_field(d, "all_types", cl), f"{cl}.all_types"),
+        excluding_count_relation=CellStats.from_dict(
+            get_field(d, "excluding_count_relation", cl), f"{cl}.excluding_count_relation"
+        ),
+        by_type=by_type,
+    )
+    cell.validate(f"{loc} ")
+    return cell
+
+
+def parse_cells(obj: Any, source: Optional[PathLike] = None) -> CellsFile:
+    """Validate a decoded by-category file; errors name ``source``, the cell and the field."""
+    loc = str(source) if source is not None else "<cells>"
+    d = require_mapping(obj, loc)
+    check_keys(d, ("cells", "cc12m_judge_agreement", "cc12m_extraction"), loc)
+    raw_cells = get_field(d, "cells", loc)
+    if not isinstance(raw_cells, list):
+        raise ValueError(f"{loc}: cells: expected a list")
+    cells = [_parse_cell(c, f"{loc}: cells[{i}]") for i, c in enumerate(raw_cells)]
+    agreement: Dict[str, Agreement] = {}
+    for n, v in require_mapping(d.get("cc12m_judge_agreement", {}), f"{loc}: cc12m_judge_agreement").items():
+        sub = f"{loc}: cc12m_judge_agreement.{n}"
+        v = require_mapping(v, sub)
+        check_keys(v, ("joined", "exact", "exact_rate"), sub)
+        agreement[str(n)] = Agreement(
+            joined=as_int(get_field(v, "joined", sub), f"{sub}.joined"),
+            exact=as_int(get_field(v, "exact", sub), f"{sub}.exact"),
+            exact_rate=as_float(get_field(v, "exact_rate", sub), f"{sub}.exact_rate"),
+        )
+    extraction: Dict[str, Extraction] = {}
+    for n, v in require_mapping(d.get("cc12m_extraction", {}), f"{loc}: cc12m_extraction").items():
+        sub = f"{loc}: cc12m_extraction.{n}"
+        v = require_mapping(v, sub)
+        check_keys(v, EXTRACTION_FIELDS, sub)
+        extraction[str(n)] = Extraction(**{k: as_int(get_field(v, k, sub), f"{sub}.{k}") for k in EXTRACTION_FIELDS})
+    out = CellsFile(cells=cells, cc12m_judge_agreement=agreement, cc12m_extraction=extraction)
+    out.validate(loc)
+    return out
+
+
+def read_cells(path: PathLike) -> CellsFile:
+    """Read and validate ``cbu_vqa_by_category_b64.json`` (§5.4)."""
+    return parse_cells(load_json(path), Path(path))
+
+
+def format_cells(cells: CellsFile) -> str:
+    """JSON text: indent 2, no trailing newline (§10)."""
+    cells.validate()
+    return dump_json(cells.to_dict(), indent=2, ensure_ascii=False, trailing_newline=False)
+
+
+def write_cells(cells: CellsFile, path: PathLike) -> Path:
+    """Validate and write the by-category file; returns the path."""
+    return write_text(format_cells(cells), path)
