@@ -14,6 +14,8 @@ reproduces the reference's formatting byte for byte.
 from .cells import CellsFile, Cell, CellStats, read_cells, write_cells, format_cells
 from .claimed import ClaimedSummary, ClaimedSurface, ClaimedStatus, Distribution, read_claimed_summary, write_claimed_summary, format_claimed_summary
 from .frontier import FrontierRow, read_frontier_csv, write_frontier_csv, format_frontier_csv, pareto_flags, with_pareto_flags
+from .agreement import AgreementInterval, JudgeAgreement, read_agreement, write_agreement, format_agreement
+from .rollups import ClaimedRollupRow, read_claimed_rollup_csv, write_claimed_rollup_csv
 from .vqa import VqaSummary, VqaSurface, AnswerCounts, read_vqa_summary, write_vqa_summary, format_vqa_summary
 
 __all__ = [
@@ -21,5 +23,7 @@ __all__ = [
     "ClaimedStatus", "ClaimedSummary", "ClaimedSurface", "Distribution",
     "read_claimed_summary", "write_claimed_summary", "format_claimed_summary",
     "FrontierRow", "read_frontier_csv", "write_frontier_csv", "format_frontier_csv", "pareto_flags", "with_pareto_flags",
+    "AgreementInterval", "JudgeAgreement", "read_agreement", "write_agreement", "format_agreement",
+    "ClaimedRollupRow", "read_claimed_rollup_csv", "write_claimed_rollup_csv",
     "AnswerCounts", "VqaSummary", "VqaSurface", "read_vqa_summary", "write_vqa_summary", "format_vqa_summary",
 ]

@@ -11,7 +11,7 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable
 
 from ._common import UNIT_CATEGORIES, PathLike, write_text
 

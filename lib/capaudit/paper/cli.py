@@ -1,0 +1,43 @@
+"""``capaudit paper`` subcommands: build tables/figures/numbers; verify the reference run."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..config import load_config
+
+
+def _tables(args: argparse.Namespace) -> int:
+    from .run import run_all
+
+    cfg = load_config(args.params)
+    for res in run_all(cfg, args.element or None):
+        for name, path in res.paths.items():
+            print(f"{res.element}: {name} -> {path}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .run import check_reference
+
+    cfg = load_config(args.params)
+    results = check_reference(cfg)
+    for r in results:
+        print(r.line())
+    failed = [r for r in results if not r.passed and not r.skipped]
+    print(f"{len(results) - len(failed)}/{len(results)} checks passed or skipped; {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``capaudit paper {tables,check-reference}``."""
+    p = subparsers.add_parser("paper", help="paper tables, figures, numbers map and golden checks")
+    sub = p.add_subparsers(dest="paper_command", metavar="SUBCOMMAND")
+    t = sub.add_parser("tables", help="write tables, figures and numbers for a params file's paper: section")
+    t.add_argument("--params", default="params/reference.yaml")
+    t.add_argument("--element", action="append", help="only this element (repeatable): vqa_tables, headline, ...")
+    t.set_defaults(func=_tables)
+    c = sub.add_parser("check-reference", help="golden checks G1-G8, G12 against the published summaries (exit 1 on mismatch)")
+    c.add_argument("--params", default="params/reference.yaml")
+    c.set_defaults(func=_check)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

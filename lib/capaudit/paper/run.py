@@ -1,0 +1,184 @@
+"""One entry point per paper element (each ``notebooks/paper_<element>.py`` calls one of these).
+
+Every function takes a :class:`capaudit.config.RunConfig`, reads only the summaries named in
+``paper.inputs`` and writes into ``outputs/<run>/tables/`` or ``figures/`` (``numbers.json`` at the
+run root). It returns an :class:`ElementResult` whose ``frame`` is what the notebook displays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import pandas as pd
+
+from ..summaries._common import write_text
+from . import checks as G
+from .figures import (
+    budget_sweep_points,
+    plot_budget_sweep,
+    plot_prompt_support,
+    plot_prompt_support_heatmap,
+    plot_yield_risk,
+    prompt_support_bars,
+    prompt_support_heat,
+    yield_risk_points,
+)
+from .inputs import PaperInputs, paper_inputs
+from .numbers import build_numbers, write_numbers
+from .tables import (
+    headline_rows,
+    headline_tex,
+    lexical_window_rows,
+    lexical_window_tex,
+    policy_cbu_rows,
+    policy_cbu_tex,
+)
+from .vqa_tables import all_vqa_tables
+
+
+@dataclass
+class ElementResult:
+    """Files written by one paper element and the values it shows."""
+
+    element: str
+    paths: Dict[str, Path]
+    frame: pd.DataFrame = field(repr=False)
+
+    def _repr_html_(self) -> str:  # notebook display
+        files = "".join(f"<li><code>{k}</code>: {v}</li>" for k, v in self.paths.items())
+        return f"<h4>{self.element}</h4><ul>{files}</ul>" + self.frame.to_html(index=False)
+
+
+def _frame(rows: Sequence[Any]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(r) if is_dataclass(r) else dict(r) for r in rows])
+
+
+def _inputs(cfg: Any) -> PaperInputs:
+    return paper_inputs(cfg)
+
+
+def run_vqa_tables(cfg: Any) -> ElementResult:
+    """The six VQA table bodies of §5.5 → ``tables/*.tex``."""
+    inp = _inputs(cfg)
+    dirs = cfg.dirs()
+    cells = inp.cells()
+    paths = {name: write_text(text, dirs["tables"] / name) for name, text in all_vqa_tables(cells, inp.eligibility()).items()}
+    frame = pd.DataFrame(
+        [
+            {"slice": c.slice, "judge": c.judge, "surface": c.surface, **{k: v for k, v in asdict(c.all_types).items()}}
+            for c in cells.cells
+        ]
+    )
+    return ElementResult("vqa_tables", paths, frame)
+
+
+def run_headline(cfg: Any) -> ElementResult:
+    """Cross-corpus headline table → ``tables/headline.tex``."""
+    inp = _inputs(cfg)
+    rows = headline_rows(inp.cells(), inp.claimed_rollup(), inp.frontier())
+    path = write_text(headline_tex(rows), cfg.dirs()["tables"] / "headline.tex")
+    return ElementResult("headline", {"headline.tex": path}, _frame(rows))
+
+
+def run_lexical_window(cfg: Any) -> ElementResult:
+    """Lexical-window sensitivity (G7) → ``tables/lexical_window.tex``."""
+    inp = _inputs(cfg)
+    rows = lexical_window_rows(inp.frontier(), inp.lexical_window())
+    path = write_text(lexical_window_tex(rows), cfg.dirs()["tables"] / "lexical_window.tex")
+    frame = _frame(rows).assign(cbu_cap_change_pct=[r.cbu_cap_change_pct for r in rows], cbu100_change=[r.cbu100_change for r in rows])
+    return ElementResult("lexical_window", {"lexical_window.tex": path}, frame)
+
+
+def run_policy_cbu(cfg: Any) -> ElementResult:
+    """Policy-control claimed density (G3) → ``tables/policy_cbu.tex``."""
+    inp = _inputs(cfg)
+    rows = policy_cbu_rows(inp.policy_claimed(), inp.frontier() if inp.has("frontier") else None)
+    path = write_text(policy_cbu_tex(rows), cfg.dirs()["tables"] / "policy_cbu.tex")
+    return ElementResult("policy_cbu", {"policy_cbu.tex": path}, _frame(rows))
+
+
+def run_fig2(cfg: Any) -> ElementResult:
+    """Figure 2: left (yield vs risk per cell) and right (budget sweep with Pareto flags)."""
+    inp = _inputs(cfg)
+    figs = cfg.dirs()["figures"]
+    pts = yield_risk_points(inp.cells())
+    sweep = budget_sweep_points(inp.frontier())
+    left = plot_yield_risk(pts, figs)
+    right = plot_budget_sweep(sweep, figs)
+    paths = {f"left_{k}": v for k, v in left.items()}
+    paths.update({f"right_{k}": v for k, v in right.items()})
+    return ElementResult("fig2", paths, _frame(sweep))
+
+
+def run_fig1_prompt_support(cfg: Any) -> ElementResult:
+    """Figure 1 right (seven-pool means) and the per-pool heatmap."""
+    inp = _inputs(cfg)
+    figs = cfg.dirs()["figures"]
+    rows = inp.prompt_support()
+    bars = prompt_support_bars(rows)
+    paths = {f"bars_{k}": v for k, v in plot_prompt_support(bars, figs).items()}
+    paths.update({f"heatmap_{k}": v for k, v in plot_prompt_support_heatmap(prompt_support_heat(rows), figs).items()})
+    return ElementResult("fig1_prompt_support", paths, _frame(bars))
+
+
+def run_numbers(cfg: Any) -> ElementResult:
+    """Numbers map → ``numbers.json`` and ``tables/numbers.tex`` (sections whose inputs exist)."""
+    inp = _inputs(cfg)
+    dirs = cfg.dirs()
+    m = build_numbers(
+        cells=inp.cells() if inp.has("cells") else None,
+        rollup=inp.claimed_rollup() if inp.has("claimed_rollup") else None,
+        frontier=inp.frontier() if inp.has("frontier") else None,
+        lexical=inp.lexical_window() if inp.has("lexical_window") else None,
+        policies=inp.policy_claimed(),
+        prompt_support=inp.prompt_support() if inp.has("prompt_support") else None,
+        human=inp.human_agreement() if inp.has("human_agreement") else None,
+    )
+    jp, tp = write_numbers(m, cfg.out_dir / "numbers.json", dirs["tables"] / "numbers.tex")
+    frame = pd.DataFrame([{"macro": "\\" + n.name, "text": n.text, "description": n.description, "source": n.source} for n in m])
+    return ElementResult("numbers", {"numbers.json": jp, "numbers.tex": tp}, frame)
+
+
+#: Element name (notebook ``paper_<name>``) → function.
+ELEMENTS: Dict[str, Callable[[Any], ElementResult]] = {
+    "vqa_tables": run_vqa_tables,
+    "headline": run_headline,
+    "lexical_window": run_lexical_window,
+    "policy_cbu": run_policy_cbu,
+    "fig2": run_fig2,
+    "fig1_prompt_support": run_fig1_prompt_support,
+    "numbers": run_numbers,
+}
+
+
+def run_all(cfg: Any, elements: Optional[Sequence[str]] = None) -> List[ElementResult]:
+    """Run the named elements (default: all) in order."""
+    names = list(elements) if elements else list(ELEMENTS)
+    unknown = [n for n in names if n not in ELEMENTS]
+    if unknown:
+        raise ValueError(f"unknown paper element(s) {unknown}; known: {list(ELEMENTS)}")
+    return [ELEMENTS[n](cfg) for n in names]
+
+
+def check_reference(cfg: Any) -> List[G.CheckResult]:
+    """Golden checks G1–G8 and G12 over ``paper.inputs`` (+ ``paper.reference_tables`` for G1)."""
+    inp = _inputs(cfg)
+    cells = inp.cells()
+    frontier = inp.frontier()
+    out: List[G.CheckResult] = []
+    tables_dir = inp.path("reference_tables", required=False)
+    if tables_dir is not None:
+        out.append(G.check_g1_tables(cells, tables_dir, inp.eligibility()))
+    else:
+        out.append(G.CheckResult("G1 VQA tables byte-identical", skipped="no paper.inputs.reference_tables"))
+    out.append(G.check_g2_cells(cells))
+    out.append(G.check_g3_claimed(inp.policy_claimed(), frontier))
+    out.append(G.check_g4_rollup(inp.claimed_rollup()))
+    out.append(G.check_g5_judges(cells, inp.judge_summaries()))
+    out.append(G.check_g6_frontier(frontier, cells))
+    out.append(G.check_g7_lexical(frontier, inp.lexical_window()))
+    out.append(G.check_g8_prompt_support(inp.prompt_support(), inp.path("prompt_direction_summary", required=False)))
+    out.append(G.check_g12_agreement(inp.human_agreement()))
+    return out
