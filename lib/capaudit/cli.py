@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:  # a stage not built yet must not break the others
-            if exc.name != name:
+            if not exc.name or not (name == exc.name or name.startswith(exc.name + ".")):
                 raise
             continue
         module.register(sub)
