@@ -27,7 +27,7 @@ paper: $(VENV)/.installed
 ## the manuscript PDF, only where latexmk exists
 paper-pdf:
 	@if command -v latexmk >/dev/null 2>&1 && [ -f paper/main.tex ]; then \
-	  cd paper && latexmk -pdf -interaction=nonstopmode -usepretex='\def\rundir{../outputs/$(RUN)}' main.tex; \
+	  cd paper && latexmk -pdf -interaction=nonstopmode -outdir=../outputs/$(RUN)/paper -usepretex='\def\rundir{../outputs/$(RUN)}' main.tex; \
 	else echo "[capaudit] latexmk not found: skipping the PDF (tables and figures are in outputs/$(RUN)/)"; fi
 
 test: $(VENV)/.installed

@@ -127,7 +127,7 @@ def test_manuscript_uses_only_defined_macros(inp) -> None:
     m = build_numbers(inp.cells(), inp.claimed_rollup(), inp.frontier(), inp.lexical_window(),
                       inp.policy_claimed(), inp.prompt_support(), inp.human_agreement())
     defined = {n.name for n in m}
-    used = set(re.findall(r"\\(ca[A-Z][A-Za-z]*)", (REPO / "paper" / "main.tex").read_text()))
+    used = {"ca" + n for n in re.findall(r"\\canum\{([A-Z][A-Za-z]*)\}", (REPO / "paper" / "main.tex").read_text())}
     assert used and used <= defined, sorted(used - defined)
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, List, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..config import RunConfig
-from .lexical import LEX_RE, lex_units
+from .lexical import lex_units
 from .survey import SurveyConfig, survey_captions
 from .violations import ViolationChecker
 
@@ -99,6 +99,7 @@ def survey_config(section: Dict[str, object]) -> SurveyConfig:
 def write_table(rows: List[Dict[str, object]], tables: Path, stem: str = "text_stats") -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df.to_csv(tables / f"{stem}.csv", index=False)
+    df = df[[c for c in TABLE_COLUMNS if c in df.columns]]
     fmt = {c: (lambda v: f"{v:.2f}") if c == "avg_lex" else (lambda v: f"{v:.4f}")
            for c in df.columns if c not in ("surface", "records")}
     lines = []
@@ -111,8 +112,13 @@ def write_table(rows: List[Dict[str, object]], tables: Path, stem: str = "text_s
 
 
 def run(cfg: RunConfig) -> Dict[str, object]:
-    """Survey all surfaces of the run; returns the per-surface results and the paired deltas."""
-    from ..surfaces import load_surface
+    """Survey all surfaces of the run and the paired deltas of its fair slices.
+
+    Surfaces are streamed (``iter_captions``); paired deltas read the slices written by the
+    surfaces stage (``outputs/<run>/artifacts/slices/<name>/.../pairs.parquet``).
+    """
+    from ..surfaces import iter_captions
+    from ..surfaces.stage import slice_dirs, surface_specs
 
     section = cfg.section("text_stats")
     dirs = cfg.dirs()
@@ -120,27 +126,28 @@ def run(cfg: RunConfig) -> Dict[str, object]:
     art.mkdir(parents=True, exist_ok=True)
     scfg = survey_config(section)
     workers = int(section.get("workers", 1))
-    specs = {s["name"]: s for s in cfg.raw.get("surfaces", [])}
+    specs = surface_specs(cfg)
     results: Dict[str, Dict[str, object]] = {}
-    captions: Dict[str, List[Tuple[str, str]]] = {}
     for name in section.get("surfaces", list(specs)):
         if name not in specs:
             raise KeyError(f"{cfg.path}: text_stats surface '{name}' is not declared under 'surfaces'")
-        surf = load_surface(specs[name])
-        captions[name] = list(zip(surf.frame["key"].astype(str), surf.frame["caption"]))
-        r = survey_captions((c for _, c in captions[name]), scfg, workers=workers).finalize()
+        r = survey_captions((rec.caption for rec in iter_captions(specs[name])), scfg, workers=workers).finalize()
         r["surface"] = name
+        r["config"] = {"budgets": list(scfg.budgets), "ngram_orders": list(scfg.ngram_orders),
+                       "repeat_orders": list(scfg.repeat_orders), "top_k": scfg.top_k,
+                       "prefix_tokens": scfg.prefix_tokens, "opener": vars(scfg.opener)}
         (art / f"{name}.json").write_text(json.dumps(r, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         results[name] = r
     table = write_table([surface_row(n, r) for n, r in results.items()], dirs["tables"])
     deltas = []
-    for pair in section.get("pairs", []):
-        loc, ref = pair["local"], pair["reference"]
-        ref_by_key = dict(captions[ref])
-        keys = [k for k, _ in captions[loc] if k in ref_by_key]
-        loc_by_key = dict(captions[loc])
-        d = paired_deltas([loc_by_key[k] for k in keys], [ref_by_key[k] for k in keys])
-        d.insert(0, "comparison", f"{loc}_vs_{ref}")
+    slices = slice_dirs(cfg)
+    for name in section.get("slices", list(slices)):
+        path = slices[name] / "pairs.parquet"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: slice '{name}' not built; run the surfaces stage (make surfaces) first")
+        pairs = pd.read_parquet(path, columns=["local_caption", "reference_caption"])
+        d = paired_deltas(pairs["local_caption"].tolist(), pairs["reference_caption"].tolist())
+        d.insert(0, "comparison", name)
         deltas.append(d)
     deltas_df = pd.concat(deltas, ignore_index=True) if deltas else pd.DataFrame()
     deltas_df.to_csv(dirs["tables"] / "text_paired_deltas.csv", index=False)
