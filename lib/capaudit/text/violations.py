@@ -132,9 +132,12 @@ class ViolationChecker:
             for lit in lits:
                 cand |= _windows_containing(low, lit, starts)
             j = col[code]
+            # a pattern anchored with ^ (MULTILINE) can only match at 0 on a one-line text
+            anchored = [p.pattern.removeprefix("(?i)").startswith("^") and bool(p.flags & re.MULTILINE) for p in pats]
             for i in cand:
                 t = texts[i]
-                if any(p.search(t) for p in pats):
+                one_line = "\n" not in t
+                if any((p.match(t) if (a and one_line) else p.search(t)) for p, a in zip(pats, anchored)):
                     out[i, j] = True
         # repetition needs >= 14 whitespace words, i.e. >= 13 whitespace characters
         arr = np.frombuffer(low.encode("ascii"), np.uint8)
@@ -172,6 +175,8 @@ def _has_repetition(text: str, n: int = 5, threshold: int = 10) -> bool:
     """Some ``n``-gram of lower-cased whitespace words occurs at least ``threshold`` times."""
     words = text.lower().split()
     if len(words) - n + 1 < threshold:
+        return False
+    if max(Counter(words).values()) < threshold:  # the 5-gram's first word would repeat too
         return False
     grams = Counter(zip(*(words[i:] for i in range(n))))
     return max(grams.values()) >= threshold
