@@ -16,16 +16,9 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from .config import RunConfig, load_config
+from .data.registry import sha256_file
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def library_hash() -> str:
@@ -34,7 +27,7 @@ def library_hash() -> str:
     for p in sorted(PACKAGE_DIR.rglob("*")):
         if p.is_file() and p.suffix in (".py", ".json", ".yaml") and "__pycache__" not in p.parts:
             h.update(str(p.relative_to(PACKAGE_DIR)).encode())
-            h.update(_sha256_file(p).encode())
+            h.update(sha256_file(p).encode())
     return h.hexdigest()
 
 
@@ -48,12 +41,12 @@ def notebook_path(name: str, notebooks_dir: Path = Path("notebooks")) -> Path:
 def stamps(cfg: RunConfig, notebooks_dir: Path = Path("notebooks")) -> Dict[str, str]:
     """The content hash each notebook of the run would be stamped with now."""
     lib = library_hash()
-    params = _sha256_file(cfg.path)
+    params = sha256_file(cfg.path)
     out: Dict[str, str] = {}
     chain = ""
     for name in cfg.notebooks:
         h = hashlib.sha256()
-        for part in (name, _sha256_file(notebook_path(name, notebooks_dir)), params, lib, chain):
+        for part in (name, sha256_file(notebook_path(name, notebooks_dir)), params, lib, chain):
             h.update(part.encode())
         chain = h.hexdigest()
         out[name] = chain

@@ -24,12 +24,13 @@ A few Hugging Face datasets used by the reference study (reference-spec §3.1 pr
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from .registry import sha256_file
 
 SKIP_NAMES = {"PROVENANCE.md", "README.md"}
 RAW_URL = "https://raw.githubusercontent.com/{repository}/{commit}/{path}"
@@ -114,14 +115,6 @@ HF_ENTRIES: List[Dict[str, object]] = [
 
 class ProvenanceError(ValueError):
     """A PROVENANCE.md that cannot be parsed or that disagrees with the local files."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _section(text: str, title: str) -> str:

@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import pandas as pd
 
+from ..data.registry import sha256_file
 from .surface import Surface
 
 UNMATCHED_LIST_LIMIT = 1000
@@ -103,14 +104,6 @@ def _inputs(s: Surface) -> List[Dict[str, Any]]:
             d.update(path=src.path)
         out.append(d)
     return out
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def build_fair_slice(surfaces: Sequence[Surface], n: Optional[int], seed: int, out_dir: Union[str, Path],
@@ -193,7 +186,7 @@ def build_fair_slice(surfaces: Sequence[Surface], n: Optional[int], seed: int, o
         with open(tmp / "pairs.jsonl", "w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        body["files"] = {f: _sha256(tmp / f) for f in ("pairs.parquet", "pairs.jsonl")}
+        body["files"] = {f: sha256_file(tmp / f) for f in ("pairs.parquet", "pairs.jsonl")}
         (tmp / "manifest.json").write_text(json.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n",
                                            encoding="utf-8")
         if target.exists():
