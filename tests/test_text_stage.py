@@ -76,3 +76,23 @@ def test_demo_stages_through_papermill(tmp_path, repo_dir, monkeypatch):
     assert (out / "stamps" / "02_text_stats.sha256").read_text() == stamp
     cfg = load_config(pfile)
     assert cfg.out_dir == out
+
+
+def test_stamps_change_with_notebook_params_and_named_inputs(tmp_path, repo_dir, monkeypatch):
+    from capaudit.workflow import stamps
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "a.py").write_text("# %%\nx = 1\n")
+    (tmp_path / "notebooks" / "b.py").write_text("# %%\ny = 2\n")
+    (tmp_path / "in.tsv").write_text("v\n1\n")
+    pfile = tmp_path / "p.yaml"
+    pfile.write_text("notebooks: [a, b]\nstage: {input: in.tsv}\n")
+    s0 = stamps(load_config(pfile))
+    assert stamps(load_config(pfile)) == s0  # deterministic
+    (tmp_path / "in.tsv").write_text("v\n2\n")  # a named input changes: everything re-runs
+    s1 = stamps(load_config(pfile))
+    assert s1["a"] != s0["a"] and s1["b"] != s0["b"]
+    (tmp_path / "notebooks" / "b.py").write_text("# %%\ny = 3\n")  # only b and later change
+    s2 = stamps(load_config(pfile))
+    assert s2["a"] == s1["a"] and s2["b"] != s1["b"]

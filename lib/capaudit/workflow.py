@@ -1,7 +1,7 @@
 """Execute a run's notebooks with papermill, skipping those whose inputs are unchanged.
 
-A notebook's stamp is a sha256 over: the notebook source, the params file, the library source
-(``lib/capaudit/**/*.py`` and the data registry), and the stamps of every notebook before it in
+A notebook's stamp is a sha256 over: the notebook source, the params file and every file it
+names directly, the library source (``lib/capaudit/**/*.py`` and the data registry), and the stamps of every notebook before it in
 the run's list (so a changed upstream stage re-runs what follows). Stamps live in
 ``outputs/<run>/stamps/<notebook>.sha256``; timestamps play no part.
 """
@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .config import RunConfig, load_config
 from .data.registry import sha256_file
@@ -38,10 +38,35 @@ def notebook_path(name: str, notebooks_dir: Path = Path("notebooks")) -> Path:
     return path
 
 
+def input_files(value: Any) -> List[Path]:
+    """Files a params tree names directly (strings that are paths of existing files).
+
+    Registry inputs (``dataset`` + ``path``) are pinned by the registry's sha256, which is part
+    of :func:`library_hash`; user files named in the params are hashed by content.
+    """
+    found: List[Path] = []
+    if isinstance(value, dict):
+        for v in value.values():
+            found += input_files(v)
+    elif isinstance(value, list):
+        for v in value:
+            found += input_files(v)
+    elif isinstance(value, str) and len(value) < 4096 and ("/" in value or "." in value):
+        p = Path(value[5:] if value.startswith("file:") else value)
+        try:
+            if p.is_file():
+                found.append(p)
+        except OSError:
+            pass
+    return found
+
+
 def stamps(cfg: RunConfig, notebooks_dir: Path = Path("notebooks")) -> Dict[str, str]:
     """The content hash each notebook of the run would be stamped with now."""
     lib = library_hash()
     params = sha256_file(cfg.path)
+    for f in sorted(set(input_files(cfg.raw))):
+        params += sha256_file(f)
     out: Dict[str, str] = {}
     chain = ""
     for name in cfg.notebooks:
