@@ -1,0 +1,186 @@
+"""Benchmark (not a test): throughput and memory of ``capaudit llm run``.
+
+A zero-latency OpenAI-compatible endpoint (aiohttp, separate process, fixed schema-valid JSON
+answer) is hammered by the real CLI (``python -m capaudit.cli llm run``) for N claims-like
+requests at a given concurrency. Reported per size: the run's own rate (finished requests / run
+time, from its statistics), wall time including start-up, and the client process's peak RSS
+(``wait4`` rusage of that child only).
+
+    .venv/bin/python benchmarks/bench_llm_run.py                   # 10,000 and 100,000 requests, c=512
+    .venv/bin/python benchmarks/bench_llm_run.py --sizes 2000 --concurrency 64 --progress
+    .venv/bin/python benchmarks/bench_llm_run.py --profile 20000   # cProfile of the client, top 25
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "lib"))
+
+from capaudit.llm.requests import make_request  # noqa: E402
+from capaudit.llm._json import dumps_line  # noqa: E402
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "caption_id": {"type": "string"},
+        "claimed_units": {"type": "array", "items": {
+            "type": "object",
+            "properties": {
+                "category": {"enum": ["object", "attribute", "relation", "style", "camera", "lighting", "count",
+                                      "text_rendering"]},
+                "unit": {"type": "string", "maxLength": 80},
+                "span": {"type": "string", "maxLength": 120},
+                "target": {"type": "string", "maxLength": 80},
+            },
+            "required": ["category", "unit", "span", "target"],
+            "additionalProperties": False,
+        }},
+    },
+    "required": ["caption_id", "claimed_units"],
+    "additionalProperties": False,
+}
+ANSWER = json.dumps({"caption_id": "bench", "claimed_units": [
+    {"category": "object", "unit": "dog", "span": "a brown dog", "target": "dog"},
+    {"category": "attribute", "unit": "brown", "span": "a brown dog", "target": "dog"},
+    {"category": "relation", "unit": "dog chasing frisbee", "span": "chasing a red frisbee", "target": "dog"},
+]})
+CAPTION = ("A brown dog chasing a red frisbee across a sunlit beach, waves breaking behind it, "
+           "footprints in the wet sand, a lighthouse on the distant headland under a pale blue sky.")
+
+SERVER = r'''
+import sys
+from aiohttp import web
+body = sys.stdin.buffer.read()
+async def chat(request):
+    await request.read()
+    return web.Response(body=body, content_type="application/json")
+async def health(request):
+    return web.Response(text="ok")
+app = web.Application()
+app.router.add_post("/v1/chat/completions", chat)
+app.router.add_get("/health", health)
+try:
+    import uvloop
+    uvloop.install()
+except ImportError:
+    pass
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None, backlog=4096)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_requests(path: Path, n: int, model: str) -> None:
+    with open(path, "wb") as fh:
+        for i in range(n):
+            fh.write(dumps_line(make_request(
+                task="claimed_cbu_bench", task_version=1, model=model, revision=None, prompt_version=1, schema=SCHEMA,
+                messages=[{"role": "system", "content": "Extract atomic controllable visual content units."},
+                          {"role": "user", "content": f"caption_id=bench:{i}\ncaption={CAPTION}"}],
+                decoding={"temperature": 0, "max_tokens": 1024}, input={"caption_id": f"bench:{i}", "caption": CAPTION},
+            )))
+
+
+def start_server() -> tuple:
+    port = free_port()
+    body = json.dumps({"id": "x", "object": "chat.completion", "model": "bench-model",
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER},
+                                    "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 90, "completion_tokens": 80, "total_tokens": 170}}).encode()
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], stdin=subprocess.PIPE)
+    proc.stdin.write(body)
+    proc.stdin.close()
+    import urllib.request
+
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5)
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("benchmark server did not start")
+
+
+def run_once(n: int, concurrency: int, url: str, tmp: Path, progress: bool) -> dict:
+    req = tmp / f"req_{n}.jsonl"
+    out = tmp / f"resp_{n}.jsonl"
+    stats = tmp / f"stats_{n}.json"
+    if not req.exists():
+        write_requests(req, n, "bench-model")
+    if out.exists():
+        out.unlink()
+    cmd = [sys.executable, "-m", "capaudit.cli", "llm", "run", "--requests", str(req), "--out", str(out),
+           "--url", url, "--model", "bench-model", "--concurrency", str(concurrency), "--timeout", "60",
+           "--retries", "3", "--stats-json", str(stats)]
+    if not progress:
+        cmd.append("--no-progress")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "lib"))
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stderr=None if progress else subprocess.DEVNULL)
+    _, status, rusage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    if status != 0:
+        raise RuntimeError(f"llm run exited with status {status}")
+    st = json.loads(stats.read_text())
+    lines = sum(1 for _ in open(out, "rb"))
+    return {"requests": n, "concurrency": concurrency, "answered": st["answered"], "failed": st["failed"],
+            "rows": lines, "run_sec": round(st["elapsed_sec"], 2), "req_per_sec": round(st["rate_per_sec"]),
+            "wall_sec": round(wall, 2), "peak_rss_mib": round(rusage.ru_maxrss / 1024, 1)}
+
+
+def profile(n: int, concurrency: int, url: str, tmp: Path) -> None:
+    import cProfile
+    import pstats
+
+    from capaudit.llm.client import run_requests
+
+    req = tmp / f"req_{n}.jsonl"
+    write_requests(req, n, "bench-model")
+    pr = cProfile.Profile()
+    pr.enable()
+    st = run_requests(str(req), tmp / "prof.jsonl", [url], "bench-model", concurrency=concurrency, timeout=60,
+                      progress=False)
+    pr.disable()
+    print(st.to_dict())
+    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--concurrency", type=int, default=512)
+    ap.add_argument("--progress", action="store_true", help="show the client's progress bar")
+    ap.add_argument("--profile", type=int, metavar="N", help="cProfile an in-process run of N requests instead")
+    args = ap.parse_args()
+    server, url = start_server()
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_llm_") as d:
+            tmp = Path(d)
+            if args.profile:
+                profile(args.profile, args.concurrency, url, tmp)
+                return 0
+            print(f"cpus={os.cpu_count()} python={sys.version.split()[0]}")
+            for n in args.sizes:
+                print(json.dumps(run_once(n, args.concurrency, url, tmp, args.progress)), flush=True)
+    finally:
+        server.terminate()
+        server.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Offline backends served by ``capaudit serve`` under their own model names.
+
+A backend is ``fn(messages, request_payload) -> str`` (the assistant message content).
+``register_backend(name, fn)`` adds one; the name is the model name clients send and the
+``model`` field of every response, so a heuristic's name travels into every artifact it feeds.
+
+Built in:
+* ``capaudit-echo``: returns the last user message's text (smoke tests).
+* ``capaudit-schema-minimal``: returns the smallest JSON instance of the requested schema
+  (structured_outputs / response_format in any dialect): required properties only, empty arrays
+  (or ``minItems`` copies), first enum value, ``minimum`` or 0 for numbers. Useful to exercise a
+  pipeline end to end; it claims nothing.
+
+Plugins: the first lookup imports ``capaudit.claims.offline`` if it exists (it registers
+``capaudit-heuristic-extractor``); ``load_backend_spec("name=package.module:function")`` loads
+any other function.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from capaudit.llm._json import dumps_bytes
+from capaudit.llm.dialects import requested_schema
+
+BackendFn = Callable[[List[Dict[str, Any]], Dict[str, Any]], str]
+PLUGIN_MODULES = ("capaudit.claims.offline",)
+
+
+class BackendRegistry:
+    """Name → backend function; plugins are imported on first lookup."""
+
+    def __init__(self, plugins: Sequence[str] = PLUGIN_MODULES):
+        self._fns: Dict[str, BackendFn] = {}
+        self._plugins = tuple(plugins)
+        self._loaded = False
+
+    def register(self, name: str, fn: BackendFn) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("backend name must be a non-empty string")
+        if not callable(fn):
+            raise ValueError(f"backend {name!r}: fn must be callable")
+        self._fns[name] = fn
+
+    def load_plugins(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        for mod in self._plugins:
+            try:
+                importlib.import_module(mod)
+            except ModuleNotFoundError as exc:
+                if exc.name is None or not mod.startswith(exc.name):
+                    raise
+
+    def get(self, name: str) -> BackendFn:
+        self.load_plugins()
+        try:
+            return self._fns[name]
+        except KeyError:
+            raise KeyError(f"unknown backend {name!r}; known: {', '.join(sorted(self._fns)) or 'none'}") from None
+
+    def names(self) -> List[str]:
+        self.load_plugins()
+        return sorted(self._fns)
+
+
+DEFAULT_BACKENDS = BackendRegistry()
+
+
+def register_backend(name: str, fn: BackendFn) -> None:
+    """Register an offline backend ``fn(messages, request_payload) -> str`` under ``name``."""
+    DEFAULT_BACKENDS.register(name, fn)
+
+
+def get_backend(name: str) -> BackendFn:
+    """The backend registered under ``name`` (``KeyError`` naming the known ones)."""
+    return DEFAULT_BACKENDS.get(name)
+
+
+def backend_names() -> List[str]:
+    """Names of all registered backends (plugins included)."""
+    return DEFAULT_BACKENDS.names()
+
+
+def load_backend_spec(spec: str, registry: Optional[BackendRegistry] = None) -> str:
+    """Resolve ``NAME`` or ``NAME=module:function`` (registering the latter); returns NAME."""
+    reg = registry or DEFAULT_BACKENDS
+    name, sep, target = spec.partition("=")
+    name = name.strip()
+    if not sep:
+        reg.get(name)
+        return name
+    mod_name, colon, attr = target.partition(":")
+    if not colon or not mod_name or not attr:
+        raise ValueError(f"--backend {spec!r}: expected NAME or NAME=package.module:function")
+    fn = getattr(importlib.import_module(mod_name), attr, None)
+    if fn is None:
+        raise ValueError(f"--backend {spec!r}: {mod_name} has no attribute {attr!r}")
+    reg.register(name, fn)
+    return name
+
+
+# ---------------------------------------------------------------------------------------------
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return ""
+
+
+def echo_backend(messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
+    """The last user message's text."""
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            return _text_of(m.get("content"))
+    return ""
+
+
+def minimal_instance(schema: Any) -> Any:
+    """Smallest instance of a (simple) JSON schema; see module docstring."""
+    if not isinstance(schema, Mapping):
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return minimal_instance(schema[key][0])
+    if schema.get("allOf"):
+        merged: Dict[str, Any] = {}
+        for part in schema["allOf"]:
+            if isinstance(part, Mapping):
+                merged.update(part)
+        return minimal_instance(merged)
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), typ[0] if typ else None)
+    if typ == "object" or (typ is None and "properties" in schema):
+        props = schema.get("properties", {})
+        return {k: minimal_instance(props.get(k, {})) for k in schema.get("required", [])}
+    if typ == "array":
+        n = int(schema.get("minItems", 0))
+        items = schema.get("items", {})
+        return [minimal_instance(items) for _ in range(n)]
+    if typ == "string":
+        return "x" * int(schema.get("minLength", 0))
+    if typ in ("integer", "number"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum"))
+        if lo is None:
+            return 0
+        v = lo + 1 if "exclusiveMinimum" in schema and "minimum" not in schema else lo
+        return int(v) if typ == "integer" else v
+    if typ == "boolean":
+        return False
+    if typ == "null":
+        return None
+    return {}
+
+
+def schema_minimal_backend(messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
+    """``minimal_instance`` of the payload's requested schema as compact JSON (``{}`` if none)."""
+    schema = requested_schema(payload)
+    return dumps_bytes(minimal_instance(schema) if schema is not None else {}).decode("utf-8")
+
+
+register_backend("capaudit-echo", echo_backend)
+register_backend("capaudit-schema-minimal", schema_minimal_backend)
+
+__all__ = [
+    "BackendRegistry",
+    "DEFAULT_BACKENDS",
+    "register_backend",
+    "get_backend",
+    "backend_names",
+    "load_backend_spec",
+    "minimal_instance",
+    "echo_backend",
+    "schema_minimal_backend",
+]

@@ -1,0 +1,158 @@
+"""``capaudit llm run|merge|serve-cmd`` and ``capaudit serve`` (the model-call layer's CLIs).
+
+    capaudit llm run --requests R.jsonl --out RESP.jsonl --url URL [--url URL ...] --model NAME \
+        --concurrency N --timeout S --retries K [--resume] [--only-failed] [--dialect vllm|openai|llamacpp]
+    capaudit llm merge --out MERGED.jsonl RESP.jsonl [RESP_DIR ...]
+    capaudit llm serve-cmd CONFIG [--host H] [--port P] [--model PATH] [--set KEY=VALUE ...] [--json]
+    capaudit serve --host 127.0.0.1 --port P --backend NAME[=module:function] [--backend ...]
+
+Exit status of ``llm run``: 0 when every request ended answered or recorded as failed
+(``--fail-on-failed`` makes failures exit 3), 130 when interrupted, 1 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, List
+
+
+def register(subparsers: Any) -> None:
+    """Add ``llm`` (run, merge, serve-cmd) and ``serve`` to the ``capaudit`` command."""
+    llm = subparsers.add_parser("llm", help="model calls: run requests, merge responses, vLLM serve commands")
+    sub = llm.add_subparsers(dest="llm_command", metavar="LLM_COMMAND")
+
+    run = sub.add_parser("run", help="send JSON-schema chat requests to OpenAI-compatible endpoints")
+    run.add_argument("--requests", required=True, help="request JSONL (capaudit.llm.requests rows)")
+    run.add_argument("--out", required=True, help="response store: a .jsonl file or a directory (sharded)")
+    run.add_argument("--url", action="append", required=True,
+                     help="base URL, e.g. http://127.0.0.1:8000 (repeat for data-parallel endpoints)")
+    run.add_argument("--model", required=True, help="model name sent to the server")
+    run.add_argument("--concurrency", type=int, default=8)
+    run.add_argument("--timeout", type=float, default=240.0, help="seconds per attempt")
+    run.add_argument("--retries", type=int, default=3, help="extra attempts on connection errors, timeouts, 429, 5xx")
+    run.add_argument("--reasks", type=int, default=1, help="extra attempts on unparsable / schema- or rule-violating output")
+    run.add_argument("--backoff", type=float, default=0.5, help="base of the exponential backoff (s)")
+    run.add_argument("--backoff-max", type=float, default=30.0)
+    run.add_argument("--dialect", choices=["vllm", "openai", "llamacpp"], default="vllm",
+                     help="structured-output form of the request's schema (default vllm)")
+    run.add_argument("--resume", action="store_true", help="skip ids already answered in --out")
+    run.add_argument("--only-failed", action="store_true", help="ask only ids whose rows in --out all failed")
+    run.add_argument("--overwrite", action="store_true", help="delete an existing --out first")
+    run.add_argument("--allow-model-mismatch", action="store_true",
+                     help="run requests whose model_hint differs from --model")
+    run.add_argument("--api-key-env", default="CAPAUDIT_API_KEY",
+                     help="environment variable holding the bearer token (default CAPAUDIT_API_KEY; else sk-fake)")
+    run.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to let in-flight requests finish on stop")
+    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--stats-json", help="also write the run statistics to this JSON file")
+    run.add_argument("--fail-on-failed", action="store_true", help="exit 3 when any request ended failed")
+    run.set_defaults(func=cmd_run)
+
+    mg = sub.add_parser("merge", help="one row per request id (answered beats failed, order independent)")
+    mg.add_argument("inputs", nargs="+", help="response files or store directories")
+    mg.add_argument("--out", required=True)
+    mg.set_defaults(func=cmd_merge)
+
+    sc = sub.add_parser("serve-cmd", help="print the vLLM serve command of a serving/ config")
+    sc.add_argument("config", help="YAML path, or a name in serving/ (e.g. judge_gemma4_31b_it)")
+    sc.add_argument("--host")
+    sc.add_argument("--port", type=int)
+    sc.add_argument("--model", help="override the model (e.g. a local snapshot directory)")
+    sc.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set/override a vLLM option")
+    sc.add_argument("--python", help="python for the {python} launcher placeholder")
+    sc.add_argument("--json", action="store_true", help="print {argv, env, ...} as JSON instead of a shell line")
+    sc.set_defaults(func=cmd_serve_cmd)
+
+    llm.set_defaults(func=lambda args: (llm.print_help(), 2)[1])
+
+    srv = subparsers.add_parser("serve", help="local OpenAI-compatible server for offline backends")
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--backend", action="append", default=[], metavar="NAME[=module:function]",
+                     help="backend to serve (repeatable; default: all registered)")
+    srv.add_argument("--workers", type=int, default=1, help="backend threads")
+    srv.add_argument("--list", action="store_true", help="list registered backends and exit")
+    srv.set_defaults(func=cmd_serve)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from capaudit.llm.client import run_requests
+
+    req = Path(args.requests)
+    if not req.is_file():
+        raise FileNotFoundError(f"--requests {req}: no such file")
+    out = Path(args.out)
+    if args.overwrite and out.exists():
+        if out.is_dir():
+            for f in out.glob("*.jsonl"):
+                f.unlink()
+        else:
+            out.unlink()
+    resume = bool(args.resume or args.only_failed)
+    stats = run_requests(
+        str(req), args.out if not str(args.out).endswith("/") else args.out, args.url, args.model,
+        concurrency=args.concurrency, timeout=args.timeout, retries=args.retries, dialect=args.dialect,
+        resume=resume, only_failed=args.only_failed, progress=not args.no_progress,
+        reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
+        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+        allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout,
+    )
+    d = stats.to_dict()
+    text = json.dumps(d, sort_keys=True)
+    print(f"capaudit llm run: {text}", file=sys.stderr)
+    if args.stats_json:
+        Path(args.stats_json).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if stats.interrupted:
+        return 130
+    if args.fail_on_failed and stats.failed:
+        return 3
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from capaudit.llm._json import dumps_line
+    from capaudit.llm.store import merge
+
+    rows = merge(*args.inputs)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        for rid in sorted(rows):
+            fh.write(dumps_line(rows[rid]))
+    os.replace(tmp, out)
+    ok = sum(1 for r in rows.values() if r["ok"])
+    print(f"capaudit llm merge: {len(rows)} ids ({ok} answered, {len(rows) - ok} failed) -> {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_serve_cmd(args: argparse.Namespace) -> int:
+    from capaudit.llm.serving import build_serve_command, parse_override
+
+    overrides = dict(parse_override(s) for s in args.set)
+    cmd = build_serve_command(args.config, host=args.host, port=args.port, model=args.model,
+                              overrides=overrides, python=args.python)
+    for w in cmd.warnings:
+        print(f"capaudit llm serve-cmd: warning: {w}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"name": cmd.name, "model": cmd.model, "revision": cmd.revision,
+                          "served_model_name": cmd.served_model_name, "argv": cmd.argv, "env": cmd.env}, indent=2))
+    else:
+        print(cmd.shell())
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from capaudit.llm.backends import backend_names, load_backend_spec
+    from capaudit.llm.server import serve
+
+    if args.list:
+        print("\n".join(backend_names()))
+        return 0
+    names: List[str] = [load_backend_spec(spec) for spec in args.backend]
+    serve(args.host, args.port, names or None, workers=args.workers)
+    return 0

@@ -1,0 +1,188 @@
+"""Content-addressed model-call requests (architecture.md "content-addressed model calls").
+
+A request row (one JSONL line) is::
+
+    {request_id, task, task_version, model_hint?, prompt_version, schema, messages: [{role, content}],
+     decoding: {temperature, max_tokens, ...}, input: {...}, meta: {...}}
+
+``request_id`` hashes everything that can change an answer: task, task version, model, model
+revision, prompt version, schema, decoding settings and the input, so a changed prompt (or
+model, schema, decoding) never reuses an old answer. This replaces the reference's
+``claimed_cbu_v2:<budget>:<surface>:<row>:<caption_id>`` ids (spec §4.2), which did not
+change with the prompt or the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from capaudit.llm._json import canonical, loads
+
+REQUIRED_FIELDS: Tuple[str, ...] = (
+    "request_id",
+    "task",
+    "task_version",
+    "prompt_version",
+    "schema",
+    "messages",
+    "decoding",
+    "input",
+)
+ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
+
+
+def request_id(
+    task: str,
+    task_version: str | int,
+    model: str,
+    revision: Optional[str],
+    prompt_version: str | int,
+    schema: Mapping[str, Any],
+    decoding: Mapping[str, Any],
+    input: Mapping[str, Any],  # noqa: A002 - name fixed by the interface
+) -> str:
+    """blake2b (digest 16 bytes) hex of the canonical JSON (sorted keys, compact) of all arguments.
+
+    The messages are not hashed directly: they are a function of (prompt_version, input);
+    bump ``prompt_version`` whenever the prompt text changes.
+    """
+    payload = {
+        "task": task,
+        "task_version": task_version,
+        "model": model,
+        "revision": revision,
+        "prompt_version": prompt_version,
+        "schema": schema,
+        "decoding": decoding,
+        "input": input,
+    }
+    return hashlib.blake2b(canonical(payload).encode("utf-8"), digest_size=16).hexdigest()
+
+
+def make_request(
+    *,
+    task: str,
+    task_version: str | int,
+    model: str,
+    revision: Optional[str],
+    prompt_version: str | int,
+    schema: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    decoding: Mapping[str, Any],
+    input: Mapping[str, Any],  # noqa: A002
+    meta: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
+    """Build one request row (see module docstring); ``model_hint`` = ``model``.
+
+    ``meta`` carries bookkeeping that must not change the answer (surface, source_row, ...); it
+    is not hashed. ``meta.revision`` records the revision hashed into the id.
+    """
+    msgs = [dict(m) for m in messages]
+    _check_messages(msgs, where="make_request")
+    if "max_tokens" not in decoding:
+        raise ValueError("make_request: decoding must set max_tokens")
+    row: Dict[str, Any] = {
+        "request_id": request_id(task, task_version, model, revision, prompt_version, schema, decoding, input),
+        "task": task,
+        "task_version": task_version,
+        "model_hint": model,
+        "prompt_version": prompt_version,
+        "schema": dict(schema),
+        "messages": msgs,
+        "decoding": dict(decoding),
+        "input": dict(input),
+        "meta": {**(dict(meta) if meta else {}), "revision": revision},
+    }
+    return row
+
+
+def _check_messages(messages: Any, where: str) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"{where}: field 'messages' must be a non-empty list")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ROLES or "content" not in m:
+            raise ValueError(f"{where}: field 'messages[{i}]' must be an object with role in {sorted(ROLES)} and content")
+
+
+def check_request(row: Any, where: str) -> Dict[str, Any]:
+    """Validate the shape of one request row; ``where`` (e.g. ``file:line``) prefixes errors."""
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: request row must be a JSON object")
+    for field in REQUIRED_FIELDS:
+        if field not in row:
+            raise ValueError(f"{where}: missing field '{field}'")
+    rid = row["request_id"]
+    if not isinstance(rid, str) or not rid:
+        raise ValueError(f"{where}: field 'request_id' must be a non-empty string")
+    if not isinstance(row["schema"], dict):
+        raise ValueError(f"{where}: field 'schema' must be a JSON schema object")
+    if not isinstance(row["decoding"], dict):
+        raise ValueError(f"{where}: field 'decoding' must be an object")
+    _check_messages(row["messages"], where)
+    return row
+
+
+def iter_request_lines(path: str | Path) -> Iterator[Tuple[int, bytes]]:
+    """Stream ``(line_number, raw_line)`` of a JSONL file, skipping blank lines (1-based numbers)."""
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.strip():
+                yield lineno, line
+
+
+def parse_request_line(line: bytes, where: str) -> Dict[str, Any]:
+    """Parse and check one JSONL request line."""
+    try:
+        row = loads(line)
+    except ValueError as exc:
+        raise ValueError(f"{where}: invalid JSON ({exc})") from None
+    return check_request(row, where)
+
+
+def read_requests(path: str | Path) -> Iterator[Dict[str, Any]]:
+    """Stream checked request rows from a JSONL file (memory independent of file size)."""
+    for lineno, line in iter_request_lines(path):
+        yield parse_request_line(line, f"{path}:{lineno}")
+
+
+def write_requests(path: str | Path, rows: Sequence[Mapping[str, Any]] | Iterator[Mapping[str, Any]]) -> int:
+    """Write request rows as JSONL (UTF-8, one compact object per line); returns the row count."""
+    from capaudit.llm._json import dumps_line
+
+    n = 0
+    with open(path, "wb") as fh:
+        for row in rows:
+            fh.write(dumps_line(dict(row)))
+            n += 1
+    return n
+
+
+def count_lines(path: str | Path) -> int:
+    """Number of non-blank lines (for progress totals), read in 1 MiB blocks."""
+    n = 0
+    last = b"\n"
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(1 << 20)
+            if not block:
+                break
+            n += block.count(b"\n")
+            last = block[-1:]
+    if last != b"\n":
+        n += 1
+    return n
+
+
+__all__: List[str] = [
+    "REQUIRED_FIELDS",
+    "request_id",
+    "make_request",
+    "check_request",
+    "iter_request_lines",
+    "parse_request_line",
+    "read_requests",
+    "write_requests",
+    "count_lines",
+]

@@ -1,0 +1,118 @@
+"""Local OpenAI-compatible server for offline backends (``capaudit serve``).
+
+Routes: ``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models``, ``GET /health``.
+The request's ``model`` selects the backend (``capaudit.llm.backends``); the response's
+``model`` is the backend name. Backends run in a thread pool (``workers`` threads, default 1
+so that backends need not be thread-safe). ``usage`` counts whitespace-separated words, not
+model tokens (there is no tokenizer). Binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List, Optional, Sequence
+
+from aiohttp import web
+
+from capaudit.llm._json import dumps_bytes, loads
+from capaudit.llm.backends import DEFAULT_BACKENDS, BackendRegistry
+
+
+BACKENDS_KEY = web.AppKey("capaudit_backends", list)
+
+
+def _error(status: int, message: str, code: str, etype: str = "invalid_request_error") -> web.Response:
+    body = {"error": {"message": message, "type": etype, "code": code}}
+    return web.Response(status=status, body=dumps_bytes(body), content_type="application/json")
+
+
+def _words(messages: Any) -> int:
+    n = 0
+    for m in messages if isinstance(messages, list) else []:
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, str):
+            n += len(c.split())
+        elif isinstance(c, list):
+            n += sum(len(str(p.get("text", "")).split()) for p in c if isinstance(p, dict))
+    return n
+
+
+def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[BackendRegistry] = None,
+             workers: int = 1) -> web.Application:
+    """aiohttp application serving ``backends`` (all registered ones when ``None``)."""
+    reg = registry or DEFAULT_BACKENDS
+    names = list(backends) if backends else reg.names()
+    fns = {name: reg.get(name) for name in names}
+    if not fns:
+        raise ValueError("no offline backend to serve")
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="capaudit-backend")
+    created = int(time.time())
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "models": names})
+
+    async def models(request: web.Request) -> web.Response:
+        data = [{"id": n, "object": "model", "created": created, "owned_by": "capaudit"} for n in names]
+        return web.json_response({"object": "list", "data": data})
+
+    async def chat(request: web.Request) -> web.Response:
+        try:
+            payload = loads(await request.read())
+        except ValueError as exc:
+            return _error(400, f"request body is not JSON: {exc}", "invalid_json")
+        if not isinstance(payload, dict):
+            return _error(400, "request body must be a JSON object", "invalid_body")
+        if payload.get("stream"):
+            return _error(400, "streaming is not supported by capaudit serve", "stream_unsupported")
+        name = payload.get("model")
+        fn = fns.get(name) if isinstance(name, str) else None
+        if fn is None:
+            return _error(404, f"model {name!r} is not served here; served: {', '.join(names)}", "model_not_found")
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return _error(400, "field 'messages' must be a non-empty list", "invalid_messages")
+        loop = asyncio.get_running_loop()
+        try:
+            content = await loop.run_in_executor(pool, fn, messages, payload)
+        except ValueError as exc:
+            return _error(400, f"backend {name}: {exc}", "backend_rejected")
+        except Exception as exc:  # backend crash → 500 so clients may retry
+            return _error(500, f"backend {name} failed: {type(exc).__name__}: {exc}", "backend_error", "server_error")
+        if not isinstance(content, str):
+            return _error(500, f"backend {name} returned {type(content).__name__}, not str", "backend_error", "server_error")
+        prompt_words = _words(messages)
+        completion_words = len(content.split())
+        body = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
+                      "total_tokens": prompt_words + completion_words, "unit": "words"},
+        }
+        return web.Response(body=dumps_bytes(body), content_type="application/json")
+
+    async def on_cleanup(app: web.Application) -> None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.on_cleanup.append(on_cleanup)
+    app[BACKENDS_KEY] = names
+    return app
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, backends: Optional[List[str]] = None, workers: int = 1) -> None:
+    """Run the server until interrupted (SIGINT/SIGTERM)."""
+    app = make_app(backends, workers=workers)
+    print(f"capaudit serve: http://{host}:{port}/v1 models={','.join(app[BACKENDS_KEY])}", flush=True)
+    web.run_app(app, host=host, port=port, print=None, access_log=None, handle_signals=True)
+
+
+__all__ = ["make_app", "serve"]

@@ -1,0 +1,255 @@
+"""Append-only, resumable response store (JSONL, optionally sharded into part files).
+
+A response row::
+
+    {request_id, ok, status, attempts, started_at, elapsed_sec, model, usage, response_text,
+     parsed, error, error_kind, request_hash?}
+
+``error_kind`` is one of ``http | timeout | connection | parse | schema | rule`` (``None`` when
+``ok``). Rows are only ever appended. Several rows may exist for one request id (a failure, then a
+later success after ``--resume``); ``merge`` picks one row per id **independently of file
+order**: an answered row (``ok: true``) is never replaced by an unanswered one; among answered
+rows the earliest ``started_at`` wins, among failed rows the latest (its reason is the freshest);
+exact ties are broken by the row's canonical JSON. This fixes the reference's last-row-wins merge
+(spec §4.4, §13.5).
+
+Layout: ``path`` ending in ``.jsonl`` (or any existing file) is a single file. A directory (an
+existing one, or a path ending in ``/``) is a sharded store: every ``*.jsonl`` inside is read, and
+each writer appends to its own ``part-<utc time>-<pid>.jsonl``, so several processes may write
+concurrently. A single file is locked (``flock``) while written. Writes are buffered and flushed +
+fsynced every ``batch_rows`` rows or ``batch_sec`` seconds and on ``close``; a crash loses at most
+the unflushed batch (those requests are asked again on resume). A torn last line (a crash in the
+middle of a write) is ignored when reading and cut off before the next append.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+
+from capaudit.llm._json import canonical, dumps_line, loads
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX
+    fcntl = None  # type: ignore[assignment]
+
+ERROR_KINDS = ("http", "timeout", "connection", "parse", "schema", "rule")
+ROW_FIELDS = (
+    "request_id", "ok", "status", "attempts", "started_at", "elapsed_sec", "model", "usage",
+    "response_text", "parsed", "error", "error_kind",
+)
+
+
+def _is_dir_path(path: Path, raw: str) -> bool:
+    return path.is_dir() or raw.endswith(("/", os.sep))
+
+
+def store_files(path: str | Path) -> List[Path]:
+    """The JSONL files that make up the store at ``path`` (sorted; empty when nothing exists)."""
+    raw = str(path)
+    p = Path(path)
+    if _is_dir_path(p, raw):
+        return sorted(p.glob("*.jsonl")) if p.is_dir() else []
+    return [p] if p.exists() else []
+
+
+def iter_rows(path: str | Path) -> Iterator[Dict[str, Any]]:
+    """Stream the rows of a store file or directory, in file order.
+
+    A last line without its newline (torn write) is skipped; any other unreadable line raises
+    ``ValueError`` naming the file and line.
+    """
+    for file in store_files(path):
+        with open(file, "rb") as fh:
+            lineno = 0
+            for line in fh:
+                lineno += 1
+                if not line.strip():
+                    continue
+                try:
+                    row = loads(line)
+                except ValueError as exc:
+                    if not line.endswith(b"\n"):
+                        break  # torn tail of an interrupted write
+                    raise ValueError(f"{file}:{lineno}: unreadable response row ({exc})") from None
+                if not isinstance(row, dict) or not isinstance(row.get("request_id"), str):
+                    raise ValueError(f"{file}:{lineno}: response row needs a string field 'request_id'")
+                if not isinstance(row.get("ok"), bool):
+                    raise ValueError(f"{file}:{lineno}: response row needs a boolean field 'ok'")
+                yield row
+
+
+def _better(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
+    """True when row ``a`` should be kept over row ``b`` for the same id (a total order)."""
+    if a["ok"] != b["ok"]:
+        return a["ok"]
+    sa, sb = str(a.get("started_at") or ""), str(b.get("started_at") or "")
+    if sa != sb:
+        return sa < sb if a["ok"] else sa > sb
+    return canonical(a) < canonical(b)
+
+
+def merge(*paths: str | Path) -> Dict[str, Dict[str, Any]]:
+    """One row per request id over all ``paths`` (files or sharded directories).
+
+    The result does not depend on the order of ``paths`` or of rows inside them (module docstring).
+    """
+    out: Dict[str, Dict[str, Any]] = {}
+    for path in paths:
+        for row in iter_rows(path):
+            rid = row["request_id"]
+            cur = out.get(rid)
+            if cur is None or _better(row, cur):
+                out[rid] = row
+    return out
+
+
+def scan_ids(*paths: str | Path) -> Tuple[Set[str], Set[str]]:
+    """``(answered, failed)`` id sets: failed = ids with a failed row and no answered row."""
+    answered: Set[str] = set()
+    seen_failed: Set[str] = set()
+    for path in paths:
+        for row in iter_rows(path):
+            (answered if row["ok"] else seen_failed).add(row["request_id"])
+    return answered, seen_failed - answered
+
+
+class ResponseStore:
+    """Append-only response store at ``path`` (see module docstring)."""
+
+    def __init__(self, path: str | Path, batch_rows: int = 256, batch_sec: float = 1.0):
+        self.path = Path(path)
+        self._sharded = _is_dir_path(self.path, str(path))
+        self.batch_rows = max(1, int(batch_rows))
+        self.batch_sec = float(batch_sec)
+        self._fh = None
+        self._buf: List[bytes] = []
+        self._last_flush = time.monotonic()
+        self.rows_written = 0
+
+    # -- reading ------------------------------------------------------------------------------
+    def files(self) -> List[Path]:
+        """Files currently in the store."""
+        return store_files(self.path if not self._sharded else str(self.path) + os.sep)
+
+    def rows(self) -> Iterator[Dict[str, Any]]:
+        """All rows in file order (flushes pending writes first)."""
+        self.flush()
+        for f in self.files():
+            yield from iter_rows(f)
+
+    def scan(self) -> Tuple[Set[str], Set[str]]:
+        """``(answered_ids, failed_ids)`` in one pass."""
+        self.flush()
+        return scan_ids(*self.files())
+
+    def answered_ids(self) -> Set[str]:
+        """Ids with at least one ``ok: true`` row."""
+        return self.scan()[0]
+
+    def failed_ids(self) -> Set[str]:
+        """Ids with a failed row and no answered row."""
+        return self.scan()[1]
+
+    def merge(self, *paths: str | Path) -> Dict[str, Dict[str, Any]]:
+        """``merge`` of this store and ``paths``: one row per id, order independent."""
+        self.flush()
+        return merge(*self.files(), *paths)
+
+    # -- writing ------------------------------------------------------------------------------
+    def _open(self) -> None:
+        if self._sharded:
+            self.path.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+            target = self.path / f"part-{stamp}-{os.getpid()}.jsonl"
+            n = 1
+            while target.exists():
+                target = self.path / f"part-{stamp}-{os.getpid()}-{n}.jsonl"
+                n += 1
+        else:
+            target = self.path
+            if target.parent and not target.parent.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(target, "a+b")
+        if fcntl is not None:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.close()
+                raise ValueError(f"{target}: response store is being written by another process") from None
+        _cut_torn_tail(fh)
+        self._fh = fh
+        self.target = target
+
+    def append(self, row: Dict[str, Any]) -> None:
+        """Append one response row (buffered; flushed + fsynced in batches)."""
+        rid = row.get("request_id")
+        if not isinstance(rid, str) or not isinstance(row.get("ok"), bool):
+            raise ValueError(f"{self.path}: response row needs string 'request_id' and boolean 'ok': {row!r:.200}")
+        self._buf.append(dumps_line(row))
+        if len(self._buf) >= self.batch_rows or time.monotonic() - self._last_flush >= self.batch_sec:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered rows, flush and fsync."""
+        self._last_flush = time.monotonic()
+        if not self._buf:
+            return
+        if self._fh is None:
+            self._open()
+        data = b"".join(self._buf)
+        n = len(self._buf)
+        self._buf.clear()
+        self._fh.write(data)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.rows_written += n
+
+    def close(self) -> None:
+        """Flush and release the file."""
+        self.flush()
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> "ResponseStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _cut_torn_tail(fh: Any) -> None:
+    """Truncate a partial last line (no trailing newline) so the next append starts clean."""
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    if size == 0:
+        return
+    fh.seek(size - 1)
+    if fh.read(1) == b"\n":
+        return
+    pos = size
+    block = 1 << 16
+    while pos > 0:
+        start = max(0, pos - block)
+        fh.seek(start)
+        chunk = fh.read(pos - start)
+        idx = chunk.rfind(b"\n")
+        if idx >= 0:
+            fh.truncate(start + idx + 1)
+            break
+        pos = start
+    else:
+        fh.truncate(0)
+    fh.seek(0, os.SEEK_END)
+
+
+def open_store(path: str | Path, **kwargs: Any) -> ResponseStore:
+    """``ResponseStore(path, **kwargs)``."""
+    return ResponseStore(path, **kwargs)
+
+
+__all__ = ["ERROR_KINDS", "ROW_FIELDS", "ResponseStore", "merge", "scan_ids", "iter_rows", "store_files", "open_store"]
