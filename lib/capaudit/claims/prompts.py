@@ -1,0 +1,92 @@
+"""Versioned prompt text of the claim-extraction task (reference-spec §4.2, "intent").
+
+The wording is our own; it follows the intent the spec describes (atomic, caption-claimed,
+controllable visual units; one fact per record; short canonical units; shortest supporting span;
+target = the element modified, ``scene`` when global; relations name both participants; counts
+attach a number to a target; visible rendered text only; nothing negative, meta or duplicated).
+Bump :data:`PROMPT_VERSION` whenever any character of these strings changes: the request id
+hashes the prompt version, so a changed prompt can never reuse an old answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from capaudit.llm._json import canonical
+
+PROMPT_VERSION = "capaudit-claims-v1"
+
+#: The eight claim types in the summarizer's order (§4.1).
+CATEGORY_HELP = (
+    ("object", "a concrete thing, person, animal, place or scene element that is present"),
+    ("attribute", "a visual property of one element: colour, material, texture, shape, size, pose, state, clothing"),
+    ("relation", "how two elements are arranged or interact: spatial position, contact, action on another element"),
+    ("style", "the medium or artistic style of the whole image: photo, oil painting, anime, 3D render, sketch"),
+    ("camera", "viewpoint, framing, shot type, lens or focus: close-up, aerial view, wide angle, shallow depth of field"),
+    ("lighting", "light source, direction, quality or time-of-day light: soft light, backlit, golden hour, neon glow"),
+    ("count", "an explicit number of instances of one element: two dogs, a pair of shoes, three windows"),
+    ("text_rendering", "legible text, letters, numbers or logos that the caption says are visibly written in the image"),
+)
+
+SYSTEM_PROMPT = (
+    "You turn image captions into lists of atomic, controllable visual facts for evaluating "
+    "text-to-image training data. Report only what the caption itself states; never add facts from "
+    "world knowledge, guesses about the image, or anything the caption does not say. "
+    "Reply with compact, valid JSON and nothing else."
+)
+
+_RULES = (
+    "Write one record per visual fact that a text-to-image model could be asked to control.",
+    "Record each fact once, under the one category that fits it best.",
+    "unit: a short canonical phrase for the fact (a few words, never a whole clause).",
+    "span: the shortest piece of the caption, copied exactly, that states the fact.",
+    "target: the element the fact is about, e.g. the object an attribute describes; use \"scene\" for "
+    "facts about the whole image (style, camera, lighting of the whole scene).",
+    "relation: the unit must contain the relation and both elements it links "
+    "(\"cup on table\", not \"on\" and not a bare verb).",
+    "count: the unit must pair a number with what is counted (\"two dogs\"); an article such as "
+    "\"a\" or \"the\" is not a count.",
+    "text_rendering: only text the caption says is visibly written, printed or displayed; skip "
+    "captions that say there is no text.",
+    "Leave out negated or absent things, image metadata, remarks about the caption or captioner, and "
+    "paraphrases of a fact already listed.",
+    "Keep rendered-text units short; do not copy long passages, legal text or tables.",
+    "If the caption states no visual fact, return an empty list [].",
+)
+
+USER_HEADER = (
+    "List the controllable visual content units that this caption claims, as atomic records. "
+    "Categories:"
+)
+SCHEMA_LINE = "Answer only with JSON that matches this schema:"
+
+
+def user_prompt(caption_id: str, prompt_caption: str, schema: Mapping[str, Any]) -> str:
+    """The user message for one caption (window already clipped and newline-free)."""
+    lines = [USER_HEADER]
+    lines += [f"- {name}: {desc}" for name, desc in CATEGORY_HELP]
+    lines.append("Rules:")
+    lines += [f"{i}. {r}" for i, r in enumerate(_RULES, start=1)]
+    lines.append(SCHEMA_LINE)
+    lines.append(canonical(schema))
+    lines.append(f"caption_id={caption_id}")
+    lines.append(f"caption={prompt_caption}")
+    return "\n".join(lines)
+
+
+def parse_user_prompt(text: str) -> tuple[str, str]:
+    """``(caption_id, caption)`` read back from a user message built by :func:`user_prompt`.
+
+    The caption is the remainder after the last ``caption=`` line start; raises ``ValueError``
+    when either line is missing.
+    """
+    cid_pos = text.rfind("\ncaption_id=")
+    cap_pos = text.rfind("\ncaption=")
+    if cid_pos < 0 or cap_pos < 0 or cap_pos < cid_pos:
+        raise ValueError("user message has no 'caption_id=' and 'caption=' lines")
+    caption_id = text[cid_pos + len("\ncaption_id="):cap_pos]
+    caption = text[cap_pos + len("\ncaption="):]
+    return caption_id, caption
+
+
+__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "CATEGORY_HELP", "user_prompt", "parse_user_prompt"]

@@ -1,0 +1,289 @@
+"""Claim-extraction request builder (reference-spec §4.2; windows §1.2).
+
+One request per caption: the claim window (first B whitespace words, or the lexical cut for the
+sensitivity run), a versioned system/user prompt (:mod:`capaudit.claims.prompts`) and the guided
+JSON schema. Rows are built with :func:`capaudit.llm.requests.make_request`, so the request id
+hashes task, task version, model, prompt version, schema, decoding and input (this replaces the
+reference's ``claimed_cbu_v2:<budget>:<surface>:<row>:<caption_id>`` ids).
+
+``input`` (hashed): ``caption_id, surface, token_budget, window, caption`` (the unclipped window),
+``source_caption`` (the full caption) and ``max_caption_chars``. ``meta`` (not hashed):
+``source_row, emitted_index`` and whatever the caller adds (e.g. the surface key).
+
+Sampling (§4.2): every usable row gets the stable float
+``int(blake2b("seed:surface:row_index:row_id", digest_size=8), big-endian) / 2**64``; rows are
+sorted by it (ties by row index), the first N kept and re-sorted by row index. ``row_id`` is the
+caption id (the ``--id-field`` value, else ``"<surface>:<source_row>"``) — the spec leaves it
+unnamed, this is our reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from capaudit.llm.requests import make_request, write_requests
+from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.text.lexical import lex_cut_text, whitespace_window
+
+from .prompts import PROMPT_VERSION, SYSTEM_PROMPT, user_prompt
+
+TASK = "claimed_cbu"
+TASK_VERSION = 2
+DEFAULT_MODEL = "Qwen/Qwen3.5-35B-A3B"
+MAX_CAPTION_CHARS = 1800
+WINDOW_MODES = ("whitespace", "lexical")
+UNIT_MAX_LENGTH = 80
+SPAN_MAX_LENGTH = 120
+TARGET_MAX_LENGTH = 80
+
+
+def claims_schema(max_units: Optional[int] = None) -> Dict[str, Any]:
+    """Guided JSON schema (§4.2): ``{caption_id, claimed_units: [{category, unit, span, target}]}``.
+
+    ``additionalProperties: false`` at both levels; ``max_units`` adds ``maxItems`` (debug only).
+    """
+    units: Dict[str, Any] = {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "category": {"type": "string", "enum": list(UNIT_CATEGORIES)},
+                "unit": {"type": "string", "maxLength": UNIT_MAX_LENGTH},
+                "span": {"type": "string", "maxLength": SPAN_MAX_LENGTH},
+                "target": {"type": "string", "maxLength": TARGET_MAX_LENGTH},
+            },
+            "required": ["category", "unit", "span", "target"],
+            "additionalProperties": False,
+        },
+    }
+    if max_units is not None:
+        if int(max_units) < 1:
+            raise ValueError(f"max_units must be >= 1, got {max_units}")
+        units["maxItems"] = int(max_units)
+    return {
+        "type": "object",
+        "properties": {"caption_id": {"type": "string"}, "claimed_units": units},
+        "required": ["caption_id", "claimed_units"],
+        "additionalProperties": False,
+    }
+
+
+def stable_float(seed: int, surface: str, row_index: int, row_id: str) -> float:
+    """``blake2b-8("seed:surface:row_index:row_id")`` as an int (big-endian) / 2**64, in [0, 1)."""
+    h = hashlib.blake2b(f"{seed}:{surface}:{row_index}:{row_id}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(h, "big") / 2.0**64
+
+
+def sample_rows(rows: Sequence[Tuple[int, str]], n: int, seed: int, surface: str) -> List[int]:
+    """Positions (into ``rows`` of ``(row_index, row_id)``) of the seeded sample of ``n`` (§4.2)."""
+    if n < 0:
+        raise ValueError(f"sample size must be >= 0, got {n}")
+    keyed = sorted(range(len(rows)), key=lambda i: (stable_float(seed, surface, rows[i][0], rows[i][1]), rows[i][0]))
+    return sorted(keyed[:n], key=lambda i: rows[i][0])
+
+
+def caption_window(text: str, budget: Optional[int], mode: str = "whitespace") -> str:
+    """The claim window (§1.2): ``whitespace`` = first B whitespace words joined by one space;
+    ``lexical`` = raw text cut after the B-th lex unit (no whitespace cut). ``budget=None`` = full."""
+    if mode not in WINDOW_MODES:
+        raise ValueError(f"window mode must be one of {WINDOW_MODES}, got {mode!r}")
+    if budget is None:
+        return text
+    if int(budget) < 1:
+        raise ValueError(f"budget must be >= 1, got {budget}")
+    return whitespace_window(text, int(budget)) if mode == "whitespace" else lex_cut_text(text, int(budget))
+
+
+def prompt_caption(window: str, max_chars: int = MAX_CAPTION_CHARS) -> str:
+    """The caption as it appears in the prompt: clipped to ``max_chars``, newlines → spaces."""
+    return window[:max_chars].replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+def budget_label(budget: Optional[int]) -> str:
+    """``b64`` or ``full``."""
+    return "full" if budget is None else f"b{int(budget)}"
+
+
+@dataclass(frozen=True)
+class BuildParams:
+    """Parameters of one request build (all recorded in the manifest)."""
+
+    surface: str
+    budget: Optional[int] = 64
+    window: str = "whitespace"
+    model: str = DEFAULT_MODEL
+    revision: Optional[str] = None
+    max_caption_chars: int = MAX_CAPTION_CHARS
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    thinking: Optional[bool] = None
+    sample_records: Optional[int] = None
+    sample_seed: int = 0
+    max_records: Optional[int] = None
+    max_units: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.surface, str) or not self.surface:
+            raise ValueError("surface label must be a non-empty string")
+        if self.window not in WINDOW_MODES:
+            raise ValueError(f"window must be one of {WINDOW_MODES}, got {self.window!r}")
+        if self.sample_records is not None and self.max_records is not None:
+            raise ValueError("sample_records and max_records are mutually exclusive")
+        if self.max_caption_chars < 1:
+            raise ValueError("max_caption_chars must be >= 1")
+
+    def decoding(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"temperature": float(self.temperature), "max_tokens": int(self.max_tokens)}
+        if self.thinking is not None:
+            d["chat_template_kwargs"] = {"enable_thinking": bool(self.thinking)}
+        return d
+
+
+def build_request(
+    caption: str,
+    *,
+    caption_id: str,
+    source_row: int,
+    emitted_index: int,
+    params: BuildParams,
+    meta: Optional[Mapping[str, Any]] = None,
+    schema: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
+    """One request row for one caption (module docstring)."""
+    schema = dict(schema) if schema is not None else claims_schema(params.max_units)
+    win = caption_window(caption, params.budget, params.window)
+    text = user_prompt(caption_id, prompt_caption(win, params.max_caption_chars), schema)
+    return make_request(
+        task=TASK,
+        task_version=TASK_VERSION,
+        model=params.model,
+        revision=params.revision,
+        prompt_version=PROMPT_VERSION,
+        schema=schema,
+        messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}],
+        decoding=params.decoding(),
+        input={
+            "caption_id": caption_id,
+            "surface": params.surface,
+            "token_budget": params.budget,
+            "window": params.window,
+            "caption": win,
+            "source_caption": caption,
+            "max_caption_chars": params.max_caption_chars,
+        },
+        meta={"source_row": int(source_row), "emitted_index": int(emitted_index), **(dict(meta) if meta else {})},
+    )
+
+
+#: One usable caption: (source_row, caption, caption_id or None, meta or None).
+CaptionItem = Tuple[int, str, Optional[str], Optional[Mapping[str, Any]]]
+
+
+def build_requests(items: Iterable[CaptionItem], params: BuildParams) -> Tuple[List[Dict[str, Any]], Dict[str, int]]:
+    """Request rows for usable captions (after sampling / prefix), plus counts.
+
+    ``items`` yields ``(source_row, caption, caption_id, meta)``; a ``None`` caption id becomes
+    ``"<surface>:<source_row>"``. Returns ``(rows, {"usable", "emitted"})``.
+    """
+    usable: List[Tuple[int, str, str, Optional[Mapping[str, Any]]]] = []
+    for source_row, caption, cid, meta in items:
+        usable.append((int(source_row), caption, cid if cid is not None else f"{params.surface}:{source_row}", meta))
+    if params.sample_records is not None:
+        keep = sample_rows([(u[0], u[2]) for u in usable], int(params.sample_records), params.sample_seed, params.surface)
+        chosen = [usable[i] for i in keep]
+    elif params.max_records is not None:
+        chosen = usable[: int(params.max_records)]
+    else:
+        chosen = usable
+    schema = claims_schema(params.max_units)
+    rows = [
+        build_request(cap, caption_id=cid, source_row=src, emitted_index=i, params=params, meta=meta, schema=schema)
+        for i, (src, cap, cid, meta) in enumerate(chosen)
+    ]
+    return rows, {"usable": len(usable), "emitted": len(rows)}
+
+
+def iter_jsonl_captions(path: Path, caption_field: str, id_field: Optional[str] = None) -> Iterator[CaptionItem]:
+    """Usable captions of a JSONL file (§4.2): ``source_row`` = 0-based line index; rows whose
+    caption is not a non-empty string are skipped; a missing/empty ``id_field`` is an error."""
+    path = Path(path)
+    try:
+        fh = open(path, "r", encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: caption file not found") from None
+    with fh:
+        for idx, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{idx + 1}: invalid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{idx + 1}: expected a JSON object")
+            text = row.get(caption_field)
+            if not isinstance(text, str) or not text.strip():
+                continue
+            cid = None
+            if id_field:
+                raw = row.get(id_field)
+                if raw is None or (isinstance(raw, str) and not raw.strip()):
+                    raise ValueError(f"{path}:{idx + 1}: id field '{id_field}' is missing or empty")
+                cid = str(raw)
+            yield idx, text, cid, None
+
+
+def manifest_path(requests_path: Path) -> Path:
+    """``REQUESTS.jsonl`` → ``REQUESTS.manifest.json``."""
+    p = Path(requests_path)
+    stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.name
+    return p.with_name(stem + ".manifest.json")
+
+
+def write_manifest(requests_path: Path, params: BuildParams, counts: Mapping[str, int],
+                   source: Optional[Mapping[str, Any]] = None) -> Path:
+    """Write the ``.manifest.json`` beside the requests: schema, prompt, parameters and counts."""
+    p = asdict(params)
+    extra = p.pop("extra")
+    body = {
+        "task": TASK,
+        "task_version": TASK_VERSION,
+        "prompt_version": PROMPT_VERSION,
+        "model": params.model,
+        "budget_label": budget_label(params.budget),
+        "parameters": {**p, **extra},
+        "decoding": params.decoding(),
+        "schema": claims_schema(params.max_units),
+        "system_prompt": SYSTEM_PROMPT,
+        "source": dict(source or {}),
+        "counts": dict(counts),
+        "requests": Path(requests_path).name,
+    }
+    out = manifest_path(requests_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
+
+
+def build_requests_file(input_path: Path, caption_field: str, out: Path, params: BuildParams,
+                        id_field: Optional[str] = None) -> Dict[str, int]:
+    """``capaudit claims build``: read a caption JSONL, write requests + manifest; returns counts."""
+    rows, counts = build_requests(iter_jsonl_captions(Path(input_path), caption_field, id_field), params)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_requests(out, rows)
+    write_manifest(out, params, counts, {"input": str(input_path), "caption_field": caption_field, "id_field": id_field})
+    return counts
+
+
+__all__ = [
+    "TASK", "TASK_VERSION", "DEFAULT_MODEL", "MAX_CAPTION_CHARS", "WINDOW_MODES", "BuildParams",
+    "claims_schema", "stable_float", "sample_rows", "caption_window", "prompt_caption", "budget_label",
+    "build_request", "build_requests", "iter_jsonl_captions", "manifest_path", "write_manifest",
+    "build_requests_file",
+]

@@ -1,0 +1,293 @@
+"""Claims stage (reference-spec §4; §14 G3, G6, G7): requests → answers → claimed summaries.
+
+Params section ``claims``::
+
+    claims:
+      model: capaudit-heuristic-extractor   # backend served in-process (or the model at `url`)
+      revision: null                        # hashed into ids; default for the heuristic: its rule version
+      url: null                             # an OpenAI-compatible server; null = in-process capaudit serve
+      budget: 64                            # main claim window (whitespace words)
+      budgets: [16, 32, 48, 64]             # budget sweep → frontier CSV
+      lexical_window: true                  # B=budget lexical-window sensitivity (§1.2, G7)
+      surfaces: [iiw400_human, {name: coco_karpathy_test, sample_records: 1000}, ...]
+      labels: {iiw400_human: IIW human, ...}   # display labels (default: the surface name)
+      sample_seed: 0
+      max_caption_chars: 1800
+      concurrency: 8
+      server_workers: 1
+      timeout: 240
+
+For each window (``b16`` … ``b64``, ``lexical_b64``) one request file holds every configured
+surface (so ``bad_json`` of the frontier is shared by the surfaces of a budget, as in the
+reference), answered through the production path: ``capaudit.llm.client.run_requests`` against an
+in-process ``capaudit serve`` (:mod:`capaudit.claims._server`) or the configured ``url``. Responses
+are resumable (answered ids are not asked again). Outputs under ``artifacts/claims/``:
+``<window>/{requests.jsonl, requests.manifest.json, responses.jsonl, claimed_cbu_summary.json}``,
+``claimed_cbu_summary.json`` (the main budget), ``budget_frontier.csv``,
+``lexical_window_claimed_cbu_summary.json``, ``stage_manifest.json``; tables
+``tables/claims_summary.{csv,tex}``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from capaudit.config import RunConfig
+from capaudit.llm.requests import write_requests
+from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.claimed import ClaimedSummary, write_claimed_summary
+from capaudit.summaries.frontier import rows_from_claimed, with_pareto_flags, write_frontier_csv
+
+from .requests import BuildParams, build_requests, write_manifest
+from .summarize import summarize_responses
+
+OFFLINE_LABELS = {"capaudit-heuristic-extractor": "capaudit-heuristic-extractor (heuristic baseline)"}
+
+
+@dataclass(frozen=True)
+class SurfacePlan:
+    """One surface of the stage: its spec and sampling."""
+
+    name: str
+    spec: Dict[str, Any]
+    sample_records: Optional[int] = None
+    max_records: Optional[int] = None
+
+
+def backend_label(model: str) -> str:
+    """The name written into artifacts: offline backends say they are heuristics."""
+    return OFFLINE_LABELS.get(model, model)
+
+
+def plan_surfaces(cfg: RunConfig, section: Mapping[str, Any]) -> List[SurfacePlan]:
+    """Resolve ``claims.surfaces`` against the run's ``surfaces:`` declarations."""
+    from capaudit.surfaces.stage import surface_specs
+
+    specs = surface_specs(cfg)
+    items = section.get("surfaces") or list(specs)
+    out = []
+    for i, item in enumerate(items, start=1):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, Mapping) or not item.get("name"):
+            raise ValueError(f"{cfg.path}: claims.surfaces item {i} must be a name or a mapping with 'name'")
+        name = str(item["name"])
+        if name not in specs:
+            raise KeyError(f"{cfg.path}: claims surface '{name}' is not declared under 'surfaces'")
+        out.append(SurfacePlan(name, specs[name], item.get("sample_records"), item.get("max_records")))
+    return out
+
+
+def surface_items(plan: SurfacePlan) -> List[Tuple[int, str, Optional[str], Dict[str, Any]]]:
+    """``(source_row, caption, caption_id=None, meta)`` per record (source_row = record ordinal)."""
+    from capaudit.surfaces import iter_captions
+
+    return [(i, r.caption, None, {"key": r.key, "caption_index": r.caption_index})
+            for i, r in enumerate(iter_captions(plan.spec))]
+
+
+def model_revision(model: str, section: Mapping[str, Any]) -> Optional[str]:
+    """``claims.revision``; for the heuristic extractor its rule-set version, so that changed rules
+    never reuse old answers (the revision is hashed into every request id)."""
+    if section.get("revision") is not None:
+        return str(section["revision"])
+    if model == "capaudit-heuristic-extractor":
+        from .offline import EXTRACTOR_VERSION
+
+        return EXTRACTOR_VERSION
+    return None
+
+
+def build_window_requests(plans: Sequence[SurfacePlan], captions: Mapping[str, list], budget: int, window: str,
+                          section: Mapping[str, Any], model: str) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """All surfaces' requests for one window; returns rows and per-surface counts."""
+    revision = model_revision(model, section)
+    rows: List[Dict[str, Any]] = []
+    counts: Dict[str, Any] = {}
+    for p in plans:
+        params = BuildParams(
+            surface=p.name, budget=budget, window=window, model=model, revision=revision,
+            max_caption_chars=int(section.get("max_caption_chars", 1800)),
+            max_tokens=int(section.get("max_tokens", 1024)),
+            sample_records=p.sample_records, sample_seed=int(section.get("sample_seed", 0)),
+            max_records=p.max_records,
+        )
+        r, c = build_requests(captions[p.name], params)
+        rows += r
+        counts[p.name] = c
+    return rows, counts
+
+
+def answer_requests(requests_path: Path, responses_path: Path, model: str, urls: Sequence[str],
+                    section: Mapping[str, Any]) -> Dict[str, Any]:
+    """Run the requests through ``capaudit.llm.client.run_requests`` (resumable)."""
+    from capaudit.llm.client import run_requests
+
+    stats = run_requests(
+        str(requests_path), str(responses_path), list(urls), model,
+        concurrency=int(section.get("concurrency", 8)), timeout=float(section.get("timeout", 240)),
+        retries=int(section.get("retries", 3)), dialect=str(section.get("dialect", "vllm")),
+        resume=True, progress=bool(section.get("progress", False)), handle_signals=False,
+    )
+    return stats.to_dict()
+
+
+def window_names(section: Mapping[str, Any]) -> List[Tuple[str, int, str]]:
+    """``(directory name, budget, window mode)`` of every window the stage runs."""
+    main = int(section.get("budget", 64))
+    budgets = sorted({int(b) for b in section.get("budgets", [main])} | {main})
+    out = [(f"b{b}", b, "whitespace") for b in budgets]
+    if section.get("lexical_window", True):
+        out.append((f"lexical_b{main}", main, "lexical"))
+    return out
+
+
+def summary_table(main: ClaimedSummary, lexical: Optional[ClaimedSummary], plans: Sequence[SurfacePlan],
+                  labels: Mapping[str, str], extractor: str, budget: int) -> List[Dict[str, Any]]:
+    """One row per surface: CBU/cap, CBU/100 lex, per-type dedup per caption, lexical-window CBU/cap."""
+    rows = []
+    for p in plans:
+        if p.name not in main.surfaces:
+            continue
+        s = main.surface(p.name)
+        row: Dict[str, Any] = {
+            "surface": p.name, "label": labels.get(p.name, p.name), "extractor": extractor, "budget": budget,
+            "captions": s.captions, "cbu_per_cap": s.cbu_per_cap, "cbu_per_100_lex": s.cbu_per_100_lex,
+            "lex_median": s.distributions["caption_tokens"].median, "dup_row_rate": s.ratios["duplicate_row_rate"],
+        }
+        row.update({f"{t}_per_cap": s.per_type_dedup_per_caption[t] for t in UNIT_CATEGORIES})
+        if lexical is not None and p.name in lexical.surfaces:
+            ls = lexical.surface(p.name)
+            row["lexical_cbu_per_cap"] = ls.cbu_per_cap
+            row["lexical_cbu_per_100_lex"] = ls.cbu_per_100_lex
+        rows.append(row)
+    return rows
+
+
+def write_summary_table(rows: List[Dict[str, Any]], tables: Path, stem: str = "claims_summary") -> Path:
+    """``tables/<stem>.csv`` and a LaTeX body ``tables/<stem>.tex`` (surface, N, CBU/cap, CBU/100 lex, types)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df.to_csv(tables / f"{stem}.csv", index=False)
+    extractor = rows[0]["extractor"] if rows else ""
+    lines = [f"% claimed CBU at B={rows[0]['budget'] if rows else ''}; extractor: {extractor}",
+             "% columns: surface & captions & CBU/cap & CBU/100 lex & object & attribute & relation & count & "
+             "style & camera & lighting & text-rendering"]
+    order = ("object", "attribute", "relation", "count", "style", "camera", "lighting", "text_rendering")
+    for r in rows:
+        cells = [str(r["label"]).replace("_", r"\_"), f"{int(r['captions']):,}".replace(",", "{,}"),
+                 f"{r['cbu_per_cap']:.2f}", f"{r['cbu_per_100_lex']:.2f}"]
+        cells += [f"{r[f'{t}_per_cap']:.2f}" for t in order]
+        lines.append(" & ".join(cells) + r" \\")
+    path = tables / f"{stem}.tex"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run(cfg: RunConfig) -> Dict[str, Any]:
+    """Run the claims stage for the params file (module docstring); returns summaries and tables."""
+    section = cfg.section("claims")
+    dirs = cfg.dirs()
+    art = dirs["artifacts"] / "claims"
+    art.mkdir(parents=True, exist_ok=True)
+    model = str(section.get("model", "capaudit-heuristic-extractor"))
+    extractor = backend_label(model)
+    plans = plan_surfaces(cfg, section)
+    labels = {p.name: str((section.get("labels") or {}).get(p.name, p.name)) for p in plans}
+    main_budget = int(section.get("budget", 64))
+    t0 = time.monotonic()
+    captions = {p.name: surface_items(p) for p in plans}
+    url = section.get("url")
+    if url:
+        server = nullcontext(str(url))
+    else:
+        from ._server import background_server
+
+        server = background_server([model], workers=int(section.get("server_workers", 1)))
+    summaries: Dict[str, ClaimedSummary] = {}
+    run_stats: Dict[str, Any] = {}
+    with server as base_url:
+        for name, budget, window in window_names(section):
+            wdir = art / name
+            wdir.mkdir(parents=True, exist_ok=True)
+            rows, counts = build_window_requests(plans, captions, budget, window, section, model)
+            req_path = wdir / "requests.jsonl"
+            write_requests(req_path, rows)
+            write_manifest(req_path, BuildParams(surface="+".join(p.name for p in plans), budget=budget, window=window,
+                                                 model=model, revision=model_revision(model, section),
+                                                 extra={"backend": extractor}),
+                           {"per_surface": counts, "emitted": len(rows)})  # type: ignore[dict-item]
+            resp_path = wdir / "responses.jsonl"
+            run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], section)
+            ids = {r["request_id"] for r in rows}
+            summary = summarize_responses([resp_path], [req_path], input_label={
+                "requests": str(req_path), "responses": str(resp_path), "backend": extractor,
+                "budget": budget, "window": window})
+            # a resumed store may hold answers to requests no longer built (e.g. changed params)
+            if summary.status.responses != len(ids):
+                summary = _restrict(resp_path, req_path, ids, summary.input)
+            write_claimed_summary(summary, wdir / "claimed_cbu_summary.json")
+            summaries[name] = summary
+    main = summaries[f"b{main_budget}"]
+    shutil.copyfile(art / f"b{main_budget}" / "claimed_cbu_summary.json", art / "claimed_cbu_summary.json")
+    lexical = summaries.get(f"lexical_b{main_budget}")
+    if lexical is not None:
+        shutil.copyfile(art / f"lexical_b{main_budget}" / "claimed_cbu_summary.json",
+                        art / "lexical_window_claimed_cbu_summary.json")
+    frontier = []
+    for name, budget, window in window_names(section):
+        if window == "whitespace":
+            frontier += rows_from_claimed(budget, summaries[name], labels,
+                                          [p.name for p in plans if p.name in summaries[name].surfaces])
+    frontier = with_pareto_flags(frontier)
+    write_frontier_csv(frontier, art / "budget_frontier.csv")
+    table_rows = summary_table(main, lexical, plans, labels, extractor, main_budget)
+    write_summary_table(table_rows, dirs["tables"])
+    manifest = {"backend": extractor, "model": model, "revision": model_revision(model, section), "url": url or "in-process capaudit serve",
+                "windows": [n for n, _, _ in window_names(section)], "surfaces": [p.name for p in plans],
+                "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2)}
+    (art / "stage_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    import pandas as pd
+
+    return {"summaries": summaries, "main": main, "lexical": lexical, "frontier": frontier,
+            "table": pd.DataFrame(table_rows), "frontier_table": pd.DataFrame([r.to_row() for r in frontier]),
+            "extractor": extractor, "manifest": manifest, "artifacts": art}
+
+
+def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any) -> ClaimedSummary:
+    """Summary over the responses whose ids are among the current requests only."""
+    from capaudit.llm._json import dumps_line
+    from capaudit.llm.store import merge
+
+    rows = merge(resp_path)
+    tmp = resp_path.with_name(resp_path.name + ".current.tmp")
+    with open(tmp, "wb") as fh:
+        for rid in sorted(rows):
+            if rid in ids:
+                fh.write(dumps_line(rows[rid]))
+    try:
+        return summarize_responses([tmp], [req_path], input_label=label)
+    finally:
+        tmp.unlink()
+
+
+def run_dsg_eval(cfg: RunConfig) -> Dict[str, Any]:
+    """Notebook 04b: evaluate the heuristic extractor on DSG-1k → ``tables/extractor_eval_dsg.{csv,tex}``."""
+    import pandas as pd
+
+    from .dsg_eval import run_dsg_eval as _run
+
+    dirs = cfg.dirs()
+    result, paths = _run(dirs["tables"], dirs["artifacts"] / "claims")
+    return {"result": result, "table": pd.DataFrame(result.rows()), "paths": paths, "mapping": result.mapping}
+
+
+__all__ = ["SurfacePlan", "backend_label", "plan_surfaces", "window_names", "build_window_requests",
+           "answer_requests", "summary_table", "write_summary_table", "run", "run_dsg_eval"]

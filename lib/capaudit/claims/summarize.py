@@ -1,0 +1,335 @@
+"""Claimed-CBU summarizer (reference-spec §4.4, ``--mode claimed``; golden checks §14 G3, G7).
+
+Per answered caption:
+
+* unit records = items of ``claimed_units`` whose ``category`` is one of the eight types and whose
+  ``unit`` is a non-empty (after strip) string; ``span``/``target`` stripped, default ``""``. The
+  legacy dict-of-lists form (``{"object": ["dog", ...], ...}``) is accepted too;
+* every unit record counts in ``claimed_total`` and ``claimed_<type>`` (raw);
+* ``normalize_unit`` = lower-cased lex units, leading ``a/an/the`` dropped repeatedly, joined by
+  spaces; a record whose normalized unit is empty is then dropped silently: it stays in the raw
+  counts but is neither deduplicated, nor a duplicate, nor suspicious. (The reference files show
+  this: e.g. the lexical-window summary has ``claimed_total - claimed_dedup_total -
+  duplicate_units - suspicious_units = 1``.)
+* dedup key ``category|normalize(unit)|normalize(target)``; a key seen before in the caption is a
+  ``duplicate_units``; a first-seen key that is suspicious (``count`` unit equal to an article —
+  unreachable after article stripping, kept for fidelity — or ``text_rendering`` unit containing
+  "no text", "no visible", "not visible" or "without text") is a ``suspicious_units`` and not
+  deduplicated; the rest are ``claimed_dedup_total`` / ``claimed_dedup_<type>``;
+* ``caption_tokens`` = lex units of the request's ``caption`` (the window).
+
+Per surface and ``__all__``: summed counts, ratios (:class:`ClaimedSurface.from_counts`) and
+distributions of ``claimed``, ``claimed_dedup``, ``claimed_dedup_per_100_tokens`` (per caption
+``100·dedup/max(lex, 1)``) and ``caption_tokens``: median (``statistics.median``), p25/p75 (nearest
+rank: sorted value at index ``round((n-1)·q)``, Python's banker's rounding), trimmed mean (drop
+``⌊0.1n⌋`` values at each end). The CBU/cap denominator is every caption with an ok response,
+zero-claim captions included.
+
+Merging several response files uses :func:`capaudit.llm.store.merge` (one row per request id, an
+answered row is never replaced by a failed one, order independent). This deliberately fixes the
+reference's last-row-wins ``--latest-by-request`` (§13.5). ``status`` = ``{responses: merged
+ids, captions: ok ids, bad: failed ids}``; failed rows are skipped.
+
+Each response row needs its request's surface and window: from the row's own ``request`` object
+(reference-style logs: ``request.surface`` / ``request.caption``, or ``request.input.*``) or from
+the request files (``capaudit.llm.requests`` rows: ``input.surface`` / ``input.caption``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from capaudit.llm._json import loads_lenient
+from capaudit.llm.requests import read_requests
+from capaudit.llm.store import merge
+from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.claimed import (
+    ALL,
+    COUNT_FIELDS,
+    DISTRIBUTIONS,
+    ClaimedStatus,
+    ClaimedSummary,
+    ClaimedSurface,
+    Distribution,
+    write_claimed_summary,
+)
+from capaudit.text.lexical import lex_units
+
+PathLike = Union[str, Path]
+ARTICLES = frozenset({"a", "an", "the"})
+NO_TEXT_MARKERS = ("no text", "no visible", "not visible", "without text")
+_CATS = frozenset(UNIT_CATEGORIES)
+
+
+def normalize_unit(text: Any) -> str:
+    """Lower-cased lex units with leading ``a``/``an``/``the`` dropped repeatedly, space-joined."""
+    units = lex_units(str(text or ""))
+    i = 0
+    while i < len(units) and units[i] in ARTICLES:
+        i += 1
+    return " ".join(units[i:])
+
+
+@dataclass(frozen=True)
+class UnitRecord:
+    """One claimed unit (strings stripped)."""
+
+    category: str
+    unit: str
+    span: str = ""
+    target: str = ""
+
+
+def _str(v: Any) -> str:
+    return v.strip() if isinstance(v, str) else ""
+
+
+def unit_records(parsed: Any) -> List[UnitRecord]:
+    """Valid unit records of one parsed answer (module docstring); malformed items are skipped."""
+    if not isinstance(parsed, Mapping):
+        return []
+    units = parsed.get("claimed_units")
+    out: List[UnitRecord] = []
+    if isinstance(units, list):
+        for item in units:
+            if not isinstance(item, Mapping):
+                continue
+            cat, unit = item.get("category"), item.get("unit")
+            if cat in _CATS and isinstance(unit, str) and unit.strip():
+                out.append(UnitRecord(cat, unit.strip(), _str(item.get("span")), _str(item.get("target"))))
+    elif isinstance(units, Mapping):  # legacy dict-of-lists form
+        for cat in UNIT_CATEGORIES:
+            for item in units.get(cat) or ():
+                if isinstance(item, str) and item.strip():
+                    out.append(UnitRecord(cat, item.strip()))
+                elif isinstance(item, Mapping) and isinstance(item.get("unit"), str) and item["unit"].strip():
+                    out.append(UnitRecord(cat, item["unit"].strip(), _str(item.get("span")), _str(item.get("target"))))
+    return out
+
+
+def is_suspicious(category: str, norm_unit: str) -> bool:
+    """§4.4 suspicious units: an article as a count (dead code after stripping), or an absence claim as text."""
+    if category == "count" and norm_unit in ARTICLES:
+        return True
+    return category == "text_rendering" and any(m in norm_unit for m in NO_TEXT_MARKERS)
+
+
+def caption_counter(records: Sequence[UnitRecord], window: str) -> Dict[str, int]:
+    """Per-caption counter of §4.4 (keys: COUNT_FIELDS + ``claimed_<type>``, ``claimed_dedup_<type>``)."""
+    c: Dict[str, int] = {k: 0 for k in COUNT_FIELDS}
+    for t in UNIT_CATEGORIES:
+        c[f"claimed_{t}"] = 0
+        c[f"claimed_dedup_{t}"] = 0
+    c["captions"] = 1
+    c["caption_tokens"] = len(lex_units(window))
+    seen = set()
+    for r in records:
+        c["claimed_total"] += 1
+        c[f"claimed_{r.category}"] += 1
+        nu = normalize_unit(r.unit)
+        if not nu:
+            continue
+        key = f"{r.category}|{nu}|{normalize_unit(r.target)}"
+        if key in seen:
+            c["duplicate_units"] += 1
+            continue
+        seen.add(key)
+        if is_suspicious(r.category, nu):
+            c["suspicious_units"] += 1
+            continue
+        c["claimed_dedup_total"] += 1
+        c[f"claimed_dedup_{r.category}"] += 1
+    c["rows_with_duplicate"] = int(c["duplicate_units"] > 0)
+    c["rows_with_suspicious"] = int(c["suspicious_units"] > 0)
+    return c
+
+
+def nearest_rank(sorted_values: Sequence[float], q: float) -> float:
+    """Sorted value at index ``round((n-1)*q)`` (banker's rounding); 0.0 when empty."""
+    if not sorted_values:
+        return 0.0
+    return float(sorted_values[round((len(sorted_values) - 1) * q)])
+
+
+def trimmed_mean(values: Sequence[float], proportion: float = 0.1) -> float:
+    """Mean after dropping ``⌊proportion·n⌋`` values from each end of the sorted values; 0.0 when empty."""
+    vals = sorted(values)
+    k = int(math.floor(proportion * len(vals)))
+    kept = vals[k: len(vals) - k]
+    return float(sum(kept) / len(kept)) if kept else 0.0
+
+
+def distribution(values: Sequence[float]) -> Distribution:
+    """Median / p25 / p75 / trimmed mean of §4.4."""
+    vals = sorted(values)
+    if not vals:
+        return Distribution(0.0, 0.0, 0.0, 0.0)
+    return Distribution(float(statistics.median(vals)), nearest_rank(vals, 0.25), nearest_rank(vals, 0.75),
+                        trimmed_mean(vals))
+
+
+@dataclass
+class SurfaceAccumulator:
+    """Summed counts and per-caption values of one surface (mergeable with ``+=``)."""
+
+    counts: Dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    values: Dict[str, List[float]] = field(default_factory=lambda: {d: [] for d in DISTRIBUTIONS})
+
+    def add(self, counter: Mapping[str, int]) -> None:
+        for k, v in counter.items():
+            self.counts[k] += int(v)
+        lex = int(counter["caption_tokens"])
+        dedup = int(counter["claimed_dedup_total"])
+        self.values["claimed"].append(int(counter["claimed_total"]))
+        self.values["claimed_dedup"].append(dedup)
+        self.values["claimed_dedup_per_100_tokens"].append(100.0 * dedup / max(lex, 1))
+        self.values["caption_tokens"].append(lex)
+
+    def __iadd__(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
+        for k, v in other.counts.items():
+            self.counts[k] += v
+        for d in DISTRIBUTIONS:
+            self.values[d].extend(other.values[d])
+        return self
+
+    def finalize(self) -> ClaimedSurface:
+        return ClaimedSurface.from_counts(dict(self.counts), {d: distribution(self.values[d]) for d in DISTRIBUTIONS})
+
+
+@dataclass
+class ClaimedAccumulator:
+    """Per-surface accumulators plus status counts; ``finalize`` → :class:`ClaimedSummary`."""
+
+    surfaces: Dict[str, SurfaceAccumulator] = field(default_factory=dict)
+    responses: int = 0
+    bad: int = 0
+
+    def add(self, surface: str, ok: bool, parsed: Any = None, window: str = "") -> Optional[Dict[str, int]]:
+        """Add one (merged) response row; returns the caption counter (``None`` for a failed row)."""
+        self.responses += 1
+        if not ok:
+            self.bad += 1
+            return None
+        counter = caption_counter(unit_records(parsed), window)
+        self.surfaces.setdefault(surface, SurfaceAccumulator()).add(counter)
+        return counter
+
+    def finalize(self, input: Any = None) -> ClaimedSummary:  # noqa: A002
+        total = SurfaceAccumulator()
+        for acc in self.surfaces.values():
+            total += acc
+        surfaces = {ALL: total.finalize()}
+        surfaces.update({name: self.surfaces[name].finalize() for name in sorted(self.surfaces)})
+        status = ClaimedStatus(responses=self.responses, captions=self.responses - self.bad, bad=self.bad)
+        summary = ClaimedSummary(status=status, surfaces=surfaces, input=input)
+        summary.validate()
+        return summary
+
+
+# ---------------------------------------------------------------------------------------------
+RequestInfo = Tuple[str, str]  # (surface, window caption)
+
+
+def request_info(request: Mapping[str, Any], where: str) -> RequestInfo:
+    """``(surface, caption)`` of a request row (ours: ``input.*``; reference logs: top level)."""
+    inp = request.get("input") if isinstance(request.get("input"), Mapping) else request
+    surface, caption = inp.get("surface"), inp.get("caption")
+    if not isinstance(surface, str) or not surface:
+        raise ValueError(f"{where}: request field 'surface' missing or not a string")
+    if not isinstance(caption, str):
+        raise ValueError(f"{where}: request field 'caption' missing or not a string")
+    return surface, caption
+
+
+def index_requests(paths: Iterable[PathLike]) -> Dict[str, RequestInfo]:
+    """``request_id → (surface, window)`` over request JSONL files."""
+    out: Dict[str, RequestInfo] = {}
+    for path in paths:
+        for i, row in enumerate(read_requests(path), start=1):
+            out[row["request_id"]] = request_info(row, f"{path}: request {i} ({row['request_id']})")
+    return out
+
+
+def default_requests_path(responses_path: PathLike) -> Optional[Path]:
+    """The request file conventionally beside a response file or store directory, if it exists:
+    ``X/responses.jsonl`` → ``X/requests.jsonl``; ``A.responses.jsonl`` → ``A.requests.jsonl``;
+    ``A_responses.jsonl`` → ``A_requests.jsonl``."""
+    p = Path(responses_path)
+    candidates = []
+    if "responses" in p.name:
+        candidates.append(p.with_name(p.name.replace("responses", "requests")))
+    candidates.append(p.parent / "requests.jsonl")
+    for c in candidates:
+        if c.is_file() and c != p:
+            return c
+    return None
+
+
+def _parsed(row: Mapping[str, Any]) -> Any:
+    parsed = row.get("parsed")
+    if parsed is None and isinstance(row.get("response_text"), str):
+        try:
+            parsed = loads_lenient(row["response_text"])
+        except ValueError:
+            parsed = None
+    return parsed
+
+
+def summarize_responses(
+    responses: Sequence[PathLike],
+    requests: Optional[Sequence[PathLike]] = None,
+    input_label: Any = None,
+) -> ClaimedSummary:
+    """Summarize one or more response files/stores (module docstring).
+
+    ``requests``: request files giving each row's surface and window; default: the file beside
+    each response file (:func:`default_requests_path`), used only when rows lack a ``request``.
+    Raises ``ValueError`` naming the file and request id when a row's request cannot be found.
+    """
+    if not responses:
+        raise ValueError("summarize_responses: no response files given")
+    for p in responses:
+        if not Path(p).exists():
+            raise FileNotFoundError(f"{p}: response file not found")
+    req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
+    index = index_requests(req_paths) if req_paths else {}
+    merged = merge(*responses)
+    acc = ClaimedAccumulator()
+    for rid in sorted(merged):
+        row = merged[rid]
+        req = row.get("request")
+        if isinstance(req, Mapping):
+            surface, window = request_info(req, f"response {rid}")
+        elif rid in index:
+            surface, window = index[rid]
+        else:
+            raise ValueError(
+                f"{', '.join(map(str, responses))}: response {rid}: no 'request' in the row and no request with "
+                f"this id in {[str(p) for p in req_paths] or 'any request file (pass --requests)'}"
+            )
+        acc.add(surface, bool(row["ok"]), _parsed(row) if row["ok"] else None, window)
+    label = input_label if input_label is not None else {
+        "responses": [str(p) for p in responses], "requests": [str(p) for p in req_paths]}
+    return acc.finalize(input=label)
+
+
+def summarize_to_file(responses: Sequence[PathLike], out: PathLike, requests: Optional[Sequence[PathLike]] = None,
+                      input_label: Any = None) -> ClaimedSummary:
+    """:func:`summarize_responses` then :func:`write_claimed_summary` (indent 2, UTF-8)."""
+    summary = summarize_responses(responses, requests, input_label)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    write_claimed_summary(summary, out)
+    return summary
+
+
+__all__ = [
+    "ARTICLES", "NO_TEXT_MARKERS", "UnitRecord", "normalize_unit", "unit_records", "is_suspicious",
+    "caption_counter", "nearest_rank", "trimmed_mean", "distribution", "SurfaceAccumulator",
+    "ClaimedAccumulator", "request_info", "index_requests", "default_requests_path", "summarize_responses",
+    "summarize_to_file",
+]

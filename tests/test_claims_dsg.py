@@ -1,0 +1,109 @@
+"""DSG-1k extractor evaluation: category mapping, tuple parsing, matching and scores."""
+
+from __future__ import annotations
+
+import pytest
+
+from capaudit.claims.dsg_eval import (
+    EVAL_TYPES,
+    GoldProp,
+    TypeCounts,
+    eval_type,
+    evaluate,
+    gold_matches,
+    match_item,
+    read_dsg,
+    stem,
+    tuple_args,
+    write_eval,
+)
+
+
+def fake_lem(text):
+    words = [w.strip(".,'\"").lower() for w in text.replace("==", " ").split()]
+    return tuple(w for w in words if w and w not in ("a", "the", "on", "of", "is"))
+
+
+def test_mapping():
+    assert eval_type("entity", "whole") == "object" and eval_type("entity", "part") == "object"
+    assert eval_type("attribute", "color") == "attribute" and eval_type("attribute", "state") == "attribute"
+    assert eval_type("attribute", "count") == "count" and eval_type("other", "count") == "count"
+    assert eval_type("other", "text rendering") == "text_rendering"
+    assert eval_type("attribute", "style") == "global" and eval_type("global", "-") == "global"
+    assert eval_type("relation", "spatial") == "relation" and eval_type("relation", "action") == "relation"
+    assert eval_type("other", "aspect ratio") is None and eval_type("attribute", "seed") is None
+
+
+def test_tuple_args():
+    assert tuple_args("attribute - color (rubix cube, purple)") == ["rubix cube", "purple"]
+    assert tuple_args('other - text rendering (word, "hello, world")') == ["word", '"hello, world"']
+    assert tuple_args("relation - spatial (rocks, ground, on)") == ["rocks", "ground", "on"]
+    assert tuple_args("other - count (security guards, ==3)") == ["security guards", "==3"]
+
+
+def test_stem():
+    assert stem("sitting") == "sit" and stem("standing") == "stand" and stem("dogs") == "dog"
+    assert stem("wooden") == "wood" and stem("grey") == "gray" and stem("is") == "is"
+
+
+def test_gold_matching_rules():
+    g_obj = GoldProp("x", 1, "object", ("security guards",), "")
+    assert gold_matches(g_obj, {"guard"}, fake_lem) and not gold_matches(g_obj, {"security"}, fake_lem)
+    g_attr = GoldProp("x", 2, "attribute", ("cube", "dark purple"), "")
+    assert gold_matches(g_attr, {"cube", "purple"}, fake_lem)
+    assert not gold_matches(g_attr, {"purple"}, fake_lem)
+    g_rel = GoldProp("x", 3, "relation", ("rocks", "ground", "on"), "")
+    assert gold_matches(g_rel, {"rock", "ground", "ly"}, fake_lem)
+    assert not gold_matches(g_rel, {"rock"}, fake_lem)
+    g_cnt = GoldProp("x", 4, "count", ("guards", "==3"), "")
+    assert gold_matches(g_cnt, {"guard", "3"}, fake_lem) and not gold_matches(g_cnt, {"guard", "2"}, fake_lem)
+    g_txt = GoldProp("x", 5, "text_rendering", ("sign", '"open all night"'), "")
+    assert gold_matches(g_txt, {"open", "night"}, fake_lem) and not gold_matches(g_txt, {"open"}, fake_lem)
+
+
+def test_match_item_one_to_one_and_scores():
+    gold = [GoldProp("x", 1, "object", ("dog",), ""), GoldProp("x", 2, "object", ("dog",), ""),
+            GoldProp("x", 3, "global", ("photo",), "")]
+    preds = [{"category": "object", "unit": "dog", "target": "dog"},
+             {"category": "object", "unit": "cat", "target": "cat"},
+             {"category": "camera", "unit": "photo", "target": "scene"},
+             {"category": "lighting", "unit": "sunset", "target": "scene"}]
+    got = match_item(gold, preds, fake_lem)
+    assert vars(got["object"]) == {"gold": 2, "predicted": 2, "matched_gold": 1, "matched_pred": 1}
+    assert vars(got["global"]) == {"gold": 1, "predicted": 2, "matched_gold": 1, "matched_pred": 1}
+    c = TypeCounts(gold=4, predicted=2, matched_gold=1, matched_pred=1)
+    assert c.scores() == {"precision": 0.5, "recall": 0.25, "f1": pytest.approx(1 / 3)}
+
+
+class _FakeLemmatizer:
+    def prime(self, texts):
+        list(texts)
+
+    def __call__(self, text):
+        return fake_lem(text)
+
+
+def test_evaluate_and_write(tmp_path):
+    texts = {"a_1": "a dog", "b_1": "two cats"}
+    gold = {"a_1": [GoldProp("a_1", 1, "object", ("dog",), "")],
+            "b_1": [GoldProp("b_1", 1, "object", ("cats",), ""), GoldProp("b_1", 2, "count", ("cats", "==2"), "")]}
+
+    def extract_many(ts):
+        return [[{"category": "object", "unit": t.split()[-1], "target": ""}] for t in ts]
+
+    res = evaluate(texts, gold, extract_many, _FakeLemmatizer(), "fake (heuristic baseline)")
+    rows = {r["type"]: r for r in res.rows()}
+    assert [r for r in rows] == list(EVAL_TYPES) + ["overall"]
+    assert rows["object"]["recall"] == 1.0 and rows["count"]["recall"] == 0.0
+    assert rows["overall"]["gold"] == 3 and rows["overall"]["matched_gold"] == 2
+    assert rows["overall"]["precision"] == 1.0
+    paths = write_eval(res, tmp_path, tmp_path)
+    assert "fake (heuristic baseline)" in paths["csv"].read_text()
+    assert "mapping:" in paths["tex"].read_text()
+
+
+def test_read_real_dsg(data_dir):
+    texts, gold, excluded = read_dsg(data_dir / "dsg" / "data" / "dsg-1k-anns.csv")
+    assert len(texts) == 1060
+    assert sum(len(v) for v in gold.values()) + sum(excluded.values()) == 8182
+    assert sum(excluded.values()) == 7

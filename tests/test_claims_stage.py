@@ -1,0 +1,71 @@
+"""Claims stage end to end on a tiny surface: requests → in-process capaudit serve → summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from capaudit.config import load_config
+from capaudit.summaries.claimed import read_claimed_summary
+from capaudit.summaries.frontier import read_frontier_csv
+
+pytest.importorskip("spacy")
+
+CAPTIONS = [
+    "A red bus parked next to a tall building on a rainy street, photographed from a low angle at night.",
+    "Two dogs play on green grass in front of a wooden fence. Soft morning light. A sign reads \"NO PARKING\".",
+    "A bowl of ripe oranges on a marble table.",
+    "Close-up photo of a cat.",
+]
+
+
+def _params(tmp_path: Path) -> Path:
+    src = tmp_path / "caps.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": c}) + "\n" for i, c in enumerate(CAPTIONS)))
+    src2 = tmp_path / "caps2.jsonl"
+    src2.write_text("".join(json.dumps({"id": i, "text": c.split(".")[0]}) + "\n" for i, c in enumerate(CAPTIONS)))
+    params = {
+        "run": "t", "out_root": str(tmp_path / "outputs"),
+        "surfaces": [{"name": "long", "file": str(src), "format": "jsonl", "caption_field": "text", "key_field": "id"},
+                     {"name": "short", "file": str(src2), "format": "jsonl", "caption_field": "text", "key_field": "id"}],
+        "claims": {"budget": 8, "budgets": [4, 8], "lexical_window": True,
+                   "surfaces": ["long", {"name": "short", "sample_records": 3}],
+                   "labels": {"long": "Long", "short": "Short"}, "concurrency": 4},
+    }
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(params))
+    return p
+
+
+def test_stage_end_to_end(tmp_path):
+    from capaudit.claims.stage import run
+
+    cfg = load_config(_params(tmp_path))
+    out = run(cfg)
+    art = Path(out["artifacts"])
+    main = read_claimed_summary(art / "claimed_cbu_summary.json")
+    assert main.status.to_dict() == {"responses": 7, "captions": 7, "bad": 0}
+    assert main.surface("long").captions == 4 and main.surface("short").captions == 3
+    raw = json.loads((art / "claimed_cbu_summary.json").read_text())
+    assert raw["input"]["backend"] == "capaudit-heuristic-extractor (heuristic baseline)"
+    assert main.surface("long").cbu_per_cap > 0
+    lex = read_claimed_summary(art / "lexical_window_claimed_cbu_summary.json")
+    assert lex.surface("long").distributions["caption_tokens"].median == 8.0  # lexical cut: exactly B units
+    frontier = read_frontier_csv(art / "budget_frontier.csv")
+    assert [(r.budget, r.surface) for r in frontier] == [(4, "long"), (4, "short"), (8, "long"), (8, "short")]
+    assert {r.label for r in frontier} == {"Long", "Short"}
+    for w in ("b4", "b8", "lexical_b8"):
+        assert (art / w / "requests.manifest.json").exists()
+        resp = [json.loads(line) for line in (art / w / "responses.jsonl").read_text().splitlines()]
+        assert all(r["ok"] and r["model"] == "capaudit-heuristic-extractor" for r in resp)
+    tables = cfg.dirs()["tables"]
+    tex = (tables / "claims_summary.tex").read_text()
+    assert "heuristic baseline" in tex and "Long" in tex
+    assert list(out["table"]["surface"]) == ["long", "short"]
+    # a second run resumes: nothing is asked again, numbers identical
+    again = run(cfg)
+    assert all(s["sent"] == 0 for s in again["manifest"]["run_stats"].values())
+    assert again["main"].to_dict()["surfaces"] == main.to_dict()["surfaces"]
