@@ -107,3 +107,17 @@ def test_read_real_dsg(data_dir):
     assert len(texts) == 1060
     assert sum(len(v) for v in gold.values()) + sum(excluded.values()) == 8182
     assert sum(excluded.values()) == 7
+
+
+@pytest.mark.slow
+def test_heuristic_extractor_on_dsg(tmp_path):
+    """Regression floor for the heuristic extractor on all of DSG-1k (measured: overall F1 0.671)."""
+    pytest.importorskip("spacy")
+    from capaudit.claims.dsg_eval import run_dsg_eval
+
+    result, paths = run_dsg_eval(tmp_path, tmp_path)
+    rows = {r["type"]: r for r in result.rows()}
+    assert rows["overall"]["f1"] >= 0.65
+    assert rows["object"]["f1"] >= 0.8
+    assert rows["overall"]["gold"] == 8175
+    assert "heuristic baseline" in paths["csv"].read_text()

@@ -23,7 +23,8 @@ reference), answered through the production path: ``capaudit.llm.client.run_requ
 in-process ``capaudit serve`` (:mod:`capaudit.claims._server`) or the configured ``url``. Responses
 are resumable (answered ids are not asked again). Outputs under ``artifacts/claims/``:
 ``<window>/{requests.jsonl, requests.manifest.json, responses.jsonl, claimed_cbu_summary.json}``,
-``claimed_cbu_summary.json`` (the main budget), ``budget_frontier.csv``,
+``claimed_cbu_summary.json`` (the main budget), ``budget_frontier.csv`` (+ ``.manifest.json`` naming
+the backend, which the fixed CSV schema cannot carry),
 ``lexical_window_claimed_cbu_summary.json``, ``stage_manifest.json``; tables
 ``tables/claims_summary.{csv,tex}``.
 """
@@ -248,6 +249,9 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                                           [p.name for p in plans if p.name in summaries[name].surfaces])
     frontier = with_pareto_flags(frontier)
     write_frontier_csv(frontier, art / "budget_frontier.csv")
+    (art / "budget_frontier.manifest.json").write_text(json.dumps(
+        {"backend": extractor, "budgets": sorted({b for _, b, w in window_names(section) if w == "whitespace"}),
+         "labels": labels, "csv": "budget_frontier.csv"}, indent=2) + "\n", encoding="utf-8")
     table_rows = summary_table(main, lexical, plans, labels, extractor, main_budget)
     write_summary_table(table_rows, dirs["tables"])
     manifest = {"backend": extractor, "model": model, "revision": model_revision(model, section), "url": url or "in-process capaudit serve",
