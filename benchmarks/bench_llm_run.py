@@ -139,7 +139,8 @@ def run_once(n: int, concurrency: int, url: str, tmp: Path, progress: bool) -> d
     lines = sum(1 for _ in open(out, "rb"))
     return {"requests": n, "concurrency": concurrency, "answered": st["answered"], "failed": st["failed"],
             "rows": lines, "run_sec": round(st["elapsed_sec"], 2), "req_per_sec": round(st["rate_per_sec"]),
-            "wall_sec": round(wall, 2), "peak_rss_mib": round(rusage.ru_maxrss / 1024, 1)}
+            "wall_sec": round(wall, 2), "client_cpu_sec": round(rusage.ru_utime + rusage.ru_stime, 2),
+            "peak_rss_mib": round(rusage.ru_maxrss / 1024, 1)}
 
 
 def profile(n: int, concurrency: int, url: str, tmp: Path) -> None:

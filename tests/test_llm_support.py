@@ -49,7 +49,9 @@ def free_port() -> int:
 
 
 def make_rows(n: int, model: str = "fault-model", task: str = "test_task", prompt_version: int = 1) -> List[dict]:
-    return [
+    """Request rows whose last message ends with ``rid=<request_id>`` (messages are not hashed),
+    so the fault server knows which request it serves."""
+    rows = [
         make_request(
             task=task, task_version=1, model=model, revision=None, prompt_version=prompt_version, schema=SCHEMA,
             messages=[{"role": "system", "content": "extract"}, {"role": "user", "content": f"caption {i}"}],
@@ -57,6 +59,9 @@ def make_rows(n: int, model: str = "fault-model", task: str = "test_task", promp
         )
         for i in range(n)
     ]
+    for r in rows:
+        r["messages"][-1]["content"] += f" rid={r['request_id']}"
+    return rows
 
 
 class FaultServer:
@@ -98,7 +103,7 @@ class FaultServer:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         payload = await request.json()
-        rid = request.headers.get("X-Request-Id", "?")
+        rid = payload["messages"][-1]["content"].rsplit("rid=", 1)[-1]
         self.counts[rid] += 1
         n = self.counts[rid]
         kind = self.outcome(rid, n)

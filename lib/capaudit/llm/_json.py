@@ -37,6 +37,12 @@ if _orjson is not None:
         """Parse strict JSON (bytes or str)."""
         return _orjson.loads(data)
 
+    _OPT_SORTED = _orjson.OPT_SORT_KEYS | _orjson.OPT_NON_STR_KEYS
+
+    def cache_key(obj: Any) -> bytes:
+        """A fast, key-order-independent identity of a JSON value (for caches, never for ids)."""
+        return _orjson.dumps(obj, option=_OPT_SORTED)
+
     JSONDecodeError: type = _orjson.JSONDecodeError  # subclass of json.JSONDecodeError / ValueError
 
 else:  # pragma: no cover
@@ -49,6 +55,9 @@ else:  # pragma: no cover
 
     def loads(data: bytes | str) -> Any:
         return json.loads(data)
+
+    def cache_key(obj: Any) -> bytes:
+        return canonical(obj).encode("utf-8")
 
     JSONDecodeError = json.JSONDecodeError
 

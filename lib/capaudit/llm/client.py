@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import aiohttp
+from yarl import URL
 
 from capaudit.llm._json import dumps_bytes, loads, loads_lenient
 from capaudit.llm.dialects import DIALECTS, build_payload
@@ -107,6 +108,7 @@ class _Router:
 
     def __init__(self, urls: Sequence[str]):
         self.urls = [endpoint_url(u) for u in urls]
+        self.yurls = [URL(u) for u in self.urls]  # parsed once: aiohttp re-parses plain strings per request
         if not self.urls:
             raise ValueError("at least one --url is needed")
         n = len(self.urls)
@@ -145,8 +147,16 @@ class _Router:
             self.fails[i] = 0
 
 
+_STAMP = [-1, ""]
+
+
 def _utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC time as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (the seconds prefix is cached)."""
+    t = time.time()
+    sec = int(t)
+    if sec != _STAMP[0]:
+        _STAMP[0], _STAMP[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+    return f"{_STAMP[1]}.{int((t - sec) * 1000):03d}Z"
 
 
 def _clip(text: Any, n: int = MAX_ERROR_CHARS) -> str:
@@ -264,8 +274,6 @@ class _Run:
         st = self.stats
         rid = req["request_id"]
         body = dumps_bytes(build_payload(req, self.model, self.dialect))
-        headers = dict(self.headers)
-        headers["X-Request-Id"] = rid
         started_at = _utc_now()
         t0 = time.monotonic()
         attempts = 0
@@ -283,7 +291,7 @@ class _Run:
             idx = self.router.pick()
             transport_failed = False
             try:
-                async with session.post(self.router.urls[idx], data=body, headers=headers, timeout=self.timeout) as resp:
+                async with session.post(self.router.yurls[idx], data=body) as resp:
                     status = resp.status
                     raw = await resp.read()
                     if status == 429:
@@ -452,8 +460,9 @@ async def arun_requests(
     it = run.source(requests, answered, only)
     connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=0, ttl_dns_cache=300)
     try:
-        async with aiohttp.ClientSession(connector=connector, timeout=run.timeout, raise_for_status=False,
-                                         auto_decompress=True) as session:
+        async with aiohttp.ClientSession(connector=connector, timeout=run.timeout, headers=run.headers,
+                                         skip_auto_headers=("User-Agent",), raise_for_status=False,
+                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
             tasks.extend(asyncio.ensure_future(run.worker(it, session)) for _ in range(concurrency))
             pending: Set[asyncio.Task] = set(tasks)
             stop_wait = asyncio.ensure_future(run.stop.wait())

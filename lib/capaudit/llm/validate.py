@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import jsonschema
 
-from capaudit.llm._json import canonical
+from capaudit.llm._json import cache_key
 
 try:  # optional fast path
     import fastjsonschema as _fastjsonschema
@@ -69,18 +69,18 @@ class _Compiled:
 
 
 class ValidatorCache:
-    """Bounded LRU of compiled validators keyed by canonical schema JSON (explicit, not global)."""
+    """Bounded LRU of compiled validators keyed by the schema's sorted-key JSON (explicit, not global)."""
 
     def __init__(self, size: int = _CACHE_SIZE):
         self.size = size
-        self._items: "OrderedDict[str, _Compiled]" = OrderedDict()
+        self._items: "OrderedDict[bytes, _Compiled]" = OrderedDict()
         self._by_id: Dict[int, Tuple[Mapping[str, Any], _Compiled]] = {}
 
     def get(self, schema: Mapping[str, Any]) -> _Compiled:
         hit = self._by_id.get(id(schema))
         if hit is not None and hit[0] is schema:
             return hit[1]
-        key = canonical(schema)
+        key = cache_key(schema)
         compiled = self._items.get(key)
         if compiled is None:
             compiled = _Compiled(schema)
