@@ -9,6 +9,8 @@ Behaviour
   ``concurrency`` requests are in flight and in memory, whatever the input size (a semaphore
   with one task per row would hold every row). The id set (answered + launched) grows with the
   input, about 100 bytes per id.
+* Transport: :mod:`capaudit.llm.http` (keep-alive HTTP/1.1 pools, one per URL); ``timeout`` is
+  the deadline of one attempt, connect to last byte.
 * Endpoints: each attempt goes to the least-loaded base URL (fewest in flight, ties round-robin);
   a URL with 3 consecutive connection errors/timeouts is skipped for a growing cool-down
   (1 s, 2 s, ... 30 s) unless all are cooling down. Base URLs may be ``http://h:p``,
@@ -46,11 +48,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
-import aiohttp
-from yarl import URL
 
 from capaudit.llm._json import dumps_bytes, loads, loads_lenient
 from capaudit.llm.dialects import DIALECTS, build_payload
+from capaudit.llm.http import Pool
 from capaudit.llm.requests import check_request, count_lines, iter_request_lines, parse_request_line
 from capaudit.llm.store import ResponseStore
 from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache
@@ -108,7 +109,6 @@ class _Router:
 
     def __init__(self, urls: Sequence[str]):
         self.urls = [endpoint_url(u) for u in urls]
-        self.yurls = [URL(u) for u in self.urls]  # parsed once: aiohttp re-parses plain strings per request
         if not self.urls:
             raise ValueError("at least one --url is needed")
         n = len(self.urls)
@@ -194,7 +194,6 @@ class _Run:
         self.router = _Router(urls)
         self.model = model
         self.concurrency = concurrency
-        self.timeout = aiohttp.ClientTimeout(total=timeout)
         self.timeout_s = timeout
         self.retries = retries
         self.dialect = dialect
@@ -239,7 +238,7 @@ class _Run:
             if bar is not None:
                 bar.update(1)
 
-    async def worker(self, it: Iterator[Dict[str, Any]], session: aiohttp.ClientSession) -> None:
+    async def worker(self, it: Iterator[Dict[str, Any]], pools: Sequence[Pool]) -> None:
         while not self.stop.is_set():
             try:
                 req = next(it)
@@ -252,7 +251,7 @@ class _Run:
                 return
             self.stats.sent += 1
             try:
-                await self.one(req, session)
+                await self.one(req, pools)
             except asyncio.CancelledError:
                 self.stats.cancelled += 1
                 raise
@@ -270,7 +269,7 @@ class _Run:
             return min(self.backoff_max, max(0.0, retry_after))
         return min(self.backoff_max, self.backoff_base * (2.0 ** k)) * (0.5 + self.rng.random())
 
-    async def one(self, req: Dict[str, Any], session: aiohttp.ClientSession) -> None:
+    async def one(self, req: Dict[str, Any], pools: Sequence[Pool]) -> None:
         st = self.stats
         rid = req["request_id"]
         body = dumps_bytes(build_payload(req, self.model, self.dialect))
@@ -291,19 +290,19 @@ class _Run:
             idx = self.router.pick()
             transport_failed = False
             try:
-                async with session.post(self.router.yurls[idx], data=body) as resp:
-                    status = resp.status
-                    raw = await resp.read()
-                    if status == 429:
-                        ra = resp.headers.get("Retry-After")
-                        if ra:
-                            try:
-                                retry_after = float(ra)
-                            except ValueError:
-                                retry_after = None
+                resp = await pools[idx].post(body, self.timeout_s)
+                status = resp.status
+                raw = resp.body
+                if status == 429:
+                    ra = resp.headers.get("retry-after")
+                    if ra:
+                        try:
+                            retry_after = float(ra)
+                        except ValueError:
+                            retry_after = None
             except asyncio.TimeoutError:
                 kind, reason, transport_failed = "timeout", f"no complete response within {self.timeout_s:g} s", True
-            except (aiohttp.ClientError, OSError) as exc:
+            except OSError as exc:
                 kind, reason, transport_failed = "connection", f"{type(exc).__name__}: {_clip(exc, 500)}", True
             finally:
                 self.router.release(idx, transport_failed)
@@ -458,12 +457,10 @@ async def arun_requests(
 
     pf = asyncio.ensure_future(postfix()) if run.bar is not None else None
     it = run.source(requests, answered, only)
-    connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=0, ttl_dns_cache=300)
+    pools = [Pool(u, run.headers, max_idle=concurrency) for u in run.router.urls]
     try:
-        async with aiohttp.ClientSession(connector=connector, timeout=run.timeout, headers=run.headers,
-                                         skip_auto_headers=("User-Agent",), raise_for_status=False,
-                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
-            tasks.extend(asyncio.ensure_future(run.worker(it, session)) for _ in range(concurrency))
+        try:
+            tasks.extend(asyncio.ensure_future(run.worker(it, pools)) for _ in range(concurrency))
             pending: Set[asyncio.Task] = set(tasks)
             stop_wait = asyncio.ensure_future(run.stop.wait())
             try:
@@ -486,6 +483,9 @@ async def arun_requests(
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     raise r
+        finally:
+            for p in pools:
+                p.close()
     finally:
         if pf is not None:
             pf.cancel()
