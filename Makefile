@@ -31,7 +31,7 @@ paper-pdf:
 	else echo "[capaudit] latexmk not found: skipping the PDF (tables and figures are in outputs/$(RUN)/)"; fi
 
 test: $(VENV)/.installed
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -rs
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_text_survey.py

