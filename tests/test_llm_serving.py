@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,32 @@ def test_cli_serve_cmd():
                          capture_output=True, text=True, check=True, env=env)
     assert out.stdout.startswith("vllm serve Qwen/Qwen3.5-35B-A3B --host 127.0.0.1 --port 8000 ")
     assert "warning: Qwen/Qwen3.5-35B-A3B is not pinned" in out.stderr
+
+
+@pytest.mark.parametrize("target,name,port", [
+    ("serve-extractor", "Qwen/Qwen3.5-397B-A17B-FP8", "8000"),
+    ("serve-judge-qwen", "Qwen/Qwen3.5-397B-A17B-FP8", "8001"),
+    ("serve-judge-gemma", "google/gemma-4-31B-it", "8002"),
+    ("serve-captioner", "Qwen/Qwen3.5-35B-A3B-FP8", "8003"),
+])
+def test_make_serve_targets_exec_vllm_with_the_config_line(tmp_path, repo_dir, target, name, port):
+    """`make serve-*` runs serving/serve.sh, which execs the config's vllm line (a fake vllm records it)."""
+    fake = tmp_path / "vllm"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$FAKE_VLLM_ARGS"\n')
+    fake.chmod(0o755)
+    args_file = tmp_path / "args.txt"
+    venv = Path(sys.executable).parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "CAPAUDIT_VLLM_PYTHON"}
+    env.update(PATH=f"{tmp_path}:{os.environ['PATH']}", FAKE_VLLM_ARGS=str(args_file))
+    subprocess.run(["make", "-s", f"VENV={venv}", "-o", f"{venv}/.installed", target], cwd=repo_dir, env=env,
+                   check=True, capture_output=True, text=True)
+    argv = args_file.read_text().splitlines()
+    assert argv[:2] == ["serve", name]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == port
+    direct = build_serve_command(target_config(target), port=int(port), vllm="vllm").argv
+    assert argv == direct[1:]
+
+
+def target_config(target: str) -> str:
+    return {"serve-extractor": "extractor_qwen35_397b_a17b_fp8", "serve-judge-qwen": "judge_qwen35_397b_a17b_fp8",
+            "serve-judge-gemma": "judge_gemma4_31b_it", "serve-captioner": "captioner_qwen35_35b_a3b_fp8"}[target]
