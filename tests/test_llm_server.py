@@ -111,3 +111,19 @@ def test_register_backend_default_registry():
     status, out = _call(app, "POST", "/v1/chat/completions",
                         {"model": "test-llm-const", "messages": [{"role": "user", "content": "x"}]})
     assert status == 200 and json.loads(out["choices"][0]["message"]["content"])["caption_id"] == "c"
+
+
+def test_background_server_serves_then_stops(tmp_path):
+    from capaudit.llm.backends import DEFAULT_BACKENDS
+    from capaudit.llm.server import background_server
+
+    name = DEFAULT_BACKENDS.names()[0]
+    with background_server([name]) as url:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "/v1/models", timeout=5) as r:
+            assert [m["id"] for m in json.load(r)["data"]] == [name]
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/health", timeout=2)
+    with background_server([name]) as u1, pytest.raises(RuntimeError, match="could not start"):
+        with background_server([name], port=int(u1.rsplit(":", 1)[1])):
+            pass

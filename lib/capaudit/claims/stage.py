@@ -20,7 +20,7 @@ Params section ``claims``::
 For each window (``b16`` … ``b64``, ``lexical_b64``) one request file holds every configured
 surface (so ``bad_json`` of the frontier is shared by the surfaces of a budget, as in the
 reference), answered through the production path: ``capaudit.llm.client.run_requests`` against an
-in-process ``capaudit serve`` (:mod:`capaudit.claims._server`) or the configured ``url``. Responses
+in-process ``capaudit serve`` (:func:`capaudit.llm.server.background_server`) or the configured ``url``. Responses
 are resumable (answered ids are not asked again). Outputs under ``artifacts/claims/``:
 ``<window>/{requests.jsonl, requests.manifest.json, responses.jsonl, claimed_cbu_summary.json}``,
 ``claimed_cbu_summary.json`` (the main budget), ``budget_frontier.csv`` (+ ``.manifest.json`` naming
@@ -209,7 +209,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     if url:
         server = nullcontext(str(url))
     else:
-        from ._server import background_server
+        from capaudit.llm.server import background_server
 
         server = background_server([model], workers=int(section.get("server_workers", 1)))
     summaries: Dict[str, ClaimedSummary] = {}

@@ -10,10 +10,12 @@ model tokens (there is no tokenizer). Binds 127.0.0.1 unless told otherwise.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from aiohttp import web
 
@@ -115,4 +117,52 @@ def serve(host: str = "127.0.0.1", port: int = 8000, backends: Optional[List[str
     web.run_app(app, host=host, port=port, print=None, access_log=None, handle_signals=True)
 
 
-__all__ = ["make_app", "serve"]
+
+@contextmanager
+def background_server(backends: List[str], host: str = "127.0.0.1", port: int = 0, workers: int = 1,
+                      start_timeout: float = 30.0) -> Iterator[str]:
+    """Serve ``backends`` while the block runs; yields the base URL ``http://host:port``."""
+    app = make_app(backends, workers=workers)
+    ready = threading.Event()
+    box: dict = {}
+
+    def target() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        try:
+            loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, host, port)
+            loop.run_until_complete(site.start())
+            sock = site._server.sockets[0]  # type: ignore[union-attr]
+            box["port"] = sock.getsockname()[1]
+            box["stop"] = asyncio.Event()
+            box["loop"] = loop
+        except BaseException as exc:  # reported to the caller
+            box["err"] = exc
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        try:
+            loop.run_until_complete(box["stop"].wait())
+        finally:
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+    th = threading.Thread(target=target, name="capaudit-serve", daemon=True)
+    th.start()
+    if not ready.wait(start_timeout):
+        raise RuntimeError(f"capaudit serve: server did not start within {start_timeout} s")
+    if "err" in box:
+        raise RuntimeError(f"capaudit serve: could not start on {host}:{port}: {box['err']}") from box["err"]
+    try:
+        yield f"http://{host}:{box['port']}"
+    finally:
+        loop: Optional[asyncio.AbstractEventLoop] = box.get("loop")
+        if loop is not None:
+            loop.call_soon_threadsafe(box["stop"].set)
+        th.join(timeout=10.0)
+
+
+__all__ = ["make_app", "serve", "background_server"]
