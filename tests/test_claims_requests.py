@@ -130,9 +130,9 @@ def test_jsonl_build_and_errors(tmp_path):
     assert man["schema"] == claims_schema() and man["parameters"]["budget"] == 2 and man["counts"]["emitted"] == 2
     bad = tmp_path / "bad.jsonl"
     _write(bad, [{"caption": "ok"}, "{not json\n"])
-    with pytest.raises(ValueError, match=r"bad.jsonl:2"):
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 2: not valid JSON"):
         build_requests_file(bad, "caption", out, BuildParams(surface="s"))
-    with pytest.raises(ValueError, match=r"caps.jsonl:1: id field 'id'"):
+    with pytest.raises(ValueError, match=r"caps.jsonl: line 1: id field 'id'"):
         build_requests_file(src, "caption", out, BuildParams(surface="s"), id_field="id")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.llm.requests import make_request, write_requests
+from capaudit.surfaces.readers import iter_json_lines
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.text.lexical import lex_cut_text, whitespace_window
 
@@ -221,30 +222,19 @@ def iter_jsonl_captions(path: Path, caption_field: str, id_field: Optional[str] 
     """Usable captions of a JSONL file (§4.2): ``source_row`` = 0-based line index; rows whose
     caption is not a non-empty string are skipped; a missing/empty ``id_field`` is an error."""
     path = Path(path)
-    try:
-        fh = open(path, "r", encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: caption file not found") from None
-    with fh:
-        for idx, line in enumerate(fh):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{idx + 1}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{idx + 1}: expected a JSON object")
-            text = row.get(caption_field)
-            if not isinstance(text, str) or not text.strip():
-                continue
-            cid = None
-            if id_field:
-                raw = row.get(id_field)
-                if raw is None or (isinstance(raw, str) and not raw.strip()):
-                    raise ValueError(f"{path}:{idx + 1}: id field '{id_field}' is missing or empty")
-                cid = str(raw)
-            yield idx, text, cid, None
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: caption file not found")
+    for lineno, row in iter_json_lines(path):
+        text = row.get(caption_field)
+        if not isinstance(text, str) or not text.strip():
+            continue
+        cid = None
+        if id_field:
+            raw = row.get(id_field)
+            if raw is None or (isinstance(raw, str) and not raw.strip()):
+                raise ValueError(f"{path}: line {lineno}: id field '{id_field}' is missing or empty")
+            cid = str(raw)
+        yield lineno - 1, text, cid, None
 
 
 def manifest_path(requests_path: Path) -> Path:

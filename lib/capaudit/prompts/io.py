@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
 
+from capaudit.surfaces.readers import iter_json_lines
+
 PathLike = Union[str, Path]
 
 FORMATS = ("txt", "jsonl", "json", "csv", "tsv", "parquet", "dir")
@@ -129,23 +131,16 @@ def iter_prompt_records(
         for f in files:
             yield f.read_text(encoding="utf-8")
     elif kind == "jsonl":
-        with path.open("r", encoding="utf-8") as fh:
-            for row, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}: row {row}: not valid JSON ({exc.msg})") from None
-                if field is None and isinstance(obj, str):
-                    yield obj
-                    continue
-                if not isinstance(obj, dict):
-                    raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
-                if fld not in obj:
-                    raise ValueError(f"{path}: row {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
-                if _match(obj, where_prefix, path, row):
-                    yield _text_value(obj[fld], path, row, fld)
+        for row, obj in iter_json_lines(path, unit="row", objects_only=False):
+            if field is None and isinstance(obj, str):
+                yield obj
+                continue
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
+            if fld not in obj:
+                raise ValueError(f"{path}: row {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
+            if _match(obj, where_prefix, path, row):
+                yield _text_value(obj[fld], path, row, fld)
     elif kind == "json":
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -285,26 +280,17 @@ def load_pairs(
             local.append(_text_value(a, path, row, local_field))
             reference.append(_text_value(b, path, row, reference_field))
     elif suffix in (".jsonl", ".ndjson", ".json"):
-        with path.open("r", encoding="utf-8") as fh:
-            for row, line in enumerate(fh, start=1):
-                if limit is not None and len(local) >= limit:
-                    break
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}: row {row}: not valid JSON ({exc.msg})") from None
-                if not isinstance(obj, dict):
-                    raise ValueError(f"{path}: row {row}: expected a JSON object")
-                if skip_incomplete and (obj.get(local_field) is None or obj.get(reference_field) is None):
-                    skipped += 1
-                    continue
-                for f in (local_field, reference_field):
-                    if f not in obj:
-                        raise ValueError(f"{path}: row {row}: field '{f}' is missing (fields: {sorted(obj)[:10]})")
-                local.append(_text_value(obj[local_field], path, row, local_field))
-                reference.append(_text_value(obj[reference_field], path, row, reference_field))
+        for row, obj in iter_json_lines(path, unit="row"):
+            if limit is not None and len(local) >= limit:
+                break
+            if skip_incomplete and (obj.get(local_field) is None or obj.get(reference_field) is None):
+                skipped += 1
+                continue
+            for f in (local_field, reference_field):
+                if f not in obj:
+                    raise ValueError(f"{path}: row {row}: field '{f}' is missing (fields: {sorted(obj)[:10]})")
+            local.append(_text_value(obj[local_field], path, row, local_field))
+            reference.append(_text_value(obj[reference_field], path, row, reference_field))
     else:
         raise ValueError(f"{path}: pairs must be .jsonl or .parquet")
     if not local:

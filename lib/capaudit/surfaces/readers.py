@@ -47,18 +47,25 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, "r", encoding="utf-8-sig", newline="")
 
 
-def read_jsonl(path: Path) -> Iterator[Tuple[Row, str]]:
+def iter_json_lines(path: Path, unit: str = "line", objects_only: bool = True) -> Iterator[Tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of a JSONL file (``.gz`` too); errors name
+    the file and the ``unit`` number. ``objects_only`` requires every value to be a JSON object."""
     with _open_text(path) as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: line {lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}: line {lineno}: expected a JSON object, got {type(row).__name__}")
-            yield row, f"{path}: line {lineno}"
+                raise ValueError(f"{path}: {unit} {lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if objects_only and not isinstance(value, dict):
+                raise ValueError(f"{path}: {unit} {lineno}: expected a JSON object, got {type(value).__name__}")
+            yield lineno, value
+
+
+def read_jsonl(path: Path) -> Iterator[Tuple[Row, str]]:
+    for lineno, row in iter_json_lines(path):
+        yield row, f"{path}: line {lineno}"
 
 
 def _navigate(obj: Any, dotted: str, path: Path) -> Any:
