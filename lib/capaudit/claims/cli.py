@@ -16,17 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from capaudit.argtypes import budget
 
-def _budget(value: str) -> Any:
-    if value == "full":
-        return None
-    try:
-        b = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--budget must be a positive integer or 'full', got {value!r}") from None
-    if b < 1:
-        raise argparse.ArgumentTypeError(f"--budget must be >= 1, got {b}")
-    return b
+
 
 
 def register(subparsers: Any) -> None:
@@ -40,7 +32,7 @@ def register(subparsers: Any) -> None:
     b.add_argument("--input", required=True, help="caption JSONL")
     b.add_argument("--caption-field", default="caption")
     b.add_argument("--surface", required=True, help="surface label")
-    b.add_argument("--budget", type=_budget, default=64, help="window in whitespace words (or 'full')")
+    b.add_argument("--budget", type=budget, default=64, help="window in whitespace words (or 'full')")
     b.add_argument("--out", required=True, help="request JSONL (a .manifest.json is written beside it)")
     g = b.add_mutually_exclusive_group()
     g.add_argument("--sample-records", type=int, help="seeded sample of N usable rows")

@@ -7,32 +7,13 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from capaudit.argtypes import budget, positive_int
 from capaudit.prompts.ngrams import HASH_BUCKETS, load_pool_counts
 from capaudit.prompts.pools import MAX_TOKENS, MIN_TOKENS, UnionSpec, parse_source_arg, prepare_pools
 from capaudit.prompts.support import ALPHA, compare_surfaces
 from capaudit.summaries.prompt_support import write_prompt_support_tsv
 
 
-def _budget(text: str) -> Optional[int]:
-    if text.lower() in ("full", "none", "all"):
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"budget must be a positive integer or 'full', got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"budget must be >= 1, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _pool_arg(text: str) -> Tuple[str, Path, Optional[str]]:
@@ -109,17 +90,17 @@ def register(subparsers) -> None:
                     help="drop rows lacking either caption field instead of failing (raw files, not fair slices)")
     sp.add_argument("--local-surface", default=None, help="local surface name (default: --local-field)")
     sp.add_argument("--reference-surface", default=None, help="reference surface name (default: --reference-field)")
-    sp.add_argument("--budget", type=_budget, default=64, help="first B lex units of each caption, or 'full'")
-    sp.add_argument("--ngram", type=_positive, default=2)
-    sp.add_argument("--block-size", type=_positive, default=5000)
-    sp.add_argument("--reps", type=_positive, default=2000)
+    sp.add_argument("--budget", type=budget, default=64, help="first B lex units of each caption, or 'full'")
+    sp.add_argument("--ngram", type=positive_int, default=2)
+    sp.add_argument("--block-size", type=positive_int, default=5000)
+    sp.add_argument("--reps", type=positive_int, default=2000)
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--alpha", type=float, default=ALPHA)
-    sp.add_argument("--hash-buckets", type=_positive, default=HASH_BUCKETS)
-    sp.add_argument("--max-caption-records", type=_positive, default=250_000)
-    sp.add_argument("--max-prompt-records", type=_positive, default=1_000_000)
+    sp.add_argument("--hash-buckets", type=positive_int, default=HASH_BUCKETS)
+    sp.add_argument("--max-caption-records", type=positive_int, default=250_000)
+    sp.add_argument("--max-prompt-records", type=positive_int, default=1_000_000)
     sp.add_argument("--cache-dir", default=None, help="reuse pool counts (.npy keyed by file content, n, buckets)")
-    sp.add_argument("--workers", type=_positive, default=1, help="processes for counting pool n-grams and caption blocks (same results)")
+    sp.add_argument("--workers", type=positive_int, default=1, help="processes for counting pool n-grams and caption blocks (same results)")
     sp.add_argument("--out", required=True, help="output TSV (spec §3.2 columns)")
     sp.set_defaults(func=_run_support)
 
@@ -132,7 +113,7 @@ def register(subparsers) -> None:
                       help="also write a de-duplicated union of prepared pools (in order)")
     prep.add_argument("--min-tokens", type=int, default=MIN_TOKENS)
     prep.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
-    prep.add_argument("--max-per-source", type=_positive, default=None)
+    prep.add_argument("--max-per-source", type=positive_int, default=None)
     prep.add_argument("--out", required=True, help="output folder")
     prep.set_defaults(func=_run_prepare)
     pp.set_defaults(func=lambda args: (pp.print_help(), 2)[1])
