@@ -15,7 +15,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence
 
 from aiohttp import web
 
