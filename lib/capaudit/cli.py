@@ -21,6 +21,14 @@ STAGE_CLIS: List[str] = [
     "capaudit.paper.cli",
     "capaudit.llm.cli",
     "capaudit.claims.cli",
+    "capaudit.judges.cli",
+    "capaudit.human.cli",
+    "capaudit.recap.cli",
+    "capaudit.text.truncation_cli",
+    "capaudit.embed.cli",
+    "capaudit.detail.cli",
+    "capaudit.alttext.cli",
+    "capaudit.engine.cli",
 ]
 
 
