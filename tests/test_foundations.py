@@ -75,3 +75,17 @@ def test_wordnet_from_debian(tmp_path, monkeypatch):
     assert wn.get_version() == "3.0"
     assert wn.synset("dog.n.01").lexname() == "noun.animal"
     assert wn.morphy("geese") == "goose"
+
+
+def test_numbers_fragments_roundtrip_and_conflicts(tmp_path):
+    from capaudit.summaries.numbers_fragments import read_numbers_fragments, write_numbers_fragment
+
+    write_numbers_fragment(tmp_path, "embed", {"VendiCoco": {"value": 3.21, "text": "3.2", "description": "d"}})
+    write_numbers_fragment(tmp_path, "detail", {"IcrMean": {"value": 0.5, "text": "0.50", "description": "d"}})
+    got = read_numbers_fragments(tmp_path)
+    assert got["VendiCoco"]["text"] == "3.2" and got["IcrMean"]["stage"] == "detail"
+    with pytest.raises(InputError, match="letters only"):
+        write_numbers_fragment(tmp_path, "x", {"Bad1": {"value": 1, "text": "1"}})
+    write_numbers_fragment(tmp_path, "other", {"IcrMean": {"value": 1, "text": "1"}})
+    with pytest.raises(InputError, match="also defined"):
+        read_numbers_fragments(tmp_path)

@@ -1,0 +1,54 @@
+"""Numbers-map fragments: each stage writes the numbers it wants quoted, the paper merges them.
+
+A fragment is ``<artifacts>/numbers/<stage>.json`` = ``{"numbers": {Name: {"value", "text",
+"description"}}, "stage", "backend"}``. ``Name`` is letters only (it becomes the TeX macro
+``\\ca<Name>``); ``text`` is the printed form. The paper's numbers map reads every fragment, so a
+stage adds quoted numbers without touching the paper layer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Union
+
+from capaudit.errors import InputError
+from capaudit.io.atomic import write_json_atomic
+
+PathLike = Union[str, Path]
+_NAME = re.compile(r"^[A-Za-z]+$")
+
+
+def fragment_path(artifacts_dir: PathLike, stage: str) -> Path:
+    return Path(artifacts_dir) / "numbers" / f"{stage}.json"
+
+
+def write_numbers_fragment(artifacts_dir: PathLike, stage: str, numbers: Mapping[str, Mapping[str, Any]],
+                           backend: Optional[str] = None) -> Path:
+    """Write ``numbers`` (Name → {value, text, description}) as the stage's fragment."""
+    for name, n in numbers.items():
+        if not _NAME.match(name):
+            raise InputError("number names are letters only (they become TeX macros)", field=name)
+        if "text" not in n or "value" not in n:
+            raise InputError("each number needs 'value' and 'text'", field=name)
+    payload = {"stage": stage, "backend": backend, "numbers": {k: dict(v) for k, v in sorted(numbers.items())}}
+    return write_json_atomic(fragment_path(artifacts_dir, stage), payload)
+
+
+def read_numbers_fragments(artifacts_dir: PathLike) -> Dict[str, Dict[str, Any]]:
+    """All fragments merged: Name → {value, text, description, stage}; a name twice is an error."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for p in sorted((Path(artifacts_dir) / "numbers").glob("*.json")):
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"unreadable numbers fragment ({exc})", path=p) from None
+        for name, n in (data.get("numbers") or {}).items():
+            if name in out:
+                raise InputError(f"number {name!r} is also defined by stage {out[name]['stage']!r}", path=p)
+            out[name] = {**n, "stage": data.get("stage", p.stem)}
+    return out
+
+
+__all__ = ["fragment_path", "write_numbers_fragment", "read_numbers_fragments"]
