@@ -25,7 +25,8 @@ from capaudit.llm._json import dumps_bytes
 from capaudit.llm.dialects import requested_schema
 
 BackendFn = Callable[[List[Dict[str, Any]], Dict[str, Any]], str]
-PLUGIN_MODULES = ("capaudit.claims.offline", "capaudit.judges.offline", "capaudit.recap.offline")
+PLUGIN_MODULES = ("capaudit.claims.offline", "capaudit.judges.offline", "capaudit.recap.offline",
+                  "capaudit.detail.offline")
 
 
 class BackendRegistry:

@@ -1,0 +1,20 @@
+"""Alt-text filtering (CC3M-style and CC12M-style funnels) and long-tail concept coverage (issue 14).
+
+* :mod:`.funnel`: :func:`build_pipeline`, :class:`Pipeline`, :class:`Funnel`, :func:`filter_file`;
+* :mod:`.blocks`: the filter/transformation blocks, pluggable image-text taggers;
+* :mod:`.coverage`: :class:`CoverageCounter`, :func:`coverage_of_texts`, :func:`coverage_file`,
+  :func:`at_least_curve`;
+* :mod:`.vocab`: vocabularies (nocaps_ood, lvis, objects365, files) and :class:`MentionMatcher`;
+* :mod:`.stage`: :func:`run_filters`, :func:`run_coverage` (notebooks 10 and 10b);
+* reviewed data files in ``alttext/data/`` (:mod:`.resources`).
+"""
+
+from .blocks import BLOCK_TYPES, Tagger, build_block, register_tagger
+from .coverage import CoverageCounter, at_least_curve, coverage_file, coverage_numbers, coverage_of_texts
+from .funnel import Funnel, Pipeline, build_pipeline, filter_file
+from .rows import RowSource
+from .vocab import MentionMatcher, Vocabulary, load_vocabulary, nocaps_ood_accounting
+
+__all__ = ["BLOCK_TYPES", "Tagger", "build_block", "register_tagger", "CoverageCounter", "at_least_curve",
+           "coverage_file", "coverage_numbers", "coverage_of_texts", "Funnel", "Pipeline", "build_pipeline",
+           "filter_file", "RowSource", "MentionMatcher", "Vocabulary", "load_vocabulary", "nocaps_ood_accounting"]

@@ -1,0 +1,120 @@
+"""``capaudit alttext filter`` (CC3M/CC12M-style funnels) and ``capaudit coverage`` (long-tail concept
+coverage), issue 14's command-line contract."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+
+def _source(args: argparse.Namespace) -> dict:
+    inp = str(args.input)
+    spec: dict
+    if inp.startswith("hf:"):
+        spec = {"format": "hf", "hf_path": inp[3:], "split": args.split}
+        if args.hf_name:
+            spec["hf_name"] = args.hf_name
+    else:
+        spec = {"file": inp}
+        if args.format:
+            spec["format"] = args.format
+        if args.no_header:
+            spec["header"] = False
+        if args.columns:
+            spec["columns"] = [c.strip() for c in args.columns.split(",")]
+    if args.max_rows is not None:
+        spec["max_rows"] = args.max_rows
+    return spec
+
+
+def _input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True,
+                   help="Parquet file/folder, JSONL, JSON, TSV/CSV, WebDataset .tar shard(s) or hf:<dataset id>")
+    p.add_argument("--text-field", required=True, help="field holding the alt-text / caption")
+    p.add_argument("--format", default=None, help="override the format inferred from the suffix")
+    p.add_argument("--no-header", action="store_true", help="CSV/TSV without a header row (use --columns)")
+    p.add_argument("--columns", default=None, help="comma-separated column names for a header-less CSV/TSV")
+    p.add_argument("--split", default="train", help="Hugging Face split (hf: inputs)")
+    p.add_argument("--hf-name", default=None, help="Hugging Face config name (hf: inputs)")
+    p.add_argument("--max-rows", type=int, default=None, help="stop after this many input rows")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    at = sub.add_parser("alttext", help="alt-text filter funnels (CC3M-style, CC12M-style)",
+                        description="Alt-text filtering: CC3M/CC12M-style pipelines as filter funnels.")
+    atsub = at.add_subparsers(dest="alttext_command", metavar="SUBCOMMAND")
+    f = atsub.add_parser("filter", help="run a pipeline over an alt-text file",
+                         description="Stream rows through the pipeline's blocks; write kept rows (JSONL), dropped "
+                                     "rows with the first rule that dropped them (JSONL) and the funnel (CSV).")
+    _input_args(f)
+    f.add_argument("--pipeline", required=True,
+                   help="cc3m, cc12m, or a YAML file with a list of blocks (see alttext/data/pipelines.yaml)")
+    f.add_argument("--out", required=True, help="kept rows (JSONL)")
+    f.add_argument("--funnel", required=True, help="funnel table (CSV: rows in / dropped / kept per rule)")
+    f.add_argument("--dropped", default=None,
+                   help="dropped rows (JSONL, with dropped_by); default <out stem>.dropped.jsonl; '-' for none")
+    f.add_argument("--manifest", default=None, help="optional JSON manifest (pipeline, parameters, funnel)")
+    f.add_argument("--set", action="append", default=[], metavar="BLOCK.PARAM=VALUE",
+                   help="override a block parameter, e.g. rare_words.min_count=3 (value parsed as YAML)")
+    f.add_argument("--batch-size", type=int, default=256)
+    f.set_defaults(func=_filter_main)
+    at.set_defaults(func=lambda a: (at.print_help(), 2)[1])
+
+    c = sub.add_parser("coverage", help="long-tail concept coverage of a caption file",
+                       description="Count class mentions (lemmatised, plurals, multi-word names, longest first) "
+                                   "of a vocabulary in a caption file; write COVERAGE.json.")
+    _input_args(c)
+    c.add_argument("--vocabulary", required=True,
+                   help="nocaps_ood, lvis, objects365 (also coco80, open_images) or a text file, one class per line")
+    c.add_argument("--out", required=True, help="COVERAGE.json")
+    c.add_argument("--url-field", default=None, help="URL field for the web-domain distribution (with --detail)")
+    c.add_argument("--detail", action="store_true",
+                   help="add the >=K curve, frequency groups, top classes/tokens and domains to the JSON")
+    c.add_argument("--lemmatiser", choices=("wordnet", "rules"), default="wordnet")
+    c.set_defaults(func=_coverage_main)
+
+
+def _overrides(items) -> Optional[dict]:
+    import yaml
+
+    from capaudit.errors import InputError
+
+    out: dict = {}
+    for it in items:
+        if "=" not in it or "." not in it.split("=", 1)[0]:
+            raise InputError(f"--set expects BLOCK.PARAM=VALUE, got {it!r}")
+        key, value = it.split("=", 1)
+        block, param = key.split(".", 1)
+        out.setdefault(block, {})[param] = yaml.safe_load(value)
+    return out or None
+
+
+def _filter_main(args: argparse.Namespace) -> int:
+    from .funnel import filter_file
+
+    out = Path(args.out)
+    if args.dropped == "-":
+        dropped = None
+    elif args.dropped:
+        dropped = Path(args.dropped)
+    else:
+        dropped = out.with_name(out.name[: -len(".jsonl")] + ".dropped.jsonl" if out.name.endswith(".jsonl")
+                                else out.name + ".dropped.jsonl")
+    funnel = filter_file(_source(args), args.text_field, args.pipeline, out, args.funnel, dropped,
+                         batch_size=args.batch_size, manifest_path=args.manifest, overrides=_overrides(args.set))
+    print(f"{funnel.pipeline}: {funnel.input_rows} rows in, {funnel.kept} kept, {funnel.dropped} dropped "
+          f"({funnel.seconds:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _coverage_main(args: argparse.Namespace) -> int:
+    from .coverage import coverage_file
+
+    res = coverage_file(_source(args), args.text_field, args.vocabulary, args.out, url_field=args.url_field,
+                        detail=args.detail, lemmatiser=args.lemmatiser)
+    print(json.dumps({k: res[k] for k in ("records", "classes", "instances_total", "per_million_median",
+                                          "classes_at_least")}), file=sys.stderr)
+    return 0

@@ -1,0 +1,219 @@
+"""``capaudit detail score|select|subgraphs|run`` (issue 13).
+
+    capaudit detail score --input CAPTIONS.jsonl --caption-field caption --image-field image \
+        --id-field id --graphs claims|llm --grounding coco:INSTANCES.json [--grounding coco:MORE.json] \
+        --out SCORES.jsonl [--itm annotation_precision|clip:PATH|open_clip:ARCH[:PRETRAINED]|none] \
+        [--relation-ends both|subject|split] [--length-unit lex|words] \
+        [--url URL --model NAME [--responses STORE] ...]        # --graphs llm, as `capaudit llm run`
+    capaudit detail select --scores SCORES.jsonl --itm-field itm --k K --t T --strategy itm_cd \
+        --out SUBSET.jsonl [--seed 0]                             # + SUBSET.parquet, SUBSET.wds.json
+    capaudit detail subgraphs --scores SCORES.jsonl --grounding coco:INSTANCES.json --out SUB.jsonl \
+        [--measure icr --measure aod] [--fractions 0.2,0.4,0.6,0.8] [--tolerance 0.05] [--seed 0] \
+        [--realiser template | --realiser llm --url URL --model NAME]
+    capaudit detail run [--params params/demo.yaml]
+
+K and T are counts (``30000``) or proportions of the pool (``0.6``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, List
+
+
+def register(subparsers: Any) -> None:
+    """Add ``detail`` and its subcommands to the ``capaudit`` command."""
+    from .metrics import LENGTH_UNITS, RELATION_ENDS
+    from .selection import STRATEGIES
+
+    det = subparsers.add_parser("detail", help="caption detailness: scene graphs, ICR, AOD, CD, selection")
+    sub = det.add_subparsers(dest="detail_command", metavar="DETAIL_COMMAND")
+
+    s = sub.add_parser("score", help="ICR (Eq. 2), AOD (Eq. 4), CD (Eq. 5) per caption")
+    s.add_argument("--input", required=True, help="caption JSONL")
+    s.add_argument("--caption-field", default="caption")
+    s.add_argument("--image-field", default="image", help="image path or file name (matched to annotations by file name)")
+    s.add_argument("--id-field", default="id")
+    s.add_argument("--graphs", choices=["claims", "llm"], default="claims",
+                   help="claims: offline parser (claims units + spaCy, heuristic); llm: a model via --url/--model")
+    s.add_argument("--grounding", action="append", default=[], metavar="SPEC",
+                   help="coco:INSTANCES.json (repeatable, merged), coco_mini, seg:module:function, or none")
+    s.add_argument("--out", required=True, help="scores JSONL (a .manifest.json is written beside it)")
+    s.add_argument("--itm", default="none", help="annotation_precision | clip:PATH | open_clip:ARCH[:PRETRAINED] | none")
+    s.add_argument("--image-root", help="folder for relative image paths (CLIP / segmentation backends)")
+    s.add_argument("--relation-ends", choices=RELATION_ENDS, default="both",
+                   help="how a relation counts for its two ends in AOD (default both: 1 each)")
+    s.add_argument("--length-unit", choices=LENGTH_UNITS, default="lex", help="Length(c) of CD (default lexical units)")
+    g = s.add_argument_group("LLM parser (--graphs llm; same meaning as `capaudit llm run`)")
+    g.add_argument("--url", action="append", default=[], help="base URL of an OpenAI-compatible server (repeatable)")
+    g.add_argument("--model", help="model name sent to the server (hashed into request ids)")
+    g.add_argument("--revision", help="model revision (hashed into request ids)")
+    g.add_argument("--responses", help="response store (default: OUT with .scene_graphs.jsonl)")
+    g.add_argument("--concurrency", type=int, default=8)
+    g.add_argument("--timeout", type=float, default=240.0, help="seconds per attempt")
+    g.add_argument("--retries", type=int, default=3)
+    g.add_argument("--dialect", choices=["vllm", "openai", "llamacpp"], default="vllm")
+    g.add_argument("--max-tokens", type=int, default=1024)
+    s.set_defaults(func=cmd_score)
+
+    sel = sub.add_parser("select", help="ITM pruning to K then top T by CD (and baselines / ablations)")
+    sel.add_argument("--scores", required=True, help="scores JSONL from `capaudit detail score`")
+    sel.add_argument("--itm-field", default="itm")
+    sel.add_argument("--k", help="pairs kept by ITM pruning: a count or a proportion (0.6)")
+    sel.add_argument("--t", help="pairs selected: a count or a proportion")
+    sel.add_argument("--strategy", choices=list(STRATEGIES), default="itm_cd")
+    sel.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
+    sel.add_argument("--out", required=True, help="SUBSET.jsonl (+ SUBSET.parquet and SUBSET.wds.json)")
+    sel.set_defaults(func=cmd_select)
+
+    sg = sub.add_parser("subgraphs", help="controlled subgraphs at fractions of ICR or AOD, realised as captions")
+    sg.add_argument("--scores", required=True, help="scores JSONL (its scene_graph field)")
+    sg.add_argument("--grounding", action="append", default=[], metavar="SPEC", help="as for score (needed for icr)")
+    sg.add_argument("--out", required=True)
+    sg.add_argument("--measure", action="append", choices=["icr", "aod"], default=[])
+    sg.add_argument("--fractions", default="0.2,0.4,0.6,0.8")
+    sg.add_argument("--tolerance", type=float, default=0.05)
+    sg.add_argument("--seed", type=int, default=0)
+    sg.add_argument("--relation-ends", choices=RELATION_ENDS, default="both")
+    sg.add_argument("--realiser", choices=["template", "llm"], default="template")
+    sg.add_argument("--url", action="append", default=[])
+    sg.add_argument("--model")
+    sg.add_argument("--responses", help="response store for --realiser llm (default: OUT with .realise.jsonl)")
+    sg.set_defaults(func=cmd_subgraphs)
+
+    r = sub.add_parser("run", help="run the detail stage of a params file")
+    r.add_argument("--params", default="params/demo.yaml")
+    r.set_defaults(func=cmd_run)
+
+    det.set_defaults(func=lambda args: (det.print_help(), 2)[1])
+
+
+def _with_suffix(out: str, suffix: str) -> Path:
+    p = Path(out)
+    stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.name
+    return p.with_name(stem + suffix)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from capaudit.errors import InputError
+
+    from .grounding import parse_grounding_specs
+    from .itm import make_itm_scorer
+    from .parsers import LLMSceneGraphParser, OfflineSceneGraphParser
+    from .score import score_file
+
+    if args.graphs == "llm":
+        if not args.url or not args.model:
+            raise InputError("--graphs llm needs --url and --model", field="--url")
+        parser: Any = LLMSceneGraphParser(
+            args.url, args.model, args.responses or _with_suffix(args.out, ".scene_graphs.jsonl"),
+            revision=args.revision, concurrency=args.concurrency, timeout=args.timeout, dialect=args.dialect,
+            max_tokens=args.max_tokens, retries=args.retries)
+    else:
+        parser = OfflineSceneGraphParser()
+    grounding = parse_grounding_specs(args.grounding)
+    try:
+        itm = make_itm_scorer(args.itm, grounding, parser if args.graphs == "claims" else None, args.image_root)
+    except ValueError as exc:
+        raise InputError(str(exc), field="--itm") from None
+    man = score_file(args.input, args.out, parser, grounding, itm, args.caption_field, args.image_field,
+                     args.id_field or None, args.relation_ends, args.length_unit)
+    c = man["counts"]
+    print(f"capaudit detail score: {c['rows']} captions ({c['icr_ok']} with ICR, {c['icr_unavailable']} without a "
+          f"grounding source, {c['parse_failed']} unparsed); parser {parser.name}; grounding "
+          f"{grounding.name if grounding else 'none'} -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from .export import export_subset
+    from .score import read_score_rows
+    from .selection import parse_count, select, subset_stats
+
+    rows = read_score_rows(args.scores)
+    k = parse_count(args.k) if args.k is not None else None
+    t = parse_count(args.t) if args.t is not None else None
+    sel = select(rows, args.strategy, k, t, seed=args.seed, itm_field=args.itm_field, where=args.scores)
+    backends = {f: sorted({str(rows[i].get(f)) for i in sel.indices if rows[i].get(f) is not None})
+                for f in ("parser", "grounding", "itm_scorer")}
+    paths = export_subset(rows, sel, args.out, itm_field=args.itm_field, backends=backends,
+                          extra={"scores": str(args.scores)})
+    st = subset_stats(rows, sel, args.itm_field)
+    fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
+    print(f"capaudit detail select: {st['strategy']}: {st['selected']} of {st['pool']} (K={st['k']}, T={st['t']}); "
+          f"avg ICR {fmt(st['avg_icr'])}, AOD {fmt(st['avg_aod'])}, length {fmt(st['avg_length'])}, "
+          f"ITM {fmt(st['avg_itm'])} -> {paths['jsonl']}, {paths['parquet'].name}, {paths['manifest'].name}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_subgraphs(args: argparse.Namespace) -> int:
+    from capaudit.errors import InputError
+    from capaudit.io.atomic import atomic_path
+
+    from .graph import SceneGraph
+    from .grounding import parse_grounding_specs
+    from .score import read_score_rows
+    from .subgraphs import REALISER_LABEL, TemplateRealiser, controlled_subgraphs, realise_with_model
+
+    rows = read_score_rows(args.scores)
+    measures = args.measure or ["icr", "aod"]
+    try:
+        fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--fractions must be comma-separated numbers, got {args.fractions!r}") from None
+    grounding = parse_grounding_specs(args.grounding)
+    if "icr" in measures and grounding is None:
+        raise InputError("ICR subgraphs need --grounding", field="--grounding")
+    out_rows: List[dict] = []
+    for i, r in enumerate(rows):
+        if r.get("scene_graph") is None:
+            continue
+        g = SceneGraph.from_json(r["scene_graph"], where=f"{args.scores}: row {i + 1}")
+        grounded = grounding.ground(r.get("image")) if grounding is not None else None
+        for item in controlled_subgraphs(g, grounded, measures, fractions, args.seed, r.get("id", i), args.tolerance,
+                                         args.relation_ends):
+            s = item.pop("sample")
+            rec = {"id": r.get("id"), "image": r.get("image"), "caption": r.get("caption"), **item,
+                   "parser": r.get("parser"), "grounding": grounding.name if grounding is not None else None}
+            if s is not None:
+                rec.update({k: v for k, v in s.to_dict().items() if k not in ("measure", "fraction")})
+            out_rows.append(rec)
+    ok = [o for o in out_rows if o["status"] == "ok"]
+    graphs = [SceneGraph.from_json(o["graph"]) for o in ok]
+    if args.realiser == "llm":
+        if not args.url or not args.model:
+            raise InputError("--realiser llm needs --url and --model", field="--url")
+        caps = realise_with_model(graphs, [f"{o['id']}:{o['measure']}:{o['fraction']}" for o in ok], args.url,
+                                  args.model, args.responses or _with_suffix(args.out, ".realise.jsonl"))
+        realiser = args.model
+    else:
+        caps = [TemplateRealiser().realise(g) for g in graphs]
+        realiser = REALISER_LABEL
+    for o, c in zip(ok, caps):
+        o["realised_caption"] = c
+        o["realiser"] = realiser
+    with atomic_path(args.out) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for o in out_rows:
+                fh.write(json.dumps(o, ensure_ascii=False) + "\n")
+    print(f"capaudit detail subgraphs: {len(ok)} of {len(out_rows)} targets reached; realiser {realiser} -> {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from capaudit.config import load_config
+
+    from .stage import run
+
+    out = run(load_config(args.params))
+    print(out["surface_table"].to_string(index=False))
+    print(out["selection_table"].to_string(index=False))
+    return 0
+
+
+__all__ = ["register", "cmd_score", "cmd_select", "cmd_subgraphs", "cmd_run"]

@@ -1,0 +1,377 @@
+"""``capaudit human …`` (reference-spec §7). Every lifecycle command prints where the study database lives.
+
+    capaudit human init      (--db STUDY.sqlite | --params P.yaml) [--study-id ID] [--mode real|simulated] [--config C.yaml]
+    capaudit human sample    (--db | --params) [--judged-claims judged_claims.jsonl ...]
+    capaudit human seal      (--db | --params)
+    capaudit human invite    (--db | --params) --count N [--out invites.csv] [--kind human] [--role annotator]
+    capaudit human assign    (--db | --params) [--extend PSEUDONYM ...] [--extend-all]
+    capaudit human open      (--db | --params)
+    capaudit human close     (--db | --params)
+    capaudit human status    (--db | --params) [--json]
+    capaudit human export    (--db | --params) --out DIR [--include-public-rows] [--n-resamples N]
+    capaudit human backup    (--db | --params) [--out FILE]
+    capaudit human adjudicate (--db | --params) --list [--out CSV] | --item ID --field F --value V --adjudicator PSEUDONYM
+    capaudit human withdraw  (--db | --params) --pseudonym P001
+    capaudit human serve     (--db | --params) [--host 127.0.0.1] [--port 8866]
+    capaudit human demo      [--params params/demo.yaml]
+    capaudit human agreement --labels LABELS.csv --out AGREEMENT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capaudit.errors import InputError
+
+
+def _db_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--db", help="study database (SQLite)")
+    g.add_argument("--params", help="params file with a 'human' section (its db, or <artifacts>/human/<study_id>.sqlite)")
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    if getattr(args, "db", None):
+        return Path(args.db)
+    if getattr(args, "params", None):
+        from capaudit.config import load_config
+
+        from .stage import study_db_path
+
+        return study_db_path(load_config(args.params))
+    env = os.environ.get("CAPAUDIT_STUDY")
+    if env:
+        return Path(env)
+    raise InputError("give the study database with --db STUDY.sqlite or --params PARAMS.yaml")
+
+
+def _say(args: argparse.Namespace, db: Path, msg: str = "") -> None:
+    print(f"capaudit human {args.human_command}: study database: {db.resolve()}", file=sys.stderr)
+    if msg:
+        print(f"capaudit human {args.human_command}: {msg}", file=sys.stderr)
+
+
+def _open(args: argparse.Namespace):
+    from .study import Study
+
+    db = _db_path(args)
+    return db, Study.load(db)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``human`` and its subcommands to the ``capaudit`` command."""
+    human = subparsers.add_parser("human", help="human verification: study lifecycle, annotation UI, agreement")
+    sub = human.add_subparsers(dest="human_command", metavar="HUMAN_COMMAND")
+
+    p = sub.add_parser("init", help="create a study database (config frozen into it)")
+    _db_args(p)
+    p.add_argument("--config", help="YAML mapping of study settings (else the params file's 'human' section)")
+    p.add_argument("--study-id", help="study id (overrides the config)")
+    p.add_argument("--mode", choices=["real", "simulated"], help="real (default) or simulated (tests/demo)")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("sample", help="sample items from judged claims (refused once sealed)")
+    _db_args(p)
+    p.add_argument("--judged-claims", action="append", default=[],
+                   help="judged_claims.jsonl (repeatable; default: the params file's human.judged_claims)")
+    p.set_defaults(func=cmd_sample)
+
+    for name, fn, helptext in (("seal", "cmd_seal", "freeze the sampled items"),
+                               ("open", "cmd_open", "accept annotations"),
+                               ("close", "cmd_close", "stop accepting annotations")):
+        p = sub.add_parser(name, help=helptext)
+        _db_args(p)
+        p.set_defaults(func=globals()[fn])
+
+    p = sub.add_parser("invite", help="add pseudonymous participants; prints or writes their invite codes once")
+    _db_args(p)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--out", help="CSV (pseudonym,invite_code) written with mode 0600; default: stdout")
+    p.add_argument("--kind", choices=["human", "simulated"], default="human")
+    p.add_argument("--role", choices=["annotator", "adjudicator"], default="annotator")
+    p.set_defaults(func=cmd_invite)
+
+    p = sub.add_parser("assign", help="assign items to annotators (two labels per item, overlap first)")
+    _db_args(p)
+    p.add_argument("--extend", action="append", default=[], metavar="PSEUDONYM",
+                   help="raise this annotator's cap by one extension batch (repeatable)")
+    p.add_argument("--extend-all", action="store_true")
+    p.set_defaults(func=cmd_assign)
+
+    p = sub.add_parser("status", help="progress, disagreements and readiness thresholds")
+    _db_args(p)
+    p.add_argument("--json", action="store_true", help="print the full status as JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("export", help="aggregate export (+ judge-human agreement; public rows on request)")
+    _db_args(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--include-public-rows", action="store_true",
+                   help="also write hashed-id, allow-listed per-judgment rows")
+    p.add_argument("--n-resamples", type=int, help="bootstrap resamples (default: the study's, 10,000)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("backup", help="consistent copy of the study database")
+    _db_args(p)
+    p.add_argument("--out", help="backup file (default: <db>.backup-<UTC time>.sqlite)")
+    p.set_defaults(func=cmd_backup)
+
+    p = sub.add_parser("adjudicate", help="list disagreements or record an adjudicated value")
+    _db_args(p)
+    p.add_argument("--list", action="store_true", help="list open disagreements (no surfaces, no judge answers)")
+    p.add_argument("--out", help="with --list: write a CSV packet instead of printing")
+    p.add_argument("--item")
+    p.add_argument("--field")
+    p.add_argument("--value")
+    p.add_argument("--adjudicator", help="the adjudicator's pseudonym")
+    p.set_defaults(func=cmd_adjudicate)
+
+    p = sub.add_parser("withdraw", help="withdraw a participant (their judgments stay)")
+    _db_args(p)
+    p.add_argument("--pseudonym", required=True)
+    p.set_defaults(func=cmd_withdraw)
+
+    p = sub.add_parser("serve", help="serve the annotation notebook with voila on 127.0.0.1")
+    _db_args(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8866)
+    p.add_argument("--dry-run", action="store_true", help="prepare the notebook and print the voila command")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("demo", help="the simulated demo study and its report (params 'human' section)")
+    p.add_argument("--params", default="params/demo.yaml")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("agreement", help="two-rater agreement of a labels CSV (item_id,rater,label)")
+    p.add_argument("--labels", required=True, help="CSV with columns item_id,rater,label (two raters; yes/no/uncertain)")
+    p.add_argument("--out", required=True, help="AGREEMENT.json")
+    p.set_defaults(func=cmd_agreement)
+
+    human.set_defaults(func=lambda args: (human.print_help(), 2)[1])
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .protocol import StudyConfig
+    from .study import Study
+
+    mapping: dict = {}
+    source = "<command line>"
+    if args.config:
+        try:
+            mapping = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise InputError("study config not found", path=args.config) from None
+        except yaml.YAMLError as exc:
+            raise InputError(f"not valid YAML ({exc})", path=args.config) from None
+        source = args.config
+        if isinstance(mapping, dict) and "human" in mapping and isinstance(mapping["human"], dict):
+            mapping = mapping["human"]
+    elif args.params:
+        from capaudit.config import load_config
+
+        mapping = dict(load_config(args.params).section("human"))
+        source = args.params
+    if not isinstance(mapping, dict):
+        raise InputError("study config must be a mapping", path=source)
+    if args.study_id:
+        mapping["study_id"] = args.study_id
+    if args.mode:
+        mapping["mode"] = args.mode
+    conf = StudyConfig.from_mapping(mapping, source=source)
+    db = _db_path(args) if (args.db or args.params) else None
+    if db is None:
+        raise InputError("give the study database with --db STUDY.sqlite or --params PARAMS.yaml")
+    with Study.create(db, conf) as st:
+        _say(args, db, f"created study {st.study_id!r} ({conf.mode}, protocol {conf.protocol})")
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.judged_claims]
+    if not paths:
+        if not args.params:
+            raise InputError("give --judged-claims FILE (or --params with human.judged_claims)")
+        from capaudit.config import load_config
+
+        from .stage import judged_claims_paths
+
+        paths = judged_claims_paths(load_config(args.params))
+    db, st = _open(args)
+    with st:
+        rep = st.sample(paths)
+        _say(args, db, f"{rep.n_base} items + {rep.n_repeats} hidden repeats from {len(rep.pools)} strata "
+                       f"(judges: {', '.join(rep.judges)}; missing strata: {len(rep.missing_strata)})")
+    return 0
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    db, st = _open(args)
+    with st:
+        d = st.seal()
+        _say(args, db, f"sealed; items sha256 {d}")
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    db, st = _open(args)
+    with st:
+        st.open()
+        _say(args, db, "open for annotation")
+    return 0
+
+
+def cmd_close(args: argparse.Namespace) -> int:
+    db, st = _open(args)
+    with st:
+        st.close_study()
+        _say(args, db, "closed")
+    return 0
+
+
+def cmd_invite(args: argparse.Namespace) -> int:
+    db, st = _open(args)
+    with st:
+        invites = st.invite(args.count, kind=args.kind, role=args.role)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["pseudonym", "invite_code"])
+    for inv in invites:
+        w.writerow([inv.pseudonym, inv.code])
+    if args.out:
+        out = Path(args.out)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(buf.getvalue())
+        _say(args, db, f"{len(invites)} invite codes -> {out} (shown once; the database keeps only their SHA-256)")
+    else:
+        sys.stdout.write(buf.getvalue())
+        _say(args, db, f"{len(invites)} invite codes (shown once; the database keeps only their SHA-256)")
+    return 0
+
+
+def cmd_assign(args: argparse.Namespace) -> int:
+    db, st = _open(args)
+    with st:
+        rep = st.assign(extend=args.extend, extend_all=args.extend_all)
+        _say(args, db, f"{rep['new_items']} new item assignments; open label slots {rep['open_label_slots']}, "
+                       f"open repeats {rep['open_repeats']}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .export import status_report
+
+    db, st = _open(args)
+    with st:
+        rep = status_report(st)
+    _say(args, db)
+    if args.json:
+        print(json.dumps(rep, indent=2))
+        return 0
+    print(f"study {rep['study_id']} ({rep['mode']}): {rep['status']}; {rep['items']} items + {rep['hidden_repeats']} "
+          f"hidden repeats in {rep['strata']} strata")
+    print("participants: " + (", ".join(f"{k} {v}" for k, v in sorted(rep["participants"].items())) or "none"))
+    for ph, d in rep["progress"]["by_phase"].items():
+        print(f"  {ph:8s} {d['done']:5d} / {d['assigned']:5d} judgments")
+    print(f"items with {rep['labels']['labels_per_item']} image labels: {rep['labels']['items_with_full_image_labels']}; "
+          f"open disagreements: {rep['open_disagreements']}; simulated judgments: {rep['simulated_judgments']}")
+    r = rep["readiness"]
+    print(f"readiness: {'READY' if r['ready'] else 'not ready'}")
+    for c in r["checks"]:
+        val = c["value"] if not isinstance(c["value"], dict) else ", ".join(f"{k}={v}" for k, v in c["value"].items())
+        print(f"  [{'x' if c['met'] else ' '}] {c['name']}: {val} (threshold {c['threshold']})")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_study
+
+    db, st = _open(args)
+    with st:
+        paths = export_study(st, args.out, include_public_rows=args.include_public_rows, n_resamples=args.n_resamples)
+    _say(args, db, "wrote " + ", ".join(str(p) for p in paths.values()))
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    db, st = _open(args)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.out) if args.out else db.with_name(f"{db.stem}.backup-{stamp}.sqlite")
+    with st:
+        st.backup(out)
+    _say(args, db, f"backup -> {out}")
+    return 0
+
+
+def cmd_adjudicate(args: argparse.Namespace) -> int:
+    from .export import disagreements
+
+    db, st = _open(args)
+    with st:
+        if args.list:
+            rows = disagreements(st)
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(["item_id", "phase", "field", "labels"])
+            for d in rows:
+                w.writerow([d.item_id, d.phase, d.field, ";".join(d.labels)])
+            if args.out:
+                from capaudit.io.atomic import write_text_atomic
+
+                write_text_atomic(args.out, buf.getvalue())
+            else:
+                sys.stdout.write(buf.getvalue())
+            _say(args, db, f"{len(rows)} open disagreements")
+            return 0
+        missing = [k for k in ("item", "field", "value", "adjudicator") if not getattr(args, k)]
+        if missing:
+            raise InputError("give --list, or --item, --field, --value and --adjudicator", field=missing[0])
+        aid = st.adjudicate(args.item, args.field, args.value, args.adjudicator)
+        _say(args, db, f"adjudication {aid} recorded")
+    return 0
+
+
+def cmd_withdraw(args: argparse.Namespace) -> int:
+    db, st = _open(args)
+    with st:
+        st.withdraw(args.pseudonym)
+    _say(args, db, f"{args.pseudonym} withdrawn")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .serve import serve
+
+    return serve(_db_path(args), host=args.host, port=args.port, dry_run=args.dry_run)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from capaudit.config import load_config
+
+    from .stage import run_demo
+
+    out = run_demo(load_config(args.params))
+    print(out["table"].to_string(index=False))
+    print(f"capaudit human demo: study database: {Path(out['db']).resolve()} (SIMULATED annotators)", file=sys.stderr)
+    return 0
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    from .agreement import labels_agreement
+
+    rep = labels_agreement(args.labels, args.out)
+    nom, b = rep["nominal"], rep["binary"]
+    print(f"capaudit human agreement: nominal n={nom['n']} exact={nom['exact']:.4f}; binary n={b['n']} "
+          f"(abstentions {b['abstentions']}) -> {args.out}", file=sys.stderr)
+    return 0
+

@@ -1,0 +1,155 @@
+"""The human-verification stage of a params file: where the study lives, and the simulated demo report.
+
+``params`` section ``human`` = a :class:`~capaudit.human.protocol.StudyConfig` mapping plus the
+stage keys ``db`` (study database; default ``<artifacts>/human/<study_id>.sqlite``),
+``judged_claims`` (files or globs, relative to the run's artifacts folder; default
+``judges/*/judged_claims.jsonl``) and ``simulate`` (``annotators``, ``accuracy``, ``seed``).
+
+:func:`run_demo` builds a fresh *simulated* study from the judges stage's judged claims, lets
+simulated annotators answer it through the annotator API, adjudicates disagreements with a simulated
+adjudicator, exports it, and writes the judge–human agreement table (overall and by surface group,
+per judge, with cluster-bootstrap intervals; CSV + LaTeX), a confusion-matrix figure and the
+``human`` numbers fragment — every one marked simulated.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from pathlib import Path
+from typing import Any, Dict, List
+
+from capaudit.config import RunConfig
+from capaudit.errors import InputError
+from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.summaries.agreement import read_agreement
+from capaudit.summaries.numbers_fragments import write_numbers_fragment
+
+from .export import AGREEMENT_JSON, confusion_counts, export_study, status_report
+from .protocol import StudyConfig
+from .simulate import invite_simulated, simulate_adjudication, simulate_annotators
+from .study import Study
+
+DEFAULT_JUDGED = "judges/*/judged_claims.jsonl"
+SIM_LABEL = "simulated annotators"
+
+
+def study_config(cfg: RunConfig) -> StudyConfig:
+    return StudyConfig.from_mapping(cfg.section("human"), source=str(cfg.path))
+
+
+def study_db_path(cfg: RunConfig) -> Path:
+    """``human.db`` of the params file, else ``<artifacts>/human/<study_id>.sqlite``."""
+    sec = cfg.section("human")
+    if sec.get("db"):
+        return Path(sec["db"])
+    return cfg.out_dir / "artifacts" / "human" / f"{study_config(cfg).study_id}.sqlite"
+
+
+def judged_claims_paths(cfg: RunConfig) -> List[Path]:
+    """The judged-claims files named by ``human.judged_claims`` (globs relative to the artifacts folder)."""
+    sec = cfg.section("human")
+    spec = sec.get("judged_claims", DEFAULT_JUDGED)
+    patterns = [spec] if isinstance(spec, str) else list(spec)
+    art = cfg.out_dir / "artifacts"
+    found: List[Path] = []
+    for pat in patterns:
+        p = Path(pat)
+        full = str(p if p.is_absolute() else art / p)
+        hits = sorted(Path(h) for h in glob.glob(full))
+        if not hits:
+            raise InputError(f"no judged-claims file matches {full!r}; run the judges stage (05_judges) first",
+                             path=cfg.path, field="human.judged_claims")
+        found += [h for h in hits if h not in found]
+    return found
+
+
+def _remove_db(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+
+
+def _camel(name: str) -> str:
+    return "".join(w.capitalize() for w in re.split(r"[^A-Za-z]+", name) if w) or "Judge"
+
+
+def agreement_rows(agreement: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Table rows: per judge, ``all`` then each surface group."""
+    rows = []
+    for j, a in agreement.items():
+        for g, iv in [("all", a.overall)] + [(x.surface_group, x) for x in a.by_surface]:
+            rows.append({"judge": j, "surface_group": g, "estimate": iv.estimate, "lower": iv.lower, "upper": iv.upper,
+                         "bootstrap_mean": iv.bootstrap_mean, "bootstrap_std": iv.bootstrap_std,
+                         "n_records": iv.n_records, "n_clusters": iv.n_clusters, "n_resamples": iv.n_resamples,
+                         "seed": iv.seed, "labels": SIM_LABEL})
+    return rows
+
+
+def run_demo(cfg: RunConfig) -> Dict[str, Any]:
+    """Build, simulate, export and report the demo study of ``cfg`` (module docstring)."""
+    import pandas as pd
+
+    from capaudit.paper.human_figures import agreement_tex, plot_confusion
+
+    conf = study_config(cfg)
+    if conf.mode != "simulated":
+        raise InputError("the demo report builds a simulated study: set human.mode: simulated", path=cfg.path,
+                         field="human.mode")
+    sim = cfg.section("human").get("simulate") or {}
+    n_ann = int(sim.get("annotators", 3))
+    accuracy = float(sim.get("accuracy", 0.85))
+    seed = int(sim.get("seed", conf.seed))
+    dirs = cfg.dirs()
+    paths = judged_claims_paths(cfg)
+    db = study_db_path(cfg)
+    if db.exists():
+        with Study.load(db) as old:
+            if old.mode != "simulated":
+                raise InputError("refusing to replace a real study with the simulated demo", path=db)
+        _remove_db(db)
+    study = Study.create(db, conf)
+    try:
+        report = study.sample(paths)
+        study.seal()
+        codes = invite_simulated(study, n_ann)
+        assigned = study.assign()
+        study.open()
+        n_judgments = simulate_annotators(study, codes, seed=seed, accuracy=accuracy)
+        n_adjudicated = simulate_adjudication(study, seed=seed)
+        export_dir = dirs["artifacts"] / "human" / "export"
+        exported = export_study(study, export_dir)
+        status = status_report(study)
+        agreement = read_agreement(export_dir / AGREEMENT_JSON)
+        rows = agreement_rows(agreement)
+        table = pd.DataFrame(rows)
+        csv_path = write_text_atomic(dirs["tables"] / "human_judge_agreement.csv", table.to_csv(index=False))
+        tex_path = agreement_tex(rows, dirs["tables"] / "human_judge_agreement.tex", simulated=True)
+        fig = plot_confusion(confusion_counts(study), dirs["figures"] / "human_confusion", simulated=True)
+        numbers: Dict[str, Dict[str, Any]] = {
+            "HumanSimItems": {"value": status["items"], "text": str(status["items"]),
+                              "description": "items in the simulated demo human-verification study"},
+            "HumanSimJudgments": {"value": n_judgments, "text": str(n_judgments),
+                                  "description": "judgments written by simulated annotators (demo only)"},
+        }
+        for j, a in agreement.items():
+            numbers[f"HumanSimAgreement{_camel(j)}"] = {
+                "value": a.overall.estimate, "text": f"{a.overall.estimate:.2f}",
+                "description": f"weighted judge-human exact agreement of {j} with SIMULATED annotators "
+                               f"(95% interval {a.overall.lower:.2f}-{a.overall.upper:.2f}; demo only)"}
+        frag = write_numbers_fragment(dirs["artifacts"], "human", numbers, backend=SIM_LABEL)
+        manifest = {
+            "stage": "human", "study_id": conf.study_id, "mode": "simulated", "backend": SIM_LABEL, "db": str(db),
+            "judged_claims": report.sources, "sample": report.to_dict(), "assignment": assigned,
+            "simulate": {"annotators": n_ann, "accuracy": accuracy, "seed": seed, "judgments": n_judgments,
+                         "adjudications": n_adjudicated},
+            "outputs": {k: str(v) for k, v in {**exported, "table_csv": csv_path, "table_tex": tex_path,
+                                               "figure": fig, "numbers": frag}.items()},
+        }
+        write_json_atomic(dirs["artifacts"] / "human" / "demo_manifest.json", manifest)
+        return {"db": db, "table": table, "status": status, "figure": fig, "agreement": agreement,
+                "manifest": manifest, "backend": SIM_LABEL}
+    finally:
+        study.close()
+
+
+__all__ = ["agreement_rows", "judged_claims_paths", "run_demo", "study_config", "study_db_path"]

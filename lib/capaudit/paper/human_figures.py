@@ -1,0 +1,77 @@
+"""Figures and table bodies of human verification (reference-spec §7): judge–human confusion, agreement.
+
+Every element built from simulated annotators says so in its title / caption comment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from capaudit.io.atomic import atomic_path, write_text_atomic  # noqa: E402
+
+HUMAN_LABELS = ("yes", "no", "uncertain", "not_visual", "image_unavailable", "prefer_not_to_answer")
+JUDGE_LABELS = ("yes", "no", "uncertain")
+
+
+def plot_confusion(confusion: Mapping[str, Mapping[str, Mapping[str, int]]], stem: Path, simulated: bool) -> Path:
+    """One panel per judge: rows human image-support consensus, columns the judge's answer (counts).
+
+    Writes ``stem``.pdf and ``stem``.png (atomically); returns the PNG path.
+    """
+    judges = list(confusion)
+    if not judges:
+        raise ValueError("plot_confusion: no judge")
+    rows = [h for h in HUMAN_LABELS if any(h in confusion[j] for j in judges)] or list(HUMAN_LABELS[:3])
+    fig, axes = plt.subplots(1, len(judges), figsize=(3.4 * len(judges) + 0.6, 0.45 * len(rows) + 1.6), squeeze=False)
+    for ax, j in zip(axes[0], judges):
+        m = [[confusion[j].get(h, {}).get(a, 0) for a in JUDGE_LABELS] for h in rows]
+        ax.imshow(m, cmap="Blues", aspect="auto")
+        for r, line in enumerate(m):
+            top = max(max(x) for x in m) or 1
+            for c, v in enumerate(line):
+                ax.text(c, r, str(v), ha="center", va="center", fontsize=8, color="white" if v > 0.6 * top else "black")
+        ax.set_xticks(range(len(JUDGE_LABELS)))
+        ax.set_xticklabels(JUDGE_LABELS, fontsize=8)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([h.replace("_", " ") for h in rows], fontsize=8)
+        ax.set_xlabel(f"answer of {j}", fontsize=8)
+    axes[0][0].set_ylabel("human consensus", fontsize=8)
+    title = "Judge vs human image support"
+    if simulated:
+        title += " — SIMULATED annotators (demo only, not human evidence)"
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    for ext in ("pdf", "png"):
+        with atomic_path(stem.with_name(f"{stem.name}.{ext}")) as tmp:
+            fig.savefig(tmp, format=ext, dpi=200 if ext == "png" else None)
+    plt.close(fig)
+    return stem.with_name(f"{stem.name}.png")
+
+
+def _tex(text: str) -> str:
+    return str(text).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
+
+
+def agreement_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool) -> Path:
+    """LaTeX tabular body: judge & surface group & agreement [95% interval] & records & images."""
+    lines = ["% judge-human weighted exact agreement (image-cluster bootstrap, percentile 95% interval)"]
+    if simulated:
+        lines.append("% SIMULATED annotators: demo only, not human evidence")
+    lines.append("% columns: judge & surface group & agreement & interval & records & image clusters & labels")
+    for r in rows:
+        lines.append(" & ".join([
+            _tex(r["judge"]), _tex(r["surface_group"]), f"{r['estimate']:.3f}",
+            f"[{r['lower']:.3f}, {r['upper']:.3f}]", str(r["n_records"]), str(r["n_clusters"]), _tex(r["labels"]),
+        ]) + r" \\")
+    return write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+__all__ = ["HUMAN_LABELS", "JUDGE_LABELS", "agreement_tex", "plot_confusion"]

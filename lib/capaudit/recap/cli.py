@@ -1,0 +1,147 @@
+"""``capaudit recap run|export|policies`` (reference-spec §6).
+
+    capaudit recap run --images DIR|MANIFEST.jsonl|SHARDS.tar|FILE.parquet --policy NAME --url URL \
+        --model NAME --out STORE [--image-mode data|file] [--concurrency N] [--timeout S] [--retries N] [--resume]
+    capaudit recap export --store STORE --out SURFACE.jsonl|SURFACE.parquet [--mask-pii]
+    capaudit recap policies
+
+The options of ``run`` behave as in ``capaudit llm run`` (several ``--url`` for data-parallel
+endpoints, ``--resume`` skips answered images, ``--only-failed``, ``--overwrite``). Exit status of
+``run``: 0 when every image ended captioned or recorded as failed (``--fail-on-failed`` makes
+failures exit 3), 130 when interrupted, 1 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add ``recap`` (run, export, policies) to the ``capaudit`` command."""
+    rc = subparsers.add_parser("recap", help="caption images with a policy into a resumable store; export surfaces")
+    sub = rc.add_subparsers(dest="recap_command", metavar="RECAP_COMMAND")
+
+    run = sub.add_parser("run", help="caption images through OpenAI-compatible vision endpoints")
+    run.add_argument("--images", required=True, action="append",
+                     help="a folder of images, a manifest .jsonl, WebDataset .tar shard(s) (glob allowed) or a "
+                          ".parquet file with image bytes or paths (repeat for several inputs)")
+    run.add_argument("--policy", required=True,
+                     help="policy name (photorealistic, anime-booru, naive, naive-greedy) or a policy YAML path")
+    run.add_argument("--policies-dir", help="folder of policy YAML files (default params/policies)")
+    run.add_argument("--url", action="append", required=True,
+                     help="base URL, e.g. http://127.0.0.1:8000 (repeat for data-parallel endpoints)")
+    run.add_argument("--model", required=True, help="model name sent to the server")
+    run.add_argument("--revision", help="model revision hashed into request ids (default: none; the offline "
+                                        "captioner's composition version for capaudit-offline-coco-captioner)")
+    run.add_argument("--out", required=True, help="recap store folder (created; responses/, run.json, runs.jsonl)")
+    run.add_argument("--image-mode", choices=["data", "file"], default="data",
+                     help="data: resized JPEG q90 data URLs (default); file: file:// URLs of the originals (<= 64 MiB)")
+    run.add_argument("--concurrency", type=int, default=8)
+    run.add_argument("--timeout", type=float, default=180.0, help="seconds per attempt (spec §6: 180)")
+    run.add_argument("--retries", type=int, default=3, help="extra attempts on connection errors, timeouts, 429, 5xx")
+    run.add_argument("--reasks", type=int, default=1, help="extra attempts on an empty or unreadable answer")
+    run.add_argument("--backoff", type=float, default=2.0, help="base of the exponential backoff (s)")
+    run.add_argument("--backoff-max", type=float, default=30.0)
+    run.add_argument("--workers", type=int, default=2,
+                     help="image-preprocessing processes (0 = one thread in the runner process)")
+    run.add_argument("--resume", action="store_true", help="continue --out: skip images already captioned")
+    run.add_argument("--only-failed", action="store_true", help="ask only images whose rows in --out all failed")
+    run.add_argument("--overwrite", action="store_true", help="delete an existing --out store first")
+    run.add_argument("--limit", type=int, help="stop after this many input images")
+    run.add_argument("--metadata", help="JSONL/Parquet of context fields keyed by image id (anime-booru tags)")
+    run.add_argument("--metadata-key", default="image_id", help="key field of --metadata (default image_id)")
+    run.add_argument("--id-column", help="Parquet input: the image id column")
+    run.add_argument("--image-column", help="Parquet input: the image bytes/path column")
+    run.add_argument("--api-key-env", default="CAPAUDIT_API_KEY",
+                     help="environment variable holding the bearer token (default CAPAUDIT_API_KEY; else sk-fake)")
+    run.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to let in-flight requests finish on stop")
+    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--stats-json", help="also write the run statistics to this JSON file")
+    run.add_argument("--fail-on-failed", action="store_true", help="exit 3 when any image ended failed")
+    run.set_defaults(func=cmd_run)
+
+    ex = sub.add_parser("export", help="write a recap store as a caption surface (JSONL or Parquet)")
+    ex.add_argument("--store", required=True, help="recap store folder (the --out of recap run)")
+    ex.add_argument("--out", required=True, help="SURFACE.jsonl or SURFACE.parquet")
+    ex.add_argument("--mask-pii", action="store_true",
+                    help="mask e-mails, phone numbers, ids, addresses and names as [email] [phone] [id] [address] [name]")
+    ex.add_argument("--pii-names", choices=["rules", "ner", "off"], default="rules",
+                    help="how names are found when masking: cue rules (default), + spaCy PERSON entities, or not at all")
+    ex.set_defaults(func=cmd_export)
+
+    pl = sub.add_parser("policies", help="list the captioning policies")
+    pl.add_argument("--policies-dir")
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(func=cmd_policies)
+
+    rc.set_defaults(func=lambda args: (rc.print_help(), 2)[1])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .inputs import load_metadata, open_images
+    from .offline import OFFLINE_NAME, OFFLINE_VERSION
+    from .policies import load_policy
+    from .runner import StoreLayout, recap
+
+    policy = load_policy(args.policy, args.policies_dir)
+    inputs = [open_images(s, id_column=args.id_column, image_column=args.image_column,
+                          context_fields=policy.context_fields) for s in args.images]
+    metadata = load_metadata(args.metadata, policy.context_fields, args.metadata_key) if args.metadata else None
+    out = Path(args.out)
+    if args.overwrite and out.exists():
+        layout = StoreLayout(out)
+        if not layout.manifest.exists() and not layout.responses.exists():
+            raise ValueError(f"--out {out}: refusing to delete a folder that is not a recap store")
+        shutil.rmtree(out)
+    revision = args.revision
+    if revision is None and args.model == OFFLINE_NAME:
+        revision = OFFLINE_VERSION
+    stats = recap(
+        inputs, policy, out, args.url, args.model, revision=revision, image_mode=args.image_mode,
+        concurrency=args.concurrency, timeout=args.timeout, retries=args.retries, reasks=args.reasks,
+        workers=args.workers, resume=bool(args.resume or args.only_failed), only_failed=args.only_failed,
+        progress=not args.no_progress, backoff_base=args.backoff, backoff_max=args.backoff_max,
+        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None, drain_timeout=args.drain_timeout,
+        metadata=metadata, limit=args.limit, inputs_description=[i.describe() for i in inputs],
+    )
+    d = stats.to_dict()
+    d["skipped_non_image_files"] = sum(i.stats.skipped_non_image for i in inputs)
+    print(f"capaudit recap run: {json.dumps(d, sort_keys=True)}", file=sys.stderr)
+    if args.stats_json:
+        Path(args.stats_json).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if stats.interrupted:
+        return 130
+    if args.fail_on_failed and (stats.failed or stats.image_failed):
+        return 3
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_surface
+
+    res = export_surface(args.store, args.out, mask=args.mask_pii, pii_names=args.pii_names)
+    masked = f", PII spans masked: {sum(res.pii_spans.values())}" if args.mask_pii else ""
+    print(f"capaudit recap export: {res.rows} captioned images -> {res.path}; {res.failures} failed images -> "
+          f"{res.failures_path}{masked}; models: {', '.join(res.models)}", file=sys.stderr)
+    return 0
+
+
+def cmd_policies(args: argparse.Namespace) -> int:
+    from .policies import load_policies
+
+    pols = load_policies(args.policies_dir)
+    if args.json:
+        print(json.dumps({n: p.to_dict() for n, p in pols.items()}, indent=2))
+    else:
+        for n, p in pols.items():
+            print(f"{n}\tv{p.version}\t{p.prompt_version}\t{p.description}")
+    return 0
+
+
+__all__ = ["register", "cmd_run", "cmd_export", "cmd_policies"]

@@ -1,0 +1,350 @@
+"""Inter-rater and judge–human agreement statistics (reference-spec §7).
+
+Two-rater statistics over paired labels ``a[i]``, ``b[i]`` (one pair per item):
+
+* exact agreement ``p_o = Σ [a = b] / n`` (optionally weighted: :func:`exact_agreement`);
+* Cohen's κ ``(p_o − p_e) / (1 − p_e)`` with ``p_e = Σ_k p_a(k) p_b(k)`` from each rater's own
+  marginals; undefined (``None``) when ``p_e = 1`` (both raters used one and the same label);
+* Gwet's AC1 ``(p_o − p_e) / (1 − p_e)`` with ``p_e = Σ_k π_k (1 − π_k) / (q − 1)``,
+  ``π_k = (p_a(k) + p_b(k)) / 2`` and ``q`` the size of the **label set** (not the number of labels
+  seen), so AC1 always exists for ``q ≥ 2``;
+* binary agreement after explicit abstention accounting (:func:`binary_agreement`): every pair in
+  which either rater abstained is dropped and counted; on the rest, with ``a`` = both positive,
+  ``d`` = both negative and ``b``, ``c`` the two disagreement cells, positive agreement
+  ``2a / (2a + b + c)`` and negative agreement ``2d / (2d + b + c)`` (``None`` when the denominator is 0);
+* consensus (:func:`consensus`): the adjudicated value if there is one, else the value held by a strict
+  majority of at least two raters (unanimous ``uncertain`` is kept), else none;
+* judge–human agreement (:func:`judge_human_agreement`): sampling-weight–weighted nominal exact
+  agreement between the human consensus and each judge's answer, with the image-cluster bootstrap of
+  :func:`capaudit.stats.bootstrap.cluster_bootstrap` (10,000 resamples, seed 1477, percentile interval
+  with linear interpolation), overall and per surface group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .bootstrap import CLUSTER_RESAMPLES, CLUSTER_SEED, ClusterBootstrap, cluster_bootstrap, weighted_nominal_agreement
+
+#: Nominal labels of the two-rater CLI contract (``capaudit human agreement``).
+NOMINAL_LABELS: Tuple[str, ...] = ("yes", "no", "uncertain")
+#: Binary labels (positive, negative).
+BINARY_LABELS: Tuple[str, ...] = ("yes", "no")
+#: Human image-support labels: the 6-label category set of the judge–human statistic (§7).
+IMAGE_SUPPORT_LABELS: Tuple[str, ...] = (
+    "yes", "no", "uncertain", "not_visual", "image_unavailable", "prefer_not_to_answer",
+)
+#: Labels that count as abstentions in binary agreement (§7: metrics + export).
+ABSTENTIONS: Tuple[str, ...] = (
+    "uncertain", "unjudgeable", "image_unavailable", "not_visual", "not_applicable",
+    "prefer_not_to_answer", "cannot_judge",
+)
+
+
+def _check_pairs(a: Sequence[str], b: Sequence[str], labels: Optional[Sequence[str]], who: str) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{who}: {len(a)} labels for rater A but {len(b)} for rater B")
+    if labels is not None:
+        allowed = set(labels)
+        for i, (x, y) in enumerate(zip(a, b)):
+            for lab in (x, y):
+                if lab not in allowed:
+                    raise ValueError(f"{who}: pair {i}: label {lab!r} not in {list(labels)}")
+
+
+def confusion_matrix(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> List[List[int]]:
+    """Counts ``m[i][j]`` of pairs with ``a = labels[i]`` and ``b = labels[j]``."""
+    _check_pairs(a, b, labels, "confusion_matrix")
+    pos = {lab: i for i, lab in enumerate(labels)}
+    m = [[0] * len(labels) for _ in labels]
+    for x, y in zip(a, b):
+        m[pos[x]][pos[y]] += 1
+    return m
+
+
+def exact_agreement(a: Sequence[str], b: Sequence[str], weights: Optional[Sequence[float]] = None) -> float:
+    """Exact agreement ``Σ w·[a = b] / Σ w`` (unweighted: the share of equal pairs)."""
+    if not a:
+        raise ValueError("exact_agreement: no pairs")
+    return weighted_nominal_agreement(a, b, weights)
+
+
+def cohen_kappa(a: Sequence[str], b: Sequence[str], labels: Optional[Sequence[str]] = None) -> Optional[float]:
+    """Cohen's κ from each rater's own marginals; ``None`` when chance agreement is 1."""
+    _check_pairs(a, b, labels, "cohen_kappa")
+    n = len(a)
+    if n == 0:
+        raise ValueError("cohen_kappa: no pairs")
+    po = sum(x == y for x, y in zip(a, b)) / n
+    ca, cb = Counter(a), Counter(b)
+    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / (n * n)
+    if pe >= 1.0:
+        return None
+    return (po - pe) / (1.0 - pe)
+
+
+def gwet_ac1(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> float:
+    """Gwet's AC1 with ``q = len(labels)`` (the size of the label set, §7)."""
+    _check_pairs(a, b, labels, "gwet_ac1")
+    q = len(set(labels))
+    if q < 2:
+        raise ValueError("gwet_ac1: the label set needs at least two labels")
+    n = len(a)
+    if n == 0:
+        raise ValueError("gwet_ac1: no pairs")
+    po = sum(x == y for x, y in zip(a, b)) / n
+    ca, cb = Counter(a), Counter(b)
+    pe = 0.0
+    for k in set(labels):
+        pi = (ca[k] + cb[k]) / (2.0 * n)
+        pe += pi * (1.0 - pi)
+    pe /= q - 1
+    return (po - pe) / (1.0 - pe)
+
+
+@dataclass(frozen=True)
+class NominalAgreement:
+    """Two-rater nominal agreement over ``n`` items (§7)."""
+
+    n: int
+    exact: float
+    cohen_kappa: Optional[float]
+    gwet_ac1: float
+
+    def as_dict(self) -> Dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class BinaryAgreement:
+    """Two-rater binary agreement after dropping abstentions (§7).
+
+    ``abstentions`` = pairs dropped because either rater abstained; ``abstentions_a`` /
+    ``abstentions_b`` / ``abstentions_both`` break that count down (``n + abstentions`` is the number
+    of pairs given).
+    """
+
+    n: int
+    exact: Optional[float]
+    cohen_kappa: Optional[float]
+    gwet_ac1: Optional[float]
+    positive_agreement: Optional[float]
+    negative_agreement: Optional[float]
+    abstentions: int
+    abstentions_a: int = 0
+    abstentions_b: int = 0
+    abstentions_both: int = 0
+    table: Tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    def as_dict(self, detail: bool = False) -> Dict[str, object]:
+        keys = ["n", "exact", "cohen_kappa", "gwet_ac1", "positive_agreement", "negative_agreement", "abstentions"]
+        if detail:
+            keys += ["abstentions_a", "abstentions_b", "abstentions_both"]
+        out = {k: getattr(self, k) for k in keys}
+        if detail:
+            out["table"] = dict(zip(("a", "b", "c", "d"), self.table))
+        return out
+
+
+def nominal_agreement(a: Sequence[str], b: Sequence[str], labels: Sequence[str] = NOMINAL_LABELS) -> NominalAgreement:
+    """Exact agreement, Cohen's κ and Gwet's AC1 (``q = len(labels)``) over paired labels."""
+    _check_pairs(a, b, labels, "nominal_agreement")
+    if not a:
+        raise ValueError("nominal_agreement: no pairs")
+    return NominalAgreement(
+        n=len(a), exact=exact_agreement(a, b), cohen_kappa=cohen_kappa(a, b, labels), gwet_ac1=gwet_ac1(a, b, labels)
+    )
+
+
+def binary_agreement(
+    a: Sequence[str],
+    b: Sequence[str],
+    positive: str = "yes",
+    negative: str = "no",
+    abstain: Iterable[str] = ABSTENTIONS,
+) -> BinaryAgreement:
+    """Binary agreement on ``positive``/``negative`` pairs; pairs with any abstention are dropped.
+
+    A label that is neither binary nor an abstention is an error (it names the pair).
+    """
+    abstain = set(abstain)
+    _check_pairs(a, b, None, "binary_agreement")
+    kept_a: List[str] = []
+    kept_b: List[str] = []
+    ab_a = ab_b = ab_both = 0
+    for i, (x, y) in enumerate(zip(a, b)):
+        for lab in (x, y):
+            if lab not in (positive, negative) and lab not in abstain:
+                raise ValueError(f"binary_agreement: pair {i}: label {lab!r} is neither {positive!r}/{negative!r} "
+                                 f"nor an abstention {sorted(abstain)}")
+        xa, ya = x in abstain, y in abstain
+        if xa or ya:
+            ab_a += xa and not ya
+            ab_b += ya and not xa
+            ab_both += xa and ya
+            continue
+        kept_a.append(x)
+        kept_b.append(y)
+    dropped = ab_a + ab_b + ab_both
+    n = len(kept_a)
+    ta = sum(x == positive and y == positive for x, y in zip(kept_a, kept_b))
+    tb = sum(x == positive and y == negative for x, y in zip(kept_a, kept_b))
+    tc = sum(x == negative and y == positive for x, y in zip(kept_a, kept_b))
+    td = n - ta - tb - tc
+    if n == 0:
+        return BinaryAgreement(0, None, None, None, None, None, dropped, ab_a, ab_b, ab_both, (0, 0, 0, 0))
+    labels = (positive, negative)
+    pos_den = 2 * ta + tb + tc
+    neg_den = 2 * td + tb + tc
+    return BinaryAgreement(
+        n=n,
+        exact=(ta + td) / n,
+        cohen_kappa=cohen_kappa(kept_a, kept_b, labels),
+        gwet_ac1=gwet_ac1(kept_a, kept_b, labels),
+        positive_agreement=(2 * ta / pos_den) if pos_den else None,
+        negative_agreement=(2 * td / neg_den) if neg_den else None,
+        abstentions=dropped,
+        abstentions_a=ab_a,
+        abstentions_b=ab_b,
+        abstentions_both=ab_both,
+        table=(ta, tb, tc, td),
+    )
+
+
+def two_rater_report(a: Sequence[str], b: Sequence[str]) -> Dict[str, Dict[str, object]]:
+    """The ``capaudit human agreement`` JSON: nominal over yes/no/uncertain (q = 3) and binary
+    after dropping every item either rater answered ``uncertain`` (q = 2)."""
+    nominal = nominal_agreement(a, b, NOMINAL_LABELS)
+    binary = binary_agreement(a, b, "yes", "no", abstain=("uncertain",))
+    return {"nominal": nominal.as_dict(), "binary": binary.as_dict()}
+
+
+def consensus(values: Sequence[str], adjudicated: Optional[str] = None, min_raters: int = 2) -> Optional[str]:
+    """Consensus label (§7): ``adjudicated`` if given, else the value of a strict majority of at
+    least ``min_raters`` raters (``count > n/2`` and ``count ≥ 2``; unanimous ``uncertain`` is kept),
+    else ``None``."""
+    if adjudicated is not None:
+        return adjudicated
+    n = len(values)
+    if n < min_raters:
+        return None
+    (top, count), = Counter(values).most_common(1)
+    if count >= 2 and 2 * count > n:
+        return top
+    return None
+
+
+def symmetrized_pairs(ratings: Mapping[Hashable, Sequence[str]]) -> Tuple[List[str], List[str]]:
+    """Pooled human–human pairs: every unordered pair of raters of an item, in both orders (§7).
+
+    Symmetrizing makes both marginals the pooled label distribution, so κ does not depend on which
+    rater is called A.
+    """
+    a: List[str] = []
+    b: List[str] = []
+    for labels in ratings.values():
+        for i in range(len(labels)):
+            for j in range(i + 1, len(labels)):
+                a += [labels[i], labels[j]]
+                b += [labels[j], labels[i]]
+    return a, b
+
+
+@dataclass(frozen=True)
+class JudgeHumanRecord:
+    """One image-phase consensus row: the human label, each judge's answer, weight, cluster, group."""
+
+    item_id: str
+    human: str
+    judges: Mapping[str, str]
+    weight: float
+    cluster: str
+    surface_group: str
+
+
+def _weighted_cluster_bootstrap(records: Sequence[Tuple[str, str, float]], clusters: Sequence[Hashable],
+                                n_resamples: int, seed: int) -> ClusterBootstrap:
+    """:func:`cluster_bootstrap` of weighted exact agreement, run over per-cluster ``(Σw·match, Σw)``.
+
+    Weighted agreement of concatenated clusters is ``Σ num / Σ den`` over the drawn clusters, so
+    collapsing each cluster to its two sums gives the same replicates (same draws, same order) at a
+    fraction of the cost; ``n_records`` is restored to the record count.
+    """
+    sums: Dict[Hashable, List[float]] = {}
+    for (h, j, w), c in zip(records, clusters):
+        s = sums.setdefault(c, [0.0, 0.0])
+        s[0] += w * (h == j)
+        s[1] += w
+    keys = list(sums)
+
+    def stat(rows: List[object]) -> float:
+        num = sum(r[0] for r in rows)  # type: ignore[index]
+        den = sum(r[1] for r in rows)  # type: ignore[index]
+        if den <= 0:
+            raise ValueError("judge_human_agreement: a resample has total weight 0")
+        return num / den
+
+    res = cluster_bootstrap([tuple(sums[k]) for k in keys], keys, stat, n_resamples=n_resamples, seed=seed)
+    return dataclasses.replace(res, n_records=len(records))
+
+
+def judge_human_agreement(
+    records: Sequence[JudgeHumanRecord],
+    judges: Sequence[str],
+    n_resamples: int = CLUSTER_RESAMPLES,
+    seed: int = CLUSTER_SEED,
+    labels: Sequence[str] = IMAGE_SUPPORT_LABELS,
+) -> Dict[str, Dict[str, object]]:
+    """Weighted nominal exact agreement of human consensus vs each judge, with cluster bootstrap (§7).
+
+    Returns ``{judge: {"overall": ClusterBootstrap, "by_surface": [(group, ClusterBootstrap), ...]}}``;
+    groups in sorted order, each bootstrapped on its own with the same seed.
+    """
+    if not records:
+        raise ValueError("judge_human_agreement: no consensus records")
+    allowed = set(labels)
+    for i, r in enumerate(records):
+        if r.human not in allowed:
+            raise ValueError(f"judge_human_agreement: record {i} ({r.item_id}): human label {r.human!r} not in {list(labels)}")
+        for j in judges:
+            if j not in r.judges:
+                raise ValueError(f"judge_human_agreement: record {i} ({r.item_id}): no answer from judge {j!r}")
+            if r.judges[j] not in allowed:
+                raise ValueError(f"judge_human_agreement: record {i} ({r.item_id}): judge {j!r} answer "
+                                 f"{r.judges[j]!r} not in {list(labels)}")
+    out: Dict[str, Dict[str, object]] = {}
+    groups = sorted({r.surface_group for r in records})
+    for j in judges:
+        def run(rs: Sequence[JudgeHumanRecord]) -> ClusterBootstrap:
+            return _weighted_cluster_bootstrap([(r.human, r.judges[j], r.weight) for r in rs],
+                                               [r.cluster for r in rs], n_resamples, seed)
+
+        out[j] = {
+            "overall": run(records),
+            "by_surface": [(g, run([r for r in records if r.surface_group == g])) for g in groups],
+        }
+    return out
+
+
+__all__ = [
+    "ABSTENTIONS",
+    "BINARY_LABELS",
+    "BinaryAgreement",
+    "IMAGE_SUPPORT_LABELS",
+    "JudgeHumanRecord",
+    "NOMINAL_LABELS",
+    "NominalAgreement",
+    "binary_agreement",
+    "cohen_kappa",
+    "confusion_matrix",
+    "consensus",
+    "exact_agreement",
+    "gwet_ac1",
+    "judge_human_agreement",
+    "nominal_agreement",
+    "symmetrized_pairs",
+    "two_rater_report",
+]

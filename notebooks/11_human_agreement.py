@@ -1,0 +1,45 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # Judge–human agreement (demo: SIMULATED annotators)
+# A human-verification study (reference-spec §7) built from the judges stage's judged claims:
+# stratified sample (surface group × claim type) with hidden repeats, two labels per item, consensus
+# and adjudication, and weighted judge–human exact agreement with image-cluster bootstrap intervals
+# (10,000 resamples, seed 1477). **In the demo the labels come from simulated annotators**, who write
+# through the same API as people; the numbers exercise the pipeline and are not human evidence.
+
+# %% tags=["parameters"]
+params_path = "params/demo.yaml"
+
+# %%
+from capaudit.config import load_config
+from capaudit.human import stage
+
+cfg = load_config(params_path)
+dirs = cfg.dirs()
+out = stage.run_demo(cfg)
+print("labels from:", out["backend"], "| study database:", out["db"])
+out["table"]
+
+# %% [markdown]
+# Readiness thresholds of the study (§7): substantive labels overall, per claim type, per stratum;
+# judge coverage; open disagreements; bootstrap settings.
+
+# %%
+import pandas as pd
+
+pd.DataFrame(out["status"]["readiness"]["checks"])
+
+# %% [markdown]
+# Human image-support consensus against each judge's answer (counts; simulated annotators).
+
+# %%
+from IPython.display import Image
+
+Image(filename=str(out["figure"]))

@@ -1,0 +1,78 @@
+"""run_filters / run_coverage on a small params file: artifacts, tables, numbers fragments (issue 14)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import yaml
+
+from capaudit.alttext.stage import _letters, run_coverage, run_filters
+from capaudit.config import load_config
+from capaudit.summaries.numbers_fragments import read_numbers_fragments
+
+
+def test_stage_filters_then_coverage(tmp_path):
+    params = {
+        "run": "t", "out_root": str(tmp_path / "outputs"), "notebooks": [],
+        "surfaces": [{"name": "docci_test_docci", "dataset": "imageinwords", "path": "DOCCI_Test/data.jsonl",
+                      "format": "jsonl", "caption_field": "DOCCI", "key_field": "image"}],
+        "alttext": {
+            "filters": {
+                "pipelines": ["cc3m", "cc12m"],
+                "overrides": {"cc3m": {"rare_words": {"min_count": 1}}, "cc12m": {"rare_words": {"min_count": 1}}},
+                "corpora": [
+                    {"name": "raw", "dataset": "img2dataset_alttext_sample", "path": "test_10000.parquet",
+                     "text_field": "TEXT", "url_field": "URL", "max_rows": 300},
+                    {"name": "coco_mini", "source": "coco_mini", "text_field": "caption", "max_rows": 60},
+                ],
+            },
+            "coverage": {
+                "vocabularies": ["nocaps_ood", "lvis"],
+                "corpora": [
+                    {"name": "cc3m_val", "dataset": "cc3m_validation", "path": "Validation_GCC-1.1.0-Validation.tsv",
+                     "format": "tsv", "header": False, "columns": ["caption", "url"], "text_field": "caption",
+                     "url_field": "url", "max_rows": 500},
+                    {"surface": "docci_test_docci"},
+                ],
+                "filtered": ["raw"],
+                "extra_surfaces": [{"name": "missing", "file": str(tmp_path / "nope.jsonl"), "text_field": "caption"}],
+                "hypernym_check": ["cc3m_val", "raw:cc3m"],
+            },
+        },
+    }
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(params))
+    cfg = load_config(p)
+    out = run_filters(cfg)
+    f = out["funnels"]["raw"]["cc3m"]
+    assert f.input_rows == 300 and f.dropped + f.kept == 300
+    side = out["side_by_side"]["raw"]
+    assert list(side.columns) == ["rule", "cc3m dropped", "cc3m kept", "cc12m dropped", "cc12m kept"]
+    assert side.set_index("rule").loc["capitalisation", "cc12m kept"] is pd.NA      # not a CC12M rule
+    mini = out["funnels"]["coco_mini"]["cc3m"]
+    overlap = next(r for r in mini.rows if r.rule == "image_text_overlap")
+    assert overlap.rows_in > 0 and overlap.unchecked == 0                          # COCO-MINI images have tags
+    tables = tmp_path / "outputs" / "t" / "tables"
+    assert (tables / "alttext_funnel.csv").exists() and (tables / "alttext_funnel_raw.tex").exists()
+    art = tmp_path / "outputs" / "t" / "artifacts"
+    kept = (art / "alttext" / "filters" / "raw" / "cc3m" / "kept.jsonl").read_text().splitlines()
+    assert len(kept) == f.kept
+
+    cov = run_coverage(cfg)
+    t = cov["table"]
+    assert set(t["corpus"]) == {"cc3m_val", "docci_test_docci", "raw:cc3m", "raw:cc12m"}
+    assert cov["notes"]["missing"].startswith("skipped")
+    row = t[(t.corpus == "cc3m_val") & (t.vocabulary == "nocaps_ood")].iloc[0]
+    assert row["records"] == 500 and row["classes"] == 511
+    detail = json.loads((art / "alttext" / "coverage" / "cc3m_val__lvis.json").read_text())
+    assert set(detail["groups"]) == {"r", "c", "f"} and detail["domains"]["urls"] == 500
+    hyp = cov["hypernym_check"].set_index("corpus")
+    assert hyp.loc["cc3m_val", "share_with_hypernym"] > 0.15      # CC3M captions are full of hypernyms
+    nums = read_numbers_fragments(art)
+    assert nums["AlttextNocapsOODClasses"]["value"] == 511
+    assert "AlttextRawCcThreemKeptPct" in nums and "AlttextCcThreemValNocapsMedianPerMillion" in nums
+
+
+def test_letters_only_number_names():
+    assert _letters("cc3m") == "CcThreem" and _letters("raw:cc12m") == "RawCcOneTwom"

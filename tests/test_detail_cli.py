@@ -1,0 +1,182 @@
+"""``capaudit detail score|select|subgraphs``: the command-line contract, end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capaudit.cli import main
+
+W, H = 20, 10
+
+
+def rect(x0, y0, x1, y1):
+    return [[x0, y0, x1, y0, x1, y1, x0, y1]]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def read_jsonl(path):
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture()
+def files(tmp_path):
+    inst = {
+        "images": [{"id": 1, "file_name": "a.jpg", "width": W, "height": H},
+                   {"id": 2, "file_name": "empty.jpg", "width": W, "height": H}],
+        "categories": [{"id": 1, "name": "person"}, {"id": 17, "name": "cat"}, {"id": 18, "name": "dog"}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": 18, "iscrowd": 0, "segmentation": rect(0, 0, 10, 10)},
+            {"id": 2, "image_id": 1, "category_id": 18, "iscrowd": 0, "segmentation": rect(5, 0, 15, 4)},
+            {"id": 3, "image_id": 1, "category_id": 1, "iscrowd": 1,
+             "segmentation": {"size": [H, W], "counts": [160, 5, 5, 5, 5, 5, 5, 5, 5]}},
+            {"id": 4, "image_id": 1, "category_id": 1, "iscrowd": 0, "segmentation": rect(8, 5, 12, 10)},
+            {"id": 5, "image_id": 1, "category_id": 17, "iscrowd": 0, "segmentation": rect(12, 6, 20, 10)},
+        ]}
+    more = {"images": [{"id": 3, "file_name": "b.jpg", "width": 10, "height": 10}],
+            "categories": [{"id": 18, "name": "dog"}],
+            "annotations": [{"id": 9, "image_id": 3, "category_id": 18, "iscrowd": 0,
+                             "segmentation": rect(0, 0, 5, 5)}]}
+    (tmp_path / "inst.json").write_text(json.dumps(inst), encoding="utf-8")
+    (tmp_path / "more.json").write_text(json.dumps(more), encoding="utf-8")
+    caps = write_jsonl(tmp_path / "caps.jsonl", [
+        {"id": "c1", "image": "a.jpg", "caption": "Two dogs and a person.", "source": "s1"},
+        {"id": "c2", "image": "imgs/a.jpg", "caption": "A cat."},
+        {"id": "c3", "image": "b.jpg", "caption": "A dog."},
+        {"id": "c4", "image": "empty.jpg", "caption": "A dog on a bed."},
+    ])
+    return tmp_path, caps
+
+
+def score(tmp_path, caps, *extra):
+    out = tmp_path / "scores.jsonl"
+    rc = main(["detail", "score", "--input", str(caps), "--caption-field", "caption", "--image-field", "image",
+               "--id-field", "id", "--graphs", "claims", "--grounding", f"coco:{tmp_path / 'inst.json'}",
+               "--out", str(out), *extra])
+    return rc, out
+
+
+def test_score_contract(files):
+    tmp_path, caps = files
+    rc, out = score(tmp_path, caps)
+    assert rc == 0
+    rows = {r["id"]: r for r in read_jsonl(out)}
+    assert list(rows) == ["c1", "c2", "c3", "c4"]
+    for r in rows.values():
+        assert {"id", "icr", "aod", "cd", "objects", "attributes", "relations", "length"} <= set(r)
+        assert r["parser"] == "capaudit-offline-scene-graph" and r["grounding"] == "coco-instance-masks"
+    c1 = rows["c1"]  # dog (two) + person: union 120 + 40 - 10 = 150 of 200; AOD (1 + 0) / 2; 5 lex
+    assert (c1["objects"], c1["attributes"], c1["relations"], c1["length"]) == (2, 1, 0, 5)
+    assert c1["icr"] == pytest.approx(0.75) and c1["aod"] == pytest.approx(0.5)
+    assert c1["cd"] == pytest.approx(0.75 * 0.5 / 5) and c1["source"] == "s1"
+    assert rows["c2"]["icr"] == pytest.approx(32 / 200) and rows["c2"]["cd"] == 0.0  # matched by file name
+    assert rows["c3"]["icr"] is None and rows["c3"]["cd"] is None and rows["c3"]["icr_status"] == "unavailable"
+    assert rows["c4"]["icr"] == 0.0 and rows["c4"]["icr_status"] == "ok"
+    man = json.loads((tmp_path / "scores.manifest.json").read_text())
+    assert man["counts"] == {"rows": 4, "icr_ok": 3, "icr_unavailable": 1, "parse_failed": 0}
+    assert "heuristic" in man["parser"]["label"] and man["relation_ends"] == "both"
+
+
+def test_score_two_grounding_files_and_options(files):
+    tmp_path, caps = files
+    rc, out = score(tmp_path, caps, "--grounding", f"coco:{tmp_path / 'more.json'}", "--length-unit", "words",
+                    "--relation-ends", "subject", "--itm", "annotation_precision")
+    assert rc == 0
+    rows = {r["id"]: r for r in read_jsonl(out)}
+    assert rows["c3"]["icr"] == pytest.approx(25 / 100)
+    assert rows["c1"]["length_unit"] == "words" and rows["c1"]["relation_ends"] == "subject"
+    assert rows["c1"]["itm"] == 1.0 and rows["c1"]["itm_scorer"] == "annotation-precision"
+    assert rows["c4"]["itm"] == 0.0  # "dog" named, no dog annotated in empty.jpg
+
+
+def test_select_contract(files):
+    tmp_path, caps = files
+    _, scores = score(tmp_path, caps, "--itm", "annotation_precision")
+    out = tmp_path / "subset.jsonl"
+    rc = main(["detail", "select", "--scores", str(scores), "--itm-field", "itm", "--k", "3", "--t", "2",
+               "--strategy", "itm_cd", "--out", str(out)])
+    assert rc == 0
+    # ITM: c1 1.0, c2 1.0, c3 None, c4 0.0 -> K=3 keeps c1, c2, c4; CD: c1 0.075, c2 0, c4 0 (tie: ITM order)
+    assert [r["id"] for r in read_jsonl(out)] == ["c1", "c2"]
+    assert (tmp_path / "subset.parquet").is_file()
+    man = json.loads((tmp_path / "subset.wds.json").read_text())
+    assert man["selection"]["k"] == 3 and man["backends"]["parser"] == ["capaudit-offline-scene-graph"]
+    assert [s["__key__"] for s in man["samples"]] == ["c1", "c2"]
+    rc = main(["detail", "select", "--scores", str(scores), "--k", "0.5", "--t", "0.25", "--strategy", "itm_cd",
+               "--out", str(tmp_path / "prop.jsonl")])
+    assert rc == 0 and [r["id"] for r in read_jsonl(tmp_path / "prop.jsonl")] == ["c1"]
+
+
+def test_cli_errors_name_file_line_field(files, capsys):
+    tmp_path, caps = files
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"id": "x", "image": "a.jpg", "caption": "A dog."},
+                                               {"id": "y", "image": "a.jpg", "caption": 3}])
+    rc, _ = score(tmp_path, bad)
+    err = capsys.readouterr().err
+    assert rc == 1 and "bad.jsonl:2" in err and "'caption'" in err
+    rc = main(["detail", "score", "--input", str(caps), "--caption-field", "text", "--grounding", "none",
+               "--out", str(tmp_path / "o.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "'text'" in err and "fields present: caption, id, image, source" in err
+    rc = main(["detail", "score", "--input", str(caps), "--graphs", "llm", "--out", str(tmp_path / "o.jsonl")])
+    assert rc == 1 and "--url" in capsys.readouterr().err
+    _, scores = score(tmp_path, caps)
+    rc = main(["detail", "select", "--scores", str(scores), "--k", "3", "--t", "2", "--out", str(tmp_path / "s.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "'itm'" in err and "scores.jsonl" in err
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_score_llm_graphs_via_model_call_layer(files):
+    from capaudit.detail.parsers import OFFLINE_BACKEND_NAME, register_offline_backends
+    from capaudit.llm.server import background_server
+
+    tmp_path, caps = files
+    register_offline_backends()
+    with background_server([OFFLINE_BACKEND_NAME]) as url:
+        out = tmp_path / "llm_scores.jsonl"
+        rc = main(["detail", "score", "--input", str(caps), "--graphs", "llm", "--url", url, "--model",
+                   OFFLINE_BACKEND_NAME, "--grounding", f"coco:{tmp_path / 'inst.json'}", "--out", str(out)])
+    assert rc == 0
+    rows = read_jsonl(out)
+    assert [r["icr"] for r in rows][:2] == [pytest.approx(0.75), pytest.approx(0.16)]
+    assert all(r["parser"] == OFFLINE_BACKEND_NAME for r in rows)
+    assert (tmp_path / "llm_scores.scene_graphs.jsonl").is_file()
+
+
+def test_subgraphs_command(files):
+    tmp_path, caps = files
+    _, scores = score(tmp_path, caps)
+    out = tmp_path / "sub.jsonl"
+    rc = main(["detail", "subgraphs", "--scores", str(scores), "--grounding", f"coco:{tmp_path / 'inst.json'}",
+               "--out", str(out), "--seed", "1"])
+    assert rc == 0
+    rows = read_jsonl(out)
+    assert len(rows) == 4 * 2 * 4  # captions x measures x fractions
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert all(abs(r["ratio"] - r["fraction"]) <= 0.05 + 1e-9 for r in ok)
+    assert all(r["realiser"].startswith("capaudit-template-realiser") and r["realised_caption"] for r in ok)
+    c1_icr = {r["fraction"]: r for r in rows if r["id"] == "c1" and r["measure"] == "icr"}
+    assert c1_icr[0.2]["status"] == "unreachable"  # person alone is 40/150 = 0.27, dog alone 0.8
+    assert c1_icr[0.8]["status"] == "ok" and c1_icr[0.8]["graph"]["objects"] == ["dog"]
+
+
+def test_read_caption_records_skip_empty_and_row_ids(tmp_path):
+    from capaudit.detail.score import read_caption_records
+    from capaudit.errors import InputError
+
+    p = write_jsonl(tmp_path / "s.jsonl", [{"image_path": "a.jpg", "caption": "A dog."},
+                                          {"image_path": "b.jpg", "caption": None},
+                                          {"image_path": "c.jpg"},
+                                          {"image_path": "d.jpg", "caption": "A cat."}])
+    recs = read_caption_records(p, "caption", "image_path", None, skip_empty=True)
+    assert [(r.id, r.image, r.line) for r in recs] == [("row0", "a.jpg", 1), ("row3", "d.jpg", 4)]
+    with pytest.raises(InputError, match=r"s\.jsonl:2 field 'caption'"):
+        read_caption_records(p, "caption", "image_path", None)
+    with pytest.raises(InputError, match=r"s\.jsonl:1 field 'id'"):
+        read_caption_records(p, "caption", "image_path", "id", skip_empty=True)

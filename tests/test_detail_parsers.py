@@ -1,0 +1,140 @@
+"""Scene-graph parsers: the offline parser on real COCO-MINI captions (hand-checked graphs), the
+assembly rules on claims units, and the LLM parser through the model-call layer."""
+
+from __future__ import annotations
+
+import pytest
+
+from capaudit.detail.graph import SceneGraph
+from capaudit.detail.parsers import (OFFLINE_BACKEND_NAME, OFFLINE_PARSER_NAME, LLMSceneGraphParser,
+                                     OfflineSceneGraphParser, assemble_graph, build_scene_graph_request,
+                                     register_offline_backends)
+
+
+def triples(g: SceneGraph):
+    return (list(g.objects), [(g.objects[a.object], a.value, a.kind) for a in g.attributes],
+            sorted((g.objects[r.subject], r.predicate, g.objects[r.object]) for r in g.relations))
+
+
+@pytest.fixture(scope="module")
+def parser():
+    pytest.importorskip("spacy")
+    return OfflineSceneGraphParser()
+
+
+# Real COCO-MINI captions (annotations/captions_*.json) and their graphs, checked by hand.
+HAND_CHECKED = [
+    ("A woman stands in the dining area at the table.",  # 000000000139.jpg
+     (["woman", "table"], [("woman", "stands", "state")], [("woman", "at", "table")])),
+    ("a tripod sitting next to  a laptop",  # 000000011813.jpg
+     (["tripod", "laptop"], [("tripod", "sitting", "state")], [("tripod", "next to", "laptop")])),
+    ("A camera sits on a tripod connected to a laptop.",  # 000000011813.jpg
+     (["camera", "tripod", "laptop"], [("camera", "sits", "state"), ("tripod", "connected", "state")],
+      [("camera", "on", "tripod"), ("tripod", "connected to", "laptop")])),
+    ("A pit bull dog on a messy bed.",  # 000000022192.jpg
+     (["pit bull dog", "bed"], [("bed", "messy", "attribute")], [("pit bull dog", "on", "bed")])),
+    ("A dog sitting on a bed covered with clothing, blankets and other items.",  # 000000022192.jpg
+     (["dog", "bed", "clothing", "blanket", "item"], [("dog", "sitting", "state"), ("bed", "covered", "state")],
+      [("bed", "covered with", "blanket"), ("bed", "covered with", "clothing"), ("bed", "covered with", "item"),
+       ("dog", "on", "bed")])),
+    # dependency rules: noun-of-noun with conjuncts; possessive (the extractor misses "open" here)
+    ("A bowl of broccoli, noodles and other various foods.",  # 000000062554.jpg
+     (["bowl", "broccoli", "noodle", "food"], [],
+      [("bowl", "of", "broccoli"), ("bowl", "of", "food"), ("bowl", "of", "noodle")])),
+    ("The young child's umbrella is left open in the house.",  # 000000133030.jpg
+     (["child", "umbrella", "house"], [("child", "young", "attribute")],
+      [("child", "has", "umbrella"), ("umbrella", "left in", "house")])),
+]
+
+
+@pytest.mark.parametrize("caption,expected", HAND_CHECKED)
+def test_offline_parser_hand_checked(parser, caption, expected):
+    g = parser.parse(caption)
+    objects, attrs, rels = triples(g)
+    assert objects == expected[0]
+    assert sorted(attrs) == sorted(expected[1])
+    assert rels == sorted(expected[2])
+    assert g.parser == OFFLINE_PARSER_NAME
+
+
+def test_offline_parser_counts_and_object_named_twice(parser):
+    objects, attrs, rels = triples(parser.parse("Two brown dogs chase a red frisbee."))
+    assert objects == ["dog", "frisbee"]
+    assert sorted(attrs) == [("dog", "brown", "attribute"), ("dog", "two", "count"), ("frisbee", "red", "attribute")]
+    assert rels == [("dog", "chase", "frisbee")]
+    g = parser.parse("A dog sleeps next to another dog.")
+    assert g.objects == ("dog",) and triples(g)[2] == [("dog", "sleeps next to", "dog")]
+
+
+def test_parse_many_keeps_order_and_names_itself(parser):
+    caps = ["A cat.", "Two brown dogs chase a red frisbee.", "A cat."]
+    res = parser.parse_many(caps)
+    assert [r.graph.objects for r in res] == [("cat",), ("dog", "frisbee"), ("cat",)]
+    assert "heuristic" in parser.label and parser.name == "capaudit-offline-scene-graph"
+
+
+def test_assemble_graph_from_units():
+    units = [
+        {"category": "object", "unit": "man", "target": "man"},
+        {"category": "object", "unit": "horse", "target": "horse"},
+        {"category": "object", "unit": "dining room table", "target": "dining room table"},
+        {"category": "attribute", "unit": "tall man", "target": "man"},
+        {"category": "attribute", "unit": "man smiling", "target": "man"},
+        {"category": "count", "unit": "two horses", "target": "horse"},
+        {"category": "text_rendering", "unit": "text \"stop\"", "target": "horse"},
+        {"category": "style", "unit": "photo", "target": "scene"},
+        {"category": "relation", "unit": "man riding horse", "target": "man"},
+        {"category": "relation", "unit": "horse next to dining room table", "target": "horse"},
+        {"category": "relation", "unit": "man near fence", "target": "man"},  # unknown object end
+        {"category": "attribute", "unit": "wet grass", "target": "grass"},  # unknown target
+    ]
+    g = assemble_graph(units)
+    objects, attrs, rels = triples(g)
+    assert objects == ["man", "horse", "dining room table"]
+    assert attrs == [("man", "tall", "attribute"), ("man", "smiling", "state"), ("horse", "two", "count"),
+                     ("horse", "text \"stop\"", "text")]
+    assert rels == [("horse", "next to", "dining room table"), ("man", "riding", "horse")]
+    assert g.meta["unresolved_units"] == 2
+
+
+def test_scene_graph_request_is_content_addressed():
+    a = build_scene_graph_request("A cat.", "c1", "model-a")
+    assert a["task"] == "detail_scene_graph" and a["input"] == {"caption_id": "c1", "caption": "A cat."}
+    assert a["messages"][1]["content"].endswith("caption_id=c1\ncaption=A cat.")
+    assert build_scene_graph_request("A cat.", "c1", "model-b")["request_id"] != a["request_id"]
+    assert build_scene_graph_request("A dog.", "c1", "model-a")["request_id"] != a["request_id"]
+    assert build_scene_graph_request("A cat.", "c1", "model-a")["request_id"] == a["request_id"]
+
+
+def test_llm_parser_through_model_call_layer(tmp_path, parser):
+    from capaudit.llm.server import background_server
+
+    register_offline_backends()
+    caps = ["Two brown dogs chase a red frisbee.", "A woman stands in the dining area at the table."]
+    store = tmp_path / "sg.jsonl"
+    with background_server([OFFLINE_BACKEND_NAME]) as url:
+        llm = LLMSceneGraphParser([url], OFFLINE_BACKEND_NAME, store)
+        res = llm.parse_many(caps, ["a", "b"])
+        assert llm.last_stats["answered"] == 2
+        again = llm.parse_many(caps, ["a", "b"])  # resumed: nothing asked again
+        assert llm.last_stats["sent"] == 0
+    for r, r2, c in zip(res, again, caps):
+        assert r.error is None and r.graph.objects == parser.parse(c).objects == r2.graph.objects
+        assert r.graph.parser == OFFLINE_BACKEND_NAME
+    assert "via the model-call layer" in llm.label
+
+
+def test_llm_parser_failure_is_reported(tmp_path):
+    from capaudit.llm.server import background_server
+
+    with background_server(["capaudit-echo"]) as url:
+        llm = LLMSceneGraphParser([url], "capaudit-echo", tmp_path / "x.jsonl", reasks=0)
+        res = llm.parse_many(["A cat."], ["c"])
+    assert res[0].graph is None and res[0].error.startswith("parse")
+
+
+def test_offline_module_registers_backends():
+    import capaudit.detail.offline  # noqa: F401
+    from capaudit.llm.backends import backend_names
+
+    assert {"capaudit-offline-scene-graph", "capaudit-template-realiser"} <= set(backend_names())

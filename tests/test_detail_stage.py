@@ -1,0 +1,115 @@
+"""The detail stage on COCO-MINI (five human captions per image) plus an extra JSONL surface, and
+the figure data of ``capaudit.paper.detail_figures``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from capaudit.config import load_config
+
+
+@pytest.fixture(scope="module")
+def stage_out(tmp_path_factory):
+    pytest.importorskip("spacy")
+    from capaudit.data.coco import coco_mini
+    from capaudit.detail import stage
+
+    tmp = tmp_path_factory.mktemp("detail")
+    imgs = list(coco_mini())[:12]
+    extra = tmp / "recap.jsonl"
+    extra.write_text("".join(json.dumps({"image_id": im.id, "image_path": str(im.path),
+                                         "caption": "A photo of a dog next to a person on a bench."}) + "\n"
+                             for im in imgs) + json.dumps({"image_id": 0, "image_path": "/nowhere/x.jpg",
+                                                           "caption": "A cat."}) + "\n", encoding="utf-8")
+    params = tmp / "p.yaml"
+    params.write_text(yaml.safe_dump({
+        "run": "t", "out_root": str(tmp / "outputs"),
+        "detail": {
+            "surfaces": [{"name": "coco_human", "source": "coco_mini", "label": "COCO human"},
+                         {"name": "recap_test", "path": str(extra), "caption_field": "caption",
+                          "image_field": "image_path", "id_field": None},
+                         {"name": "absent", "path": "{artifacts}/nothing/here.jsonl", "on_missing": "skip"}],
+            "bootstrap": {"n_resamples": 200},
+            "selection": {"k": 0.6, "t": 0.4, "seed": 0},
+            "subgraphs": {"n_captions": 10},
+        }}), encoding="utf-8")
+    cfg = load_config(params)
+    return cfg, stage.run(cfg)
+
+
+def test_stage_surfaces_and_means(stage_out):
+    cfg, out = stage_out
+    assert out["skipped"] == ["absent"]
+    coco = out["scores"]["coco_human"]
+    assert len(coco) == 795 and len({r["image_id"] for r in coco}) == 159
+    assert sorted({r["caption_index"] for r in coco}) == [0, 1, 2, 3, 4]
+    assert all(r["icr"] is not None for r in coco)  # every COCO-MINI image is annotated
+    recap = out["scores"]["recap_test"]
+    assert [r["id"] for r in recap][:2] == ["recap_test:0", "recap_test:1"]
+    assert recap[-1]["icr"] is None and recap[-1]["icr_status"] == "unavailable"
+    m = out["means"]["coco_human"]
+    assert m["captions"] == 795 and m["images"] == 159 and m["n_icr"] == 795
+    est = sum(r["icr"] for r in coco) / 795
+    assert m["icr"]["estimate"] == pytest.approx(est) and m["icr"]["lower"] < est < m["icr"]["upper"]
+    assert out["means"]["recap_test"]["n_icr"] == 12
+    tab = out["surface_table"]
+    assert list(tab["surface"]) == ["coco_human", "recap_test"] and "heuristic" in tab["parser"][0]
+
+
+def test_stage_selection_table_and_exports(stage_out):
+    cfg, out = stage_out
+    sel = out["selection_table"].set_index("strategy")
+    assert sel.loc["full", "selected"] == 795 and sel.loc["itm_cd", "selected"] == 318 and sel.loc["itm_cd", "k"] == 477
+    assert sel.loc["itm_icr", "avg_icr"] >= sel.loc["itm_length", "avg_icr"]
+    assert sel.loc["length", "avg_length"] == pytest.approx(sel["avg_length"].max())
+    assert (sel["itm_scorer"].str.contains("annotation-precision")).all()
+    art = out["artifacts"]
+    for s in ("itm_cd", "random", "full"):
+        assert (art / "selection" / f"{s}.parquet").is_file() and (art / "selection" / f"{s}.wds.json").is_file()
+    tables = cfg.dirs()["tables"]
+    tex = (tables / "detail_selection.tex").read_text()
+    assert "annotation-precision" in tex and r"ITM$\to$CD (method)" in tex and "→" not in tex
+    assert (tables / "detail_surfaces.csv").is_file() and "heuristic" in (tables / "detail_surfaces.tex").read_text()
+
+
+def test_stage_subgraphs_numbers_manifest(stage_out):
+    cfg, out = stage_out
+    sub = out["subgraphs"]
+    assert len({r["id"] for r in sub}) == 10 and len(sub) == 10 * 2 * 4
+    assert all(abs(r["ratio"] - r["fraction"]) <= 0.05 + 1e-9 for r in sub if r["status"] == "ok")
+    nums = json.loads((cfg.dirs()["artifacts"] / "numbers" / "detail.json").read_text())
+    assert nums["numbers"]["DetailCocoHumanICR"]["value"] == pytest.approx(out["means"]["coco_human"]["icr"]["estimate"])
+    assert "DetailSelItmCdAvgIcr" in nums["numbers"] and "heuristic" in nums["backend"]
+    man = json.loads((out["artifacts"] / "stage_manifest.json").read_text())
+    assert man["surfaces"] == {"coco_human": 795, "recap_test": 13} and "annotation-precision" in man["backends"]["itm"]
+
+
+def test_figure_data_and_files(stage_out, tmp_path):
+    from capaudit.paper.detail_figures import itm_bin_rows, length_scatter_rows, plot_itm_bins, plot_length_scatter
+
+    cfg, out = stage_out
+    pts = length_scatter_rows(out["scores"], out["labels"])
+    assert len(pts) == 795 + 13 and pts[0].label == "COCO human"
+    bins = itm_bin_rows(out["scores"], bins=4, labels=out["labels"])
+    coco_icr = [b for b in bins if b.surface == "coco_human" and b.measure == "icr"]
+    n_with_itm = sum(1 for r in out["scores"]["coco_human"] if r["itm"] is not None)
+    assert sum(b.n for b in coco_icr) == n_with_itm and len(coco_icr) <= 4
+    assert all(b.lo <= b.measure_mean <= b.hi for b in coco_icr)
+    plot_length_scatter(pts, tmp_path, out["backends"])
+    plot_itm_bins(bins, tmp_path, out["backends"])
+    for name in ("detail_length_scatter", "detail_itm_bins"):
+        for ext in ("pdf", "png", "csv"):
+            assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
+
+
+def test_itm_bins_hand_computed():
+    from capaudit.paper.detail_figures import itm_bin_rows
+
+    rows = [{"icr": x, "itm": y, "aod": 1.0} for x, y in [(0.0, 0.2), (0.1, 0.4), (0.2, 0.6), (0.3, 0.8)]]
+    b = itm_bin_rows({"s": rows}, bins=2, measures=("icr",))
+    assert [(r.n, r.itm_mean) for r in b] == [(2, pytest.approx(0.3)), (2, pytest.approx(0.7))]
+    single = itm_bin_rows({"s": rows}, bins=3, measures=("aod",))
+    assert len(single) == 1 and single[0].n == 4  # one distinct value: one bin
