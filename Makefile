@@ -9,7 +9,7 @@ CAPAUDIT := $(VENV)/bin/capaudit
 export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
 export MPLBACKEND ?= Agg
 
-.PHONY: paper test bench venv clean status surfaces text-stats prompt-support claims paper-pdf \
+.PHONY: paper test bench venv clean status annotate surfaces text-stats prompt-support claims paper-pdf \
         vllm-cpu-env serve-extractor serve-judge-qwen serve-judge-gemma serve-captioner serve-cpu serve-offline
 
 $(VENV)/.installed: pyproject.toml
@@ -20,16 +20,19 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-## every stage and paper element of PARAMS (unchanged notebooks are skipped)
+## every stage and paper element of PARAMS (unchanged notebooks are skipped), then the PDF
 paper: $(VENV)/.installed
 	$(CAPAUDIT) notebook run-all --params $(PARAMS)
 	@$(MAKE) --no-print-directory paper-pdf PARAMS=$(PARAMS)
 
-## the manuscript PDF, only where latexmk exists
+## the manuscript PDF of PARAMS' run -> outputs/<run>/paper/main.pdf (skipped only where latexmk is absent)
 paper-pdf:
 	@if command -v latexmk >/dev/null 2>&1 && [ -f paper/main.tex ]; then \
-	  cd paper && latexmk -pdf -interaction=nonstopmode -outdir=../outputs/$(RUN)/paper -usepretex='\def\rundir{../outputs/$(RUN)}' main.tex; \
-	else echo "[capaudit] latexmk not found: skipping the PDF (tables and figures are in outputs/$(RUN)/)"; fi
+	  cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=../outputs/$(RUN)/paper \
+	    -usepretex='\def\rundir{../outputs/$(RUN)}' main.tex >/dev/null \
+	  || { echo "[capaudit] latexmk failed: see outputs/$(RUN)/paper/main.log" >&2; exit 1; }; \
+	  echo "[capaudit] PDF: outputs/$(RUN)/paper/main.pdf"; \
+	else echo "[capaudit] latexmk not found: skipping the PDF (tables and figures are in outputs/$(RUN)/; .ci/system_packages.sh installs TeX)"; fi
 
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest -q -rs
@@ -78,3 +81,7 @@ nb-%: $(VENV)/.installed
 
 clean:
 	rm -rf outputs/$(RUN)
+
+## serve the annotation notebook with voila on 127.0.0.1 (STUDY=path/to/study.sqlite, else the params file's study)
+annotate: $(VENV)/.installed
+	$(CAPAUDIT) human serve $(if $(STUDY),--db $(STUDY),--params $(PARAMS)) --host 127.0.0.1 --port $(or $(PORT),8866)

@@ -32,7 +32,4 @@ result = run_fig1_prompt_support(cfg)
 result
 
 # %%
-from IPython.display import Image, display
-
-display(Image(filename=str(result.paths["bars_png"]), width=480))
-display(Image(filename=str(result.paths["heatmap_png"]), width=900))
+result.show()

@@ -32,7 +32,4 @@ result = run_fig2(cfg)
 result
 
 # %%
-from IPython.display import Image, display
-
-display(Image(filename=str(result.paths["left_png"]), width=480))
-display(Image(filename=str(result.paths["right_png"]), width=480))
+result.show()

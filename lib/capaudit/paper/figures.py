@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import matplotlib
 
@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ..summaries.cells import GEMMA_JUDGE, QWEN_JUDGE, CellsFile  # noqa: E402
 from ..summaries.frontier import FrontierRow  # noqa: E402
+from ..summaries.vqa_layout import VqaLayout  # noqa: E402
 from ..summaries.prompt_support import (  # noqa: E402
     ALL_REFERENCE_POOLS,
     JSD,
@@ -90,44 +91,77 @@ class YieldRiskPoint:
     risk_std: float
 
 
-def yield_risk_points(cells: CellsFile, include_controls: bool = True) -> List[YieldRiskPoint]:
-    """One point per cell: supported CBU/cap (yield) vs risk, with bootstrap stds."""
+def yield_risk_points(cells: CellsFile, include_controls: bool = True, layout: Optional[VqaLayout] = None) -> List[YieldRiskPoint]:
+    """One point per cell: supported CBU/cap (yield) vs risk, with bootstrap stds.
+
+    Without ``layout`` (reference run) ``ours`` = surface ``Ours`` and controls = ``*-control``
+    slices; with a layout, ``ours`` = role ``ours`` and controls = roles ``control``/``probe``.
+    """
+    roles = {(sl.name, s.name): s.role for sl in layout.slices for s in sl.surfaces} if layout else {}
+
+    def is_control(c) -> bool:
+        return roles.get((c.slice, c.surface)) in ("control", "probe") if layout else c.slice.endswith("-control")
+
     return [
         YieldRiskPoint(
             c.slice,
             c.judge,
             c.surface,
-            c.surface == "Ours",
+            roles.get((c.slice, c.surface)) == "ours" if layout else c.surface == "Ours",
             c.all_types.supported_cap,
             c.all_types.risk,
             c.all_types.supported_cap_std,
             c.all_types.risk_std,
         )
         for c in cells.cells
-        if include_controls or not c.slice.endswith("-control")
+        if (include_controls or not is_control(c)) and c.all_types.responses > 0
     ]
 
 
-def plot_yield_risk(points: Sequence[YieldRiskPoint], out_dir: Path, name: str = "fig2_left_yield_risk") -> Dict[str, Path]:
-    """Figure 2 left: risk (x) vs supported CBU/cap (y); colour = slice, marker = judge, filled = ours."""
+PALETTE = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
+MARKERS = ("o", "^", "s", "D", "v", "P")
+
+
+def plot_yield_risk(points: Sequence[YieldRiskPoint], out_dir: Path, name: str = "fig2_left_yield_risk",
+                    layout: Optional[VqaLayout] = None) -> Dict[str, Path]:
+    """Figure 2 left: risk (x) vs supported CBU/cap (y); colour = slice (with a layout: surface),
+    marker = judge, filled = ours. With a layout the legend prints the judges' labels (offline
+    judges say so) and the surfaces' labels."""
+    judges = list(dict.fromkeys(p.judge for p in points))
+    markers = {j: JUDGE_MARKERS.get(j, MARKERS[i % len(MARKERS)]) for i, j in enumerate(judges)}
+    jlabel = {j.name: j.label for j in layout.judges} if layout else {}
+    if layout:
+        keys = list(dict.fromkeys((p.slice, p.surface) for p in points))
+        colors = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
+        slabel = {(sl.name, s.name): s.label for sl in layout.slices for s in sl.surfaces}
+        color_of = lambda p: colors[(p.slice, p.surface)]  # noqa: E731
+    else:
+        color_of = lambda p: SLICE_COLORS.get(p.slice, "#333333")  # noqa: E731
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.2))
         for p in points:
-            color = SLICE_COLORS.get(p.slice, "#333333")
+            color = color_of(p)
             ax.errorbar(p.risk, p.supported_cap, xerr=p.risk_std, yerr=p.supported_cap_std, fmt="none",
                         ecolor=color, elinewidth=0.5, alpha=0.6)
-            ax.scatter(p.risk, p.supported_cap, marker=JUDGE_MARKERS.get(p.judge, "s"), s=16, linewidths=0.8,
+            ax.scatter(p.risk, p.supported_cap, marker=markers[p.judge], s=16, linewidths=0.8,
                        edgecolors=color, facecolors=color if p.ours else "white", zorder=3)
-        handles = [plt.Line2D([], [], marker="s", ls="", color=c, markersize=4, label=s)
-                   for s, c in SLICE_COLORS.items() if any(p.slice == s for p in points)]
-        handles += [plt.Line2D([], [], marker=m, ls="", color="k", markerfacecolor="white", markersize=4,
-                               label=JUDGE_SHORT[j]) for j, m in JUDGE_MARKERS.items()]
-        handles += [plt.Line2D([], [], marker="o", ls="", color="k", markersize=4, label="Ours (filled)")]
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, frameon=False,
-                  handletextpad=0.3, columnspacing=0.8)
+        if layout:
+            handles = [plt.Line2D([], [], marker="s", ls="", color=c, markersize=4, label=slabel.get(k, k[1]))
+                       for k, c in colors.items()]
+        else:
+            handles = [plt.Line2D([], [], marker="s", ls="", color=c, markersize=4, label=s)
+                       for s, c in SLICE_COLORS.items() if any(p.slice == s for p in points)]
+        handles += [plt.Line2D([], [], marker=markers[j], ls="", color="k", markerfacecolor="white", markersize=4,
+                               label=jlabel.get(j, JUDGE_SHORT.get(j, j))) for j in judges]
+        handles += [plt.Line2D([], [], marker="o", ls="", color="k", markersize=4,
+                               label="audited surface (filled)" if layout else "Ours (filled)")]
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2 if layout else 4,
+                  frameon=False, handletextpad=0.3, columnspacing=0.8)
         ax.set_xlabel("risk (no / questions)")
         ax.set_ylabel("supported CBU per caption")
         ax.set_xlim(left=0)
+        if layout is not None and layout.any_offline:
+            ax.set_title("offline judges (annotation-grounded heuristics, not VLMs)", fontsize=6)
         return _save(fig, out_dir, name, points)
 
 
@@ -187,15 +221,20 @@ class PoolMeanBar:
     reference_mean: float
 
 
-def prompt_support_bars(rows: Sequence[PromptSupportRow], pools: Sequence[str] = SEVEN_PAPER_POOLS) -> List[PoolMeanBar]:
-    """Seven-pool means of local/reference block means per comparison (paper order)."""
+def prompt_support_bars(rows: Sequence[PromptSupportRow], pools: Optional[Sequence[str]] = SEVEN_PAPER_POOLS) -> List[PoolMeanBar]:
+    """Pool means of local/reference block means per comparison: the paper's comparisons in paper
+    order, then any other comparison of ``rows`` in file order (labelled by its name);
+    ``pools=None`` averages every pool present."""
     means = {(m.comparison, m.metric): m for m in seven_pool_means(rows, pools)}
+    order = [(p.comparison, p.label) for p in PAIRINGS]
+    known = {c for c, _ in order}
+    order += [(c, c) for c in dict.fromkeys(r.comparison for r in rows) if c not in known]
     out = []
-    for p in PAIRINGS:
+    for comparison, label in order:
         for metric in (PROMPT_MASS, JSD):
-            m = means.get((p.comparison, metric))
+            m = means.get((comparison, metric))
             if m is not None:
-                out.append(PoolMeanBar(p.comparison, p.label, metric, m.pools, m.local_mean, m.reference_mean))
+                out.append(PoolMeanBar(comparison, label, metric, m.pools, m.local_mean, m.reference_mean))
     return out
 
 
@@ -229,15 +268,17 @@ class HeatCell:
     in_paper_pools: bool
 
 
-def prompt_support_heat(rows: Sequence[PromptSupportRow], metric: str = PROMPT_MASS) -> List[HeatCell]:
-    """Per (pool, comparison): block-mean delta local − reference of ``metric``."""
+def prompt_support_heat(rows: Sequence[PromptSupportRow], metric: str = PROMPT_MASS,
+                        pools: Optional[Sequence[str]] = SEVEN_PAPER_POOLS) -> List[HeatCell]:
+    """Per (pool, comparison): block-mean delta local − reference of ``metric``; ``in_paper_pools``
+    marks the pools counted in the paper (``pools=None``: every pool)."""
     out = []
     for r in rows:
         if r.metric != metric:
             continue
         p = BY_COMPARISON.get(r.comparison)
         out.append(HeatCell(r.prompt_pool, r.comparison, p.label if p else r.comparison, metric,
-                            r.delta_mean_local_minus_reference, r.prompt_pool in SEVEN_PAPER_POOLS))
+                            r.delta_mean_local_minus_reference, pools is None or r.prompt_pool in pools))
     order = {p.comparison: i for i, p in enumerate(PAIRINGS)}
     pool_order = {p: i for i, p in enumerate(ALL_REFERENCE_POOLS)}
     return sorted(out, key=lambda c: (pool_order.get(c.prompt_pool, 99), c.prompt_pool, order.get(c.comparison, 99)))
@@ -265,7 +306,8 @@ def plot_prompt_support_heatmap(cells: Sequence[HeatCell], out_dir: Path, name: 
         ax.set_xticks(range(len(cmps)))
         ax.set_xticklabels(cmps, rotation=30, ha="right")
         ax.set_yticks(range(len(pools)))
-        ax.set_yticklabels([p + ("" if p in SEVEN_PAPER_POOLS else " (sens.)") for p in pools])
+        counted = {c.prompt_pool: c.in_paper_pools for c in cells}
+        ax.set_yticklabels([p + ("" if counted.get(p, True) else " (sens.)") for p in pools])
         fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02).set_label("prompt-mass Δ (ours − ref)")
         for s in ("top", "right"):
             ax.spines[s].set_visible(True)

@@ -1,7 +1,8 @@
 """Resolve and load the summaries named in a params file's ``paper:`` section.
 
 ``paper.inputs`` maps input names to paths relative to the repository root (the folder above
-``params/``) or to the working directory. If ``$CAPAUDIT_REFERENCE_DIR`` is set, any input path
+``params/``) or to the working directory; ``{run_dir}`` in a path stands for the run's output
+folder (``outputs/<run>``, or ``<out_root>/<run>``), so a run's paper reads its own stages' summaries. If ``$CAPAUDIT_REFERENCE_DIR`` is set, any input path
 that starts with ``paper.reference_dir`` (default ``../shared/reference``) is re-rooted there, so
 the reference run works from any checkout location.
 """
@@ -22,6 +23,7 @@ from ..summaries.frontier import FrontierRow, read_frontier_csv
 from ..summaries.prompt_support import PromptSupportRow, read_prompt_support_tsv
 from ..summaries.rollups import ClaimedRollupRow, read_claimed_rollup_csv
 from ..summaries.vqa import VqaSummary, read_vqa_summary
+from ..summaries.vqa_layout import VqaLayout, read_vqa_layout
 
 ENV_REFERENCE = "CAPAUDIT_REFERENCE_DIR"
 DEFAULT_REFERENCE_PREFIX = "../shared/reference"
@@ -63,6 +65,25 @@ class PaperInputs:
 
     def prompt_support(self) -> List[PromptSupportRow]:
         return read_prompt_support_tsv(self.path("prompt_support"))  # type: ignore[arg-type]
+
+    def vqa_layout(self) -> Optional[VqaLayout]:
+        """The judged-slice layout of our own judges stage (``paper.inputs.vqa_layout``); ``None`` for
+        the reference run, whose layout is fixed in :mod:`capaudit.paper.layout`."""
+        p = self.path("vqa_layout", required=False)
+        return read_vqa_layout(p) if p is not None else None
+
+    def pools(self, rows: Optional[List[PromptSupportRow]] = None) -> Optional[Tuple[str, ...]]:
+        """Prompt pools of pool-wins and pool means: ``paper.pools``; else the reference's seven when
+        all are present in ``rows``; else every pool present (``None``)."""
+        from ..summaries.prompt_support import SEVEN_PAPER_POOLS
+
+        given = self.section.get("pools")
+        if given:
+            return tuple(str(p) for p in given)
+        if rows is None:
+            return SEVEN_PAPER_POOLS
+        present = {r.prompt_pool for r in rows}
+        return SEVEN_PAPER_POOLS if set(SEVEN_PAPER_POOLS) <= present else None
 
     def human_agreement(self) -> Dict[str, JudgeAgreement]:
         return read_agreement(self.path("human_agreement"))  # type: ignore[arg-type]
@@ -121,18 +142,23 @@ def paper_inputs(cfg: Any) -> PaperInputs:
     if not isinstance(raw, Mapping):
         raise ValueError(f"{cfg.path}: paper.inputs must be a mapping of input names to paths")
     paths: Dict[str, Any] = {}
+    run_dir = str(getattr(cfg, "out_dir", ""))
+
+    def sub(v: str) -> str:
+        return v.replace("{run_dir}", run_dir)
+
     for name, value in raw.items():
         if value is None:
             paths[name] = None
         elif isinstance(value, str):
-            paths[name] = resolve_path(value, cfg.path, prefix)
+            paths[name] = resolve_path(sub(value), cfg.path, prefix)
         elif isinstance(value, list):
             entries = []
             for i, entry in enumerate(value):
                 if not isinstance(entry, Mapping) or "file" not in entry:
                     raise ValueError(f"{cfg.path}: paper.inputs.{name}[{i}]: expected a mapping with 'file'")
                 e = dict(entry)
-                e["file"] = resolve_path(str(entry["file"]), cfg.path, prefix)
+                e["file"] = resolve_path(sub(str(entry["file"])), cfg.path, prefix)
                 entries.append(e)
             paths[name] = entries
         else:

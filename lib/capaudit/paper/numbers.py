@@ -20,6 +20,7 @@ from ..summaries.claimed import ClaimedSummary
 from ..summaries.frontier import FrontierRow, by_budget
 from ..summaries.prompt_support import PROMPT_MASS, SEVEN_PAPER_POOLS, PromptSupportRow, pool_wins, seven_pool_means
 from ..summaries.rollups import ClaimedRollupRow
+from ..summaries.vqa_layout import VqaLayout
 from .layout import CC12M_FRONTIER, CROSS_CORPUS, PAIRINGS
 from .tables import (
     HeadlineRow,
@@ -221,15 +222,17 @@ def add_policy_cbu(m: NumbersMap, rows: Sequence[PolicyCbuRow], source: str = "c
         m.count(f"Policy{w}Captions", r.captions, f"{source}: {r.source}", f"{r.corpus} {r.policy} captions")
 
 
-def add_prompt_support(m: NumbersMap, rows: Sequence[PromptSupportRow], source: str = "prompt_support") -> None:
-    """Pool-wins and seven-pool means (G8, Figure 1 right)."""
-    wins = pool_wins(rows)
-    m.count("PoolsCounted", len(SEVEN_PAPER_POOLS), source, "prompt pools counted in pool-wins")
+def add_prompt_support(m: NumbersMap, rows: Sequence[PromptSupportRow], source: str = "prompt_support",
+                       pools: Optional[Sequence[str]] = SEVEN_PAPER_POOLS) -> None:
+    """Pool-wins and pool means (G8, Figure 1 right) over ``pools`` (``None``: every pool present)."""
+    wins = pool_wins(rows, pools)
+    n_pools = len(pools) if pools is not None else len({r.prompt_pool for r in rows})
+    m.count("PoolsCounted", n_pools, source, "prompt pools counted in pool-wins")
     by_cmp = {p.comparison: p for p in PAIRINGS}
     for cmp_, n in wins.items():
         key = by_cmp[cmp_].key if cmp_ in by_cmp else macro_word(cmp_)
         m.count(f"PoolWins{key}", n, source, f"pools with positive prompt-mass delta, {cmp_}")
-    for pm in seven_pool_means(rows):
+    for pm in seven_pool_means(rows, pools):
         key = by_cmp[pm.comparison].key if pm.comparison in by_cmp else macro_word(pm.comparison)
         metric = "Mass" if pm.metric == PROMPT_MASS else "Jsd"
         m.num(f"{metric}{key}Ours", pm.local_mean, 4, source, f"{pm.pools}-pool mean {pm.metric}, ours, {pm.comparison}")
@@ -248,6 +251,78 @@ def add_human_agreement(m: NumbersMap, data: Mapping[str, JudgeAgreement], sourc
         m.count(f"Human{w}Resamples", a.overall.n_resamples, source, "cluster-bootstrap resamples")
 
 
+JUDGE_LETTERS = "ABCDEFGH"
+
+
+def add_labels(m: NumbersMap, layout: Optional[VqaLayout] = None) -> None:
+    """Printed names the manuscript's table headers use (judges A/B, pooled sides, run kind)."""
+    if layout is None:
+        names = ["Qwen3.5-397B", "Gemma-4-31B"]
+        m.add("RunKind", "reference", "reference", "layout", "published summaries of the reference study")
+        m.add("OursLabel", "Ours", "Ours", "layout", "pooled side 1 of the by-type table")
+        m.add("RefLabel", "Refs", "Refs", "layout", "pooled side 2 of the by-type table")
+        m.add("JudgeNote", "", "", "layout", "note on the judges")
+    else:
+        from .vqa_generic import tex_text
+
+        names = [j.label for j in layout.judges[:2]] + ["--"] * max(0, 2 - len(layout.judges))
+        m.add("RunKind", "judged", "judged", "layout", "our own judged slices")
+        m.add("OursLabel", "ours", "ours", "layout", "pooled side 1 of the by-type table (role ours)")
+        m.add("RefLabel", "refs", "refs", "layout", "pooled side 2 of the by-type table (role ref)")
+        note = ("Judges are offline heuristics grounded in annotations or other captions, not VLMs."
+                if layout.any_offline else "")
+        m.add("JudgeNote", note, note, "layout", "note on the judges")
+        names = [tex_text(n) for n in names]
+    m.add("JudgeAName", names[0], names[0], "layout", "judge of the A columns")
+    m.add("JudgeBName", names[1], names[1], "layout", "judge of the B columns")
+
+
+def add_generic_cells(m: NumbersMap, cells: CellsFile, layout: VqaLayout, source: str = "cells+vqa_layout") -> None:
+    """Our own judged slices: comparisons (ref → ours) per judge, agreement, denominators."""
+    from .vqa_generic import agreement_of, comparison_rows
+
+    m.count("NumCells", len(cells.cells), source, "number of (slice, judge, surface) cells")
+    for r in comparison_rows(cells, layout):
+        if r.claimed_ours is not None and r.claimed_ref is not None:
+            m.num(f"Claimed{r.key}Ours", r.claimed_ours, 2, source, f"{r.label}: claimed CBU/cap, ours")
+            m.num(f"Claimed{r.key}Ref", r.claimed_ref, 2, source, f"{r.label}: claimed CBU/cap, ref")
+        for i in range(len(r.judges)):
+            L = JUDGE_LETTERS[i]
+            m.num(f"Sup{r.key}Judge{L}Ours", r.sup_ours[i], 2, source, f"{r.label}: supported CBU/cap, ours, {r.judges[i]}")
+            m.num(f"Sup{r.key}Judge{L}Ref", r.sup_ref[i], 2, source, f"{r.label}: supported CBU/cap, ref, {r.judges[i]}")
+            m.num(f"Risk{r.key}Judge{L}Ours", r.risk_ours[i], 3, source, f"{r.label}: risk, ours, {r.judges[i]}")
+            m.num(f"Risk{r.key}Judge{L}Ref", r.risk_ref[i], 3, source, f"{r.label}: risk, ref, {r.judges[i]}")
+    ag = agreement_of(cells, layout)
+    if ag is not None:
+        a = ag.by_type["__all__"]
+        m.num("JudgeAgreeAll", 100 * a.exact_rate, 1, source, f"{layout.agreement_slice}: exact judge agreement, all types (%)")
+        m.count("JudgeJoined", a.joined, source, f"{layout.agreement_slice}: questions answered by both judges")
+        m.count("JudgeExact", a.exact, source, f"{layout.agreement_slice}: questions with identical answers")
+        for t, x in ag.by_type.items():
+            if t != "__all__":
+                m.num(f"JudgeAgree{macro_word(t)}", 100 * x.exact_rate, 1, source, f"judge agreement, {t} (%)")
+    first = layout.judges[0].name
+    for sl in layout.slices:
+        for s in sl.surfaces:
+            try:
+                c = cells.get(sl.name, first, s.name).all_types
+            except KeyError:
+                continue
+            w = macro_word(s.name)
+            m.count(f"Responses{w}", c.responses, source, f"{sl.name} {s.label}: judged captions")
+            m.count(f"Questions{w}", c.questions, source, f"{sl.name} {s.label}: judged questions")
+    for sl, block in cells.extraction.items():
+        for name, e in block.items():
+            m.count(f"Extract{macro_word(name)}Invalid", e.invalid, source, f"{sl} {name}: invalid extraction responses")
+
+
+def add_fragments(m: NumbersMap, fragments: Mapping[str, Mapping[str, Any]]) -> None:
+    """Numbers written by stages (:mod:`capaudit.summaries.numbers_fragments`); a name the map
+    already has is an error."""
+    for name, n in fragments.items():
+        m.add(name, n.get("value"), str(n["text"]), f"fragment:{n.get('stage', '?')}", str(n.get("description", "")))
+
+
 def build_numbers(
     cells: Optional[CellsFile] = None,
     rollup: Optional[Mapping[str, ClaimedRollupRow]] = None,
@@ -256,10 +331,20 @@ def build_numbers(
     policies: Sequence[Tuple[str, str, ClaimedSummary]] = (),
     prompt_support: Optional[Sequence[PromptSupportRow]] = None,
     human: Optional[Mapping[str, JudgeAgreement]] = None,
+    layout: Optional[VqaLayout] = None,
+    fragments: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    pools: Optional[Sequence[str]] = SEVEN_PAPER_POOLS,
 ) -> NumbersMap:
-    """All sections whose inputs are present (a missing input skips its section)."""
+    """All sections whose inputs are present (a missing input skips its section).
+
+    With ``layout`` (our own judged slices) the cells are read through it; without, the cells are
+    the reference's (CC12M, paired corpora, policy control). ``fragments`` are merged last.
+    """
     m = NumbersMap()
-    if cells is not None:
+    add_labels(m, layout)
+    if cells is not None and layout is not None:
+        add_generic_cells(m, cells, layout)
+    elif cells is not None:
         add_cells(m, cells)
         add_policy_control(m, cells)
         if rollup is not None and frontier is not None:
@@ -271,17 +356,16 @@ def build_numbers(
     if policies or frontier is not None:
         add_policy_cbu(m, policy_cbu_rows(policies, frontier))
     if prompt_support is not None:
-        add_prompt_support(m, prompt_support)
+        add_prompt_support(m, prompt_support, pools=pools)
     if human is not None:
         add_human_agreement(m, human)
+    if fragments:
+        add_fragments(m, fragments)
     return m
 
 
 def write_numbers(m: NumbersMap, json_path: Union[str, Path], tex_path: Union[str, Path]) -> Tuple[Path, Path]:
     """Write ``numbers.json`` and ``numbers.tex``."""
-    jp, tp = Path(json_path), Path(tex_path)
-    jp.parent.mkdir(parents=True, exist_ok=True)
-    tp.parent.mkdir(parents=True, exist_ok=True)
-    jp.write_text(m.to_json(), encoding="utf-8")
-    tp.write_text(m.to_tex(), encoding="utf-8")
-    return jp, tp
+    from ..io.atomic import write_text_atomic
+
+    return write_text_atomic(json_path, m.to_json()), write_text_atomic(tex_path, m.to_tex())

@@ -13,7 +13,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from ..summaries._common import write_text
+from ..io.atomic import write_text_atomic as write_text
+from ..summaries.numbers_fragments import read_numbers_fragments
 from . import checks as G
 from .figures import (
     budget_sweep_points,
@@ -28,6 +29,7 @@ from .figures import (
 from .inputs import PaperInputs, paper_inputs
 from .numbers import build_numbers, write_numbers
 from .tables import (
+    PolicyCbuRow,
     headline_rows,
     headline_tex,
     lexical_window_rows,
@@ -35,6 +37,8 @@ from .tables import (
     policy_cbu_rows,
     policy_cbu_tex,
 )
+from .vqa_generic import all_generic_tables, comparison_rows
+from .vqa_generic import headline_tex as generic_headline_tex
 from .vqa_tables import all_vqa_tables
 
 
@@ -50,6 +54,14 @@ class ElementResult:
         files = "".join(f"<li><code>{k}</code>: {v}</li>" for k, v in self.paths.items())
         return f"<h4>{self.element}</h4><ul>{files}</ul>" + self.frame.to_html(index=False)
 
+    def show(self, width: int = 480) -> None:
+        """Display every PNG the element wrote (in a notebook); elements a run skipped show nothing."""
+        from IPython.display import Image, display
+
+        for name, path in self.paths.items():
+            if str(path).endswith(".png"):
+                display(Image(filename=str(path), width=width))
+
 
 def _frame(rows: Sequence[Any]) -> pd.DataFrame:
     return pd.DataFrame([asdict(r) if is_dataclass(r) else dict(r) for r in rows])
@@ -60,11 +72,16 @@ def _inputs(cfg: Any) -> PaperInputs:
 
 
 def run_vqa_tables(cfg: Any) -> ElementResult:
-    """The six VQA table bodies of §5.5 → ``tables/*.tex``."""
+    """The six VQA table bodies of §5.5 → ``tables/*.tex`` (our own runs: laid out by
+    ``paper.inputs.vqa_layout``, :mod:`.vqa_generic`; ``policy_control.tex`` only when a surface has a policy)."""
     inp = _inputs(cfg)
     dirs = cfg.dirs()
     cells = inp.cells()
-    paths = {name: write_text(text, dirs["tables"] / name) for name, text in all_vqa_tables(cells, inp.eligibility()).items()}
+    layout = inp.vqa_layout()
+    tables = all_generic_tables(cells, layout) if layout is not None else all_vqa_tables(cells, inp.eligibility())
+    paths = {name: write_text(dirs["tables"] / name, text) for name, text in tables.items()}
+    if layout is not None and "policy_control.tex" not in tables:
+        (dirs["tables"] / "policy_control.tex").unlink(missing_ok=True)  # no policy surface in this run
     frame = pd.DataFrame(
         [
             {"slice": c.slice, "judge": c.judge, "surface": c.surface, **{k: v for k, v in asdict(c.all_types).items()}}
@@ -75,10 +92,16 @@ def run_vqa_tables(cfg: Any) -> ElementResult:
 
 
 def run_headline(cfg: Any) -> ElementResult:
-    """Cross-corpus headline table → ``tables/headline.tex``."""
+    """Headline table → ``tables/headline.tex``: the reference's cross-corpus comparisons, or the
+    comparisons of ``vqa_layout`` (claimed CBU/cap from the judged slices' claimed summaries)."""
     inp = _inputs(cfg)
+    layout = inp.vqa_layout()
+    if layout is not None:
+        cells = inp.cells()
+        path = write_text(cfg.dirs()["tables"] / "headline.tex", generic_headline_tex(cells, layout))
+        return ElementResult("headline", {"headline.tex": path}, _frame(comparison_rows(cells, layout)))
     rows = headline_rows(inp.cells(), inp.claimed_rollup(), inp.frontier())
-    path = write_text(headline_tex(rows), cfg.dirs()["tables"] / "headline.tex")
+    path = write_text(cfg.dirs()["tables"] / "headline.tex", headline_tex(rows))
     return ElementResult("headline", {"headline.tex": path}, _frame(rows))
 
 
@@ -86,16 +109,27 @@ def run_lexical_window(cfg: Any) -> ElementResult:
     """Lexical-window sensitivity (G7) → ``tables/lexical_window.tex``."""
     inp = _inputs(cfg)
     rows = lexical_window_rows(inp.frontier(), inp.lexical_window())
-    path = write_text(lexical_window_tex(rows), cfg.dirs()["tables"] / "lexical_window.tex")
+    path = write_text(cfg.dirs()["tables"] / "lexical_window.tex", lexical_window_tex(rows))
     frame = _frame(rows).assign(cbu_cap_change_pct=[r.cbu_cap_change_pct for r in rows], cbu100_change=[r.cbu100_change for r in rows])
     return ElementResult("lexical_window", {"lexical_window.tex": path}, frame)
 
 
 def run_policy_cbu(cfg: Any) -> ElementResult:
-    """Policy-control claimed density (G3) → ``tables/policy_cbu.tex``."""
+    """Policy-control claimed density (G3) → ``tables/policy_cbu.tex``: the claimed summaries of
+    ``paper.inputs.policy_control_claimed`` and, in our own runs, every judged surface with a
+    ``policy`` (claimed CBU/cap from its slice's claimed summary). No rows → no file."""
     inp = _inputs(cfg)
     rows = policy_cbu_rows(inp.policy_claimed(), inp.frontier() if inp.has("frontier") else None)
-    path = write_text(policy_cbu_tex(rows), cfg.dirs()["tables"] / "policy_cbu.tex")
+    layout = inp.vqa_layout()
+    if layout is not None:
+        rows += [PolicyCbuRow(s.corpus or sl.name, s.policy, int(s.claimed["captions"]), s.claimed["cbu_per_cap"],
+                              s.claimed["cbu_per_100_lex"], f"{sl.name}/{s.name}")
+                 for sl in layout.slices for s in sl.surfaces if s.policy is not None and s.claimed]
+    target = cfg.dirs()["tables"] / "policy_cbu.tex"
+    if not rows:
+        target.unlink(missing_ok=True)
+        return ElementResult("policy_cbu", {}, _frame(rows))
+    path = write_text(target, policy_cbu_tex(rows))
     return ElementResult("policy_cbu", {"policy_cbu.tex": path}, _frame(rows))
 
 
@@ -103,13 +137,13 @@ def run_fig2(cfg: Any) -> ElementResult:
     """Figure 2: left (yield vs risk per cell) and right (budget sweep with Pareto flags)."""
     inp = _inputs(cfg)
     figs = cfg.dirs()["figures"]
-    pts = yield_risk_points(inp.cells())
-    sweep = budget_sweep_points(inp.frontier())
-    left = plot_yield_risk(pts, figs)
-    right = plot_budget_sweep(sweep, figs)
-    paths = {f"left_{k}": v for k, v in left.items()}
-    paths.update({f"right_{k}": v for k, v in right.items()})
-    return ElementResult("fig2", paths, _frame(sweep))
+    layout = inp.vqa_layout()
+    pts = yield_risk_points(inp.cells(), layout=layout)
+    paths = {f"left_{k}": v for k, v in plot_yield_risk(pts, figs, layout=layout).items()}
+    sweep = budget_sweep_points(inp.frontier()) if inp.has("frontier") else []
+    if sweep:
+        paths.update({f"right_{k}": v for k, v in plot_budget_sweep(sweep, figs).items()})
+    return ElementResult("fig2", paths, _frame(sweep or pts))
 
 
 def run_fig1_prompt_support(cfg: Any) -> ElementResult:
@@ -117,24 +151,31 @@ def run_fig1_prompt_support(cfg: Any) -> ElementResult:
     inp = _inputs(cfg)
     figs = cfg.dirs()["figures"]
     rows = inp.prompt_support()
-    bars = prompt_support_bars(rows)
+    pools = inp.pools(rows)
+    bars = prompt_support_bars(rows, pools)
     paths = {f"bars_{k}": v for k, v in plot_prompt_support(bars, figs).items()}
-    paths.update({f"heatmap_{k}": v for k, v in plot_prompt_support_heatmap(prompt_support_heat(rows), figs).items()})
+    heat = prompt_support_heat(rows, pools=pools)
+    paths.update({f"heatmap_{k}": v for k, v in plot_prompt_support_heatmap(heat, figs).items()})
     return ElementResult("fig1_prompt_support", paths, _frame(bars))
 
 
 def run_numbers(cfg: Any) -> ElementResult:
-    """Numbers map → ``numbers.json`` and ``tables/numbers.tex`` (sections whose inputs exist)."""
+    """Numbers map → ``numbers.json`` and ``tables/numbers.tex`` (sections whose inputs exist), with
+    every stage's numbers fragment of this run (``artifacts/numbers/*.json``) merged in."""
     inp = _inputs(cfg)
     dirs = cfg.dirs()
+    ps = inp.prompt_support() if inp.has("prompt_support") else None
     m = build_numbers(
         cells=inp.cells() if inp.has("cells") else None,
         rollup=inp.claimed_rollup() if inp.has("claimed_rollup") else None,
         frontier=inp.frontier() if inp.has("frontier") else None,
         lexical=inp.lexical_window() if inp.has("lexical_window") else None,
         policies=inp.policy_claimed(),
-        prompt_support=inp.prompt_support() if inp.has("prompt_support") else None,
+        prompt_support=ps,
         human=inp.human_agreement() if inp.has("human_agreement") else None,
+        layout=inp.vqa_layout(),
+        fragments=read_numbers_fragments(dirs["artifacts"]),
+        pools=inp.pools(ps),
     )
     jp, tp = write_numbers(m, cfg.out_dir / "numbers.json", dirs["tables"] / "numbers.tex")
     frame = pd.DataFrame([{"macro": "\\" + n.name, "text": n.text, "description": n.description, "source": n.source} for n in m])

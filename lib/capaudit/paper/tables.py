@@ -135,10 +135,15 @@ class LexicalWindowRow:
 
 
 def lexical_window_rows(frontier: Sequence[FrontierRow], lexical: ClaimedSummary) -> List[LexicalWindowRow]:
-    """Pair the budget-64 frontier rows (whitespace window) with the lexical-window summary."""
+    """Pair the budget-64 frontier rows (whitespace window) with the lexical-window summary: the
+    reference's four CC12M surfaces, or (another run's frontier) every surface of the file that the
+    lexical summary also has."""
     f64 = frontier_at(frontier)
+    pairs = list(CC12M_FRONTIER)
+    if not any(s in f64 for s, _ in pairs):  # not the reference's CC12M sweep: every surface of the file
+        pairs = [(r.surface, r.label) for r in frontier if r.budget == FRONTIER_BUDGET and r.surface in lexical.surfaces]
     out = []
-    for surface, label in CC12M_FRONTIER:
+    for surface, label in pairs:
         if surface not in f64:
             raise ValueError(f"frontier table has no budget-{FRONTIER_BUDGET} row for {surface!r}")
         lx = lexical.surface(surface)

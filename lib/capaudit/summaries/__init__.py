@@ -6,20 +6,25 @@
 * :mod:`.frontier` — budget-frontier CSV with Pareto flags (§4.4, G6)
 * :mod:`.agreement` — judge–human agreement bootstrap JSON (§7, G12)
 * :mod:`.prompt_support` — prompt-support TSV (§3.2; owned by the prompt stage)
+* :mod:`.vqa_layout` — judges, surfaces, roles and comparisons of our own judged slices
+* :mod:`.numbers_fragments` — quoted numbers written by stages, merged by the paper's numbers map
 
 Every reader validates and raises ``ValueError`` naming the file and field; every writer
 reproduces the reference's formatting byte for byte.
 """
 
-from .cells import CellsFile, Cell, CellStats, read_cells, write_cells, format_cells
+from .cells import (Agreement, CellsFile, Cell, CellStats, Extraction, SliceAgreement, TypeCounts, merge_cells_files,
+                    read_cells, write_cells, format_cells)
 from .claimed import ClaimedSummary, ClaimedSurface, ClaimedStatus, Distribution, read_claimed_summary, write_claimed_summary, format_claimed_summary
 from .frontier import FrontierRow, read_frontier_csv, write_frontier_csv, format_frontier_csv, pareto_flags, with_pareto_flags
 from .agreement import AgreementInterval, JudgeAgreement, read_agreement, write_agreement, format_agreement
 from .rollups import ClaimedRollupRow, read_claimed_rollup_csv, write_claimed_rollup_csv
 from .vqa import VqaSummary, VqaSurface, AnswerCounts, read_vqa_summary, write_vqa_summary, format_vqa_summary
+from .vqa_layout import VqaLayout, read_vqa_layout, write_vqa_layout
 
 __all__ = [
-    "Cell", "CellStats", "CellsFile", "read_cells", "write_cells", "format_cells",
+    "Agreement", "Cell", "CellStats", "CellsFile", "Extraction", "SliceAgreement", "TypeCounts", "merge_cells_files",
+    "read_cells", "write_cells", "format_cells", "VqaLayout", "read_vqa_layout", "write_vqa_layout",
     "ClaimedStatus", "ClaimedSummary", "ClaimedSurface", "Distribution",
     "read_claimed_summary", "write_claimed_summary", "format_claimed_summary",
     "FrontierRow", "read_frontier_csv", "write_frontier_csv", "format_frontier_csv", "pareto_flags", "with_pareto_flags",

@@ -7,7 +7,14 @@ Layout::
                 "by_type": {"<type>": {"yes", "no", "uncertain"}}}, ...],
      "cc12m_judge_agreement": {"__all__"|"<type>": {"joined", "exact", "exact_rate"}},
      "cc12m_extraction": {"<surface>": {"requests", "valid", "valid_zero_claims", "invalid",
-                                        "invalid_at_token_cap"}}}
+                                        "invalid_at_token_cap"}},
+     "judge_agreement"?: {"<slice>": {"judges": [a, b], "by_type": {"__all__"|"<type>": Agreement}}},
+     "extraction"?: {"<slice>": {"<surface>": Extraction}}}
+
+The last two keys are written by our own judges stage (``capaudit.judges``) for any slice; the
+reference file has only the ``cc12m_*`` blocks. A file written by the stage omits empty
+``cc12m_*`` blocks, and the reference layout never has the new keys, so reference files still
+round-trip byte for byte.
 
 A cell is one (slice, judge, surface side) over the requests both judges answered.
 ``supported_cap`` = yes/responses, ``risk`` = no/questions, ``uncertain_rate`` =
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ._common import (
     ANSWERS,
@@ -221,12 +228,27 @@ class Extraction:
 
 
 @dataclass(frozen=True)
+class SliceAgreement:
+    """Exact agreement of two judges on one slice, joined on question id (§5.4), per type and ``__all__``."""
+
+    judges: Tuple[str, str]
+    by_type: Dict[str, Agreement]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"judges": list(self.judges), "by_type": {n: a.to_dict() for n, a in self.by_type.items()}}
+
+
+@dataclass(frozen=True)
 class CellsFile:
     """The whole by-category file (§5.4)."""
 
     cells: List[Cell]
     cc12m_judge_agreement: Dict[str, Agreement] = field(default_factory=dict)
     cc12m_extraction: Dict[str, Extraction] = field(default_factory=dict)
+    #: Agreement per slice (our judges stage; any slice name).
+    judge_agreement: Dict[str, SliceAgreement] = field(default_factory=dict)
+    #: Extraction accounting per slice and surface (our judges stage).
+    extraction: Dict[str, Dict[str, Extraction]] = field(default_factory=dict)
 
     def get(self, slice: str, judge: str, surface: str) -> Cell:
         """The cell for (slice, judge, surface); KeyError lists the slice's cells."""
@@ -272,8 +294,12 @@ class CellsFile:
                     s = sum(getattr(a, k) for a in parts)
                     if parts and s != getattr(total, k):
                         raise ValueError(f"{loc}: cc12m_judge_agreement.__all__.{k}: {getattr(total, k)} != sum {s}")
-        for name, e in self.cc12m_extraction.items():
-            sub = f"{loc}: cc12m_extraction.{name}"
+        for sl, sa in self.judge_agreement.items():
+            _check_agreement_block(sa.by_type, f"{loc}: judge_agreement.{sl}.by_type")
+        ext_items = [(f"cc12m_extraction.{n}", e) for n, e in self.cc12m_extraction.items()]
+        ext_items += [(f"extraction.{sl}.{n}", e) for sl, block in self.extraction.items() for n, e in block.items()]
+        for name, e in ext_items:
+            sub = f"{loc}: {name}"
             if e.valid + e.invalid != e.requests:
                 raise ValueError(f"{sub}: valid {e.valid} + invalid {e.invalid} != requests {e.requests}")
             if e.invalid_at_token_cap > e.invalid:
@@ -282,11 +308,31 @@ class CellsFile:
                 raise ValueError(f"{sub}.valid_zero_claims: {e.valid_zero_claims} > valid {e.valid}")
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
-            "cells": [c.to_dict() for c in self.cells],
-            "cc12m_judge_agreement": {n: a.to_dict() for n, a in self.cc12m_judge_agreement.items()},
-            "cc12m_extraction": {n: e.to_dict() for n, e in self.cc12m_extraction.items()},
-        }
+        out: Dict[str, Any] = {"cells": [c.to_dict() for c in self.cells]}
+        generic = bool(self.judge_agreement or self.extraction)
+        if self.cc12m_judge_agreement or not generic:
+            out["cc12m_judge_agreement"] = {n: a.to_dict() for n, a in self.cc12m_judge_agreement.items()}
+        if self.cc12m_extraction or not generic:
+            out["cc12m_extraction"] = {n: e.to_dict() for n, e in self.cc12m_extraction.items()}
+        if self.judge_agreement:
+            out["judge_agreement"] = {n: a.to_dict() for n, a in self.judge_agreement.items()}
+        if self.extraction:
+            out["extraction"] = {sl: {n: e.to_dict() for n, e in block.items()} for sl, block in self.extraction.items()}
+        return out
+
+
+def _check_agreement_block(block: Mapping[str, Agreement], loc: str) -> None:
+    for name, a in block.items():
+        if a.exact > a.joined:
+            raise ValueError(f"{loc}.{name}.exact: {a.exact} > joined {a.joined}")
+        check_ratio(a.exact_rate, a.exact, a.joined, f"{loc}.{name}.exact_rate")
+    if AGREEMENT_ALL in block:
+        parts = [a for n, a in block.items() if n != AGREEMENT_ALL]
+        total = block[AGREEMENT_ALL]
+        for k in ("joined", "exact"):
+            s = sum(getattr(a, k) for a in parts)
+            if parts and s != getattr(total, k):
+                raise ValueError(f"{loc}.__all__.{k}: {getattr(total, k)} != sum {s}")
 
 
 def _parse_cell(d: Any, loc: str) -> Cell:
@@ -320,29 +366,77 @@ def parse_cells(obj: Any, source: Optional[PathLike] = None) -> CellsFile:
     """Validate a decoded by-category file; errors name ``source``, the cell and the field."""
     loc = str(source) if source is not None else "<cells>"
     d = require_mapping(obj, loc)
-    check_keys(d, ("cells", "cc12m_judge_agreement", "cc12m_extraction"), loc)
+    check_keys(d, ("cells", "cc12m_judge_agreement", "cc12m_extraction", "judge_agreement", "extraction"), loc)
     raw_cells = get_field(d, "cells", loc)
     if not isinstance(raw_cells, list):
         raise ValueError(f"{loc}: cells: expected a list")
     cells = [_parse_cell(c, f"{loc}: cells[{i}]") for i, c in enumerate(raw_cells)]
-    agreement: Dict[str, Agreement] = {}
-    for n, v in require_mapping(d.get("cc12m_judge_agreement", {}), f"{loc}: cc12m_judge_agreement").items():
-        sub = f"{loc}: cc12m_judge_agreement.{n}"
+    agreement = _parse_agreement_block(d.get("cc12m_judge_agreement", {}), f"{loc}: cc12m_judge_agreement")
+    extraction = _parse_extraction_block(d.get("cc12m_extraction", {}), f"{loc}: cc12m_extraction")
+    slice_agreement: Dict[str, SliceAgreement] = {}
+    for sl, v in require_mapping(d.get("judge_agreement", {}), f"{loc}: judge_agreement").items():
+        sub = f"{loc}: judge_agreement.{sl}"
+        v = require_mapping(v, sub)
+        check_keys(v, ("judges", "by_type"), sub)
+        judges = get_field(v, "judges", sub)
+        if not isinstance(judges, list) or len(judges) != 2 or not all(isinstance(j, str) for j in judges):
+            raise ValueError(f"{sub}.judges: expected a list of two judge names, got {judges!r}")
+        slice_agreement[str(sl)] = SliceAgreement(
+            (judges[0], judges[1]), _parse_agreement_block(get_field(v, "by_type", sub), f"{sub}.by_type"))
+    slice_extraction = {
+        str(sl): _parse_extraction_block(v, f"{loc}: extraction.{sl}")
+        for sl, v in require_mapping(d.get("extraction", {}), f"{loc}: extraction").items()
+    }
+    out = CellsFile(cells=cells, cc12m_judge_agreement=agreement, cc12m_extraction=extraction,
+                    judge_agreement=slice_agreement, extraction=slice_extraction)
+    out.validate(loc)
+    return out
+
+
+def _parse_agreement_block(obj: Any, loc: str) -> Dict[str, Agreement]:
+    out: Dict[str, Agreement] = {}
+    for n, v in require_mapping(obj, loc).items():
+        sub = f"{loc}.{n}"
         v = require_mapping(v, sub)
         check_keys(v, ("joined", "exact", "exact_rate"), sub)
-        agreement[str(n)] = Agreement(
+        out[str(n)] = Agreement(
             joined=as_int(get_field(v, "joined", sub), f"{sub}.joined"),
             exact=as_int(get_field(v, "exact", sub), f"{sub}.exact"),
             exact_rate=as_float(get_field(v, "exact_rate", sub), f"{sub}.exact_rate"),
         )
-    extraction: Dict[str, Extraction] = {}
-    for n, v in require_mapping(d.get("cc12m_extraction", {}), f"{loc}: cc12m_extraction").items():
-        sub = f"{loc}: cc12m_extraction.{n}"
+    return out
+
+
+def _parse_extraction_block(obj: Any, loc: str) -> Dict[str, Extraction]:
+    out: Dict[str, Extraction] = {}
+    for n, v in require_mapping(obj, loc).items():
+        sub = f"{loc}.{n}"
         v = require_mapping(v, sub)
         check_keys(v, EXTRACTION_FIELDS, sub)
-        extraction[str(n)] = Extraction(**{k: as_int(get_field(v, k, sub), f"{sub}.{k}") for k in EXTRACTION_FIELDS})
-    out = CellsFile(cells=cells, cc12m_judge_agreement=agreement, cc12m_extraction=extraction)
-    out.validate(loc)
+        out[str(n)] = Extraction(**{k: as_int(get_field(v, k, sub), f"{sub}.{k}") for k in EXTRACTION_FIELDS})
+    return out
+
+
+def merge_cells_files(files: List[CellsFile]) -> CellsFile:
+    """Concatenate cells files of different slices (a slice may appear in one file only)."""
+    cells: List[Cell] = []
+    agreement: Dict[str, SliceAgreement] = {}
+    extraction: Dict[str, Dict[str, Extraction]] = {}
+    cc_ag: Dict[str, Agreement] = {}
+    cc_ex: Dict[str, Extraction] = {}
+    seen: Dict[str, int] = {}
+    for i, f in enumerate(files):
+        for sl in f.slices():
+            if sl in seen:
+                raise ValueError(f"merge_cells_files: slice {sl!r} is in file {seen[sl]} and file {i}")
+            seen[sl] = i
+        cells += f.cells
+        agreement.update(f.judge_agreement)
+        extraction.update(f.extraction)
+        cc_ag.update(f.cc12m_judge_agreement)
+        cc_ex.update(f.cc12m_extraction)
+    out = CellsFile(cells, cc_ag, cc_ex, agreement, extraction)
+    out.validate("<merged cells>")
     return out
 
 

@@ -1,0 +1,225 @@
+"""Benchmark (not a test): the judges stage at scale, and the offline judges' throughput.
+
+1. **build → summarize → cells** for ``--responses`` synthetic judge responses of ``--questions``
+   questions each, split over two judges (one caption = one request per judge): synthetic claim
+   requests/responses and a caption file over 16 small images are generated first (not timed); then
+   each phase runs in its own processes (timed, wall clock; peak RSS from each process's
+   ``getrusage``): ``build`` (``judges build``, file mode) and ``summarize`` run one process per
+   judge, the two at once (two cores, as two independent commands would), ``cells`` one process
+   (intersection, 2,000-replicate caption bootstrap per cell, agreement). Synthetic answers are
+   generated from the built requests between build and summarize (not timed).
+2. **offline judges**: images per second of each offline judge on the 159 COCO-MINI images (five
+   questions per image, in-process calls), and through ``capaudit serve`` over HTTP.
+
+    .venv/bin/python benchmarks/bench_judges.py                       # 1,000,000 responses (target < 60 s, < 2 GB)
+    .venv/bin/python benchmarks/bench_judges.py --responses 100000    # a tenth of it
+    .venv/bin/python benchmarks/bench_judges.py --skip-offline --keep /tmp/bench_judges
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "lib"))
+
+CATS = ("object", "attribute", "relation", "count", "style", "camera", "lighting", "text_rendering")
+JUDGES = ("judge-a", "judge-b")
+
+
+def generate(work: Path, captions: int, questions: int, seed: int = 0) -> None:
+    """Claims requests/responses and the caption file (minimal fields the build reads)."""
+    from PIL import Image
+
+    from capaudit.llm._json import dumps_line
+
+    rng = random.Random(seed)
+    imgs = []
+    for i in range(16):
+        p = work / "img" / f"{i:02d}.png"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (32, 24), (i * 15, 80, 160)).save(p)
+        imgs.append(str(p))
+    with open(work / "cq.jsonl", "wb") as cq, open(work / "cr.jsonl", "wb") as cr, open(work / "captions.jsonl", "wb") as cp:
+        for i in range(captions):
+            cid = f"c{i:07d}"
+            surface = "ours" if i % 2 == 0 else "ref"
+            rid = f"{i:032x}"
+            cq.write(dumps_line({"request_id": rid, "input": {"caption_id": cid, "surface": surface,
+                                                              "caption": f"caption {i}"}, "decoding": {"max_tokens": 1024}}))
+            units = [{"category": CATS[rng.randrange(8)], "unit": f"unit {k} of {i}", "span": f"unit {k}",
+                      "target": "thing" if k % 3 else ""} for k in range(questions)]
+            cr.write(dumps_line({"request_id": rid, "ok": True, "started_at": "2026-01-01T00:00:00.000Z",
+                                 "parsed": {"caption_id": cid, "claimed_units": units}}))
+            cp.write(dumps_line({"caption_id": cid, "image_path": imgs[i % 16], "caption": f"caption {i}"}))
+
+
+def answer(work: Path, seed: int = 0) -> None:
+    """Synthetic judge responses for every built request (one answer per question)."""
+    from capaudit.llm._json import dumps_line, loads
+
+    rng = random.Random(seed)
+    ans = ("yes", "yes", "yes", "no", "uncertain")
+    for j in JUDGES:
+        with open(work / f"{j}.req.jsonl", "rb") as fi, open(work / f"{j}.resp.jsonl", "wb") as fo:
+            for line in fi:
+                r = loads(line)
+                qs = r["input"]["questions"]
+                fo.write(dumps_line({"request_id": r["request_id"], "ok": True, "status": 200,
+                                     "started_at": "2026-01-01T00:00:01.000Z", "model": j,
+                                     "parsed": {"caption_id": r["input"]["caption_id"], "question_results": [
+                                         {"question_id": q["question_id"], "answer": ans[rng.randrange(5)], "confidence": 0.9}
+                                         for q in qs]}}))
+
+
+def phase(name: str, work: Path, judge: str = "") -> dict:
+    """One timed phase (runs inside its own process); ``judge`` for build and summarize."""
+    t0 = time.perf_counter()
+    if name == "build":
+        from capaudit.judges.requests import JudgeBuildParams, build_judge_requests
+
+        c = build_judge_requests([work / "cr.jsonl"], [work / "cq.jsonl"], work / "captions.jsonl", "caption_id",
+                                 "image_path", JudgeBuildParams(model=judge), work / f"{judge}.req.jsonl")
+        out = {"requests": c.requests, "questions": c.questions}
+    elif name == "summarize":
+        from capaudit.judges.summarize import summarize_files
+
+        s = summarize_files([work / f"{judge}.resp.jsonl"], [work / f"{judge}.req.jsonl"], work / f"{judge}.summary.json",
+                            judge=judge)
+        out = {"responses": s.responses, "ok": s.ok}
+    elif name == "cells":
+        from capaudit.io.atomic import write_text_atomic
+        from capaudit.judges.cells import build_cells
+        from capaudit.summaries.cells import format_cells
+
+        cells, report = build_cells("S", [(j, [work / f"{j}.resp.jsonl"]) for j in JUDGES],
+                                    [work / f"{j}.req.jsonl" for j in JUDGES])
+        write_text_atomic(work / "cells.json", format_cells(cells))
+        out = {"cells": len(cells.cells), "captions": report["__intersection__"]["captions"]}
+    else:
+        raise SystemExit(f"unknown phase {name}")
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+def run_phase(name: str, work: Path) -> dict:
+    """Run a phase: per judge in parallel processes (build, summarize) or once (cells); wall time."""
+    judges = JUDGES if name in ("build", "summarize") else ("",)
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, __file__, "--phase", name, "--work", str(work), "--judge", j],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for j in judges]
+    results = []
+    for p in procs:
+        out, err = p.communicate()
+        if p.returncode != 0:
+            raise SystemExit(f"phase {name} failed:\n{err[-3000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    wall = time.perf_counter() - t0
+    merged = {"seconds": round(wall, 2), "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+              "processes": len(results)}
+    merged.update({k: v for k, v in results[0].items() if k not in ("seconds", "peak_rss_mb")})
+    return merged
+
+
+def offline_throughput(limit: int = 159) -> dict:
+    """Images per second of each offline judge: in-process and through ``capaudit serve``."""
+    from capaudit.data.coco import coco_mini
+    from capaudit.judges import offline as O
+    from capaudit.judges.prompts import user_prompt
+    from capaudit.judges.questions import Question, question_text
+    from capaudit.judges.requests import JudgeBuildParams, build_request, vqa_schema
+    from capaudit.llm.client import run_requests
+    from capaudit.llm.requests import write_requests
+    from capaudit.llm.server import background_server
+
+    images = list(coco_mini())[:limit]
+    claims = [("object", "dog", ""), ("count", "two people", "people"), ("relation", "cup on table", "cup"),
+              ("attribute", "red car", "car"), ("style", "black and white", "scene")]
+    out = {}
+    for judge in (O.DEFAULT_ANNOTATION_JUDGE, O.DEFAULT_REFCAPTION_JUDGE):
+        judge(_msgs(images[0], claims), {})  # warm-up (WordNet, lexicon, COCO index)
+        t0 = time.perf_counter()
+        for im in images:
+            judge(_msgs(im, claims), {})
+        dt = time.perf_counter() - t0
+        out[judge.name] = {"images": len(images), "seconds": round(dt, 2), "images_per_s": round(len(images) / dt, 1)}
+    with tempfile.TemporaryDirectory() as d:
+        rows = []
+        for im in images:
+            qs = [Question(f"i{im.id}:u{k:04d}", c, question_text(c, u, t), u, t, "", k) for k, (c, u, t) in enumerate(claims)]
+            rows.append(build_request(f"i{im.id}", "s", qs, Path(im.path).resolve().as_uri(), f"sha256:{im.id}",
+                                      JudgeBuildParams(model=O.ANNOTATION_JUDGE)))
+        write_requests(Path(d) / "r.jsonl", rows)
+        with background_server([O.ANNOTATION_JUDGE], workers=2) as url:
+            t0 = time.perf_counter()
+            st = run_requests(str(Path(d) / "r.jsonl"), str(Path(d) / "o.jsonl"), [url], O.ANNOTATION_JUDGE,
+                              concurrency=4, progress=False, handle_signals=False)
+            dt = time.perf_counter() - t0
+        out["http " + O.ANNOTATION_JUDGE] = {"images": st.answered, "seconds": round(dt, 2),
+                                             "images_per_s": round(st.answered / dt, 1)}
+    return out
+
+
+def _msgs(im, claims):
+    from capaudit.judges.prompts import user_prompt
+    from capaudit.judges.questions import question_text
+    from capaudit.judges.requests import vqa_schema
+
+    qs = [{"question_id": f"i:u{k:04d}", "category": c, "question": question_text(c, u, t)} for k, (c, u, t) in enumerate(claims)]
+    text = user_prompt("i", qs, vqa_schema([q["question_id"] for q in qs]))
+    return [{"role": "user", "content": [{"type": "text", "text": text},
+                                         {"type": "image_url", "image_url": {"url": Path(im.path).resolve().as_uri()}}]}]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--responses", type=int, default=1_000_000, help="judge responses in total (two judges)")
+    ap.add_argument("--questions", type=int, default=10)
+    ap.add_argument("--keep", help="work folder to keep (default: a temporary one)")
+    ap.add_argument("--skip-offline", action="store_true")
+    ap.add_argument("--phase", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.add_argument("--judge", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase:
+        print(json.dumps(phase(args.phase, Path(args.work), args.judge)))
+        return 0
+    os.environ.setdefault("CAPAUDIT_DATA_DIR", str(REPO.parent / "shared" / "data"))
+    ctx = tempfile.TemporaryDirectory() if not args.keep else None
+    work = Path(args.keep) if args.keep else Path(ctx.name)  # type: ignore[union-attr]
+    work.mkdir(parents=True, exist_ok=True)
+    captions = args.responses // len(JUDGES)
+    t0 = time.perf_counter()
+    generate(work, captions, args.questions)
+    print(f"generated {captions:,} captions x {args.questions} claims in {time.perf_counter() - t0:.1f} s (not timed)")
+    res = {"build": run_phase("build", work)}
+    t0 = time.perf_counter()
+    answer(work)
+    print(f"generated {args.responses:,} judge responses in {time.perf_counter() - t0:.1f} s (not timed)")
+    res["summarize"] = run_phase("summarize", work)
+    res["cells"] = run_phase("cells", work)
+    total = sum(r["seconds"] for r in res.values())
+    for k, r in res.items():
+        print(f"{k:10s} {r['seconds']:8.2f} s  peak RSS {r['peak_rss_mb']:8.1f} MB  {json.dumps({x: y for x, y in r.items() if x not in ('seconds', 'peak_rss_mb')})}")
+    print(f"build + summarize + cells: {total:.1f} s for {args.responses:,} responses x {args.questions} questions; "
+          f"max peak RSS {max(r['peak_rss_mb'] for r in res.values()):.0f} MB")
+    if not args.skip_offline:
+        for k, r in offline_throughput().items():
+            print(f"offline {k}: {r['images_per_s']} images/s ({r['images']} images, {r['seconds']} s)")
+    if ctx is not None:
+        ctx.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

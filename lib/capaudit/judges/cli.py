@@ -1,0 +1,177 @@
+"""``capaudit judges build|summarize|cells|run|probe`` (reference-spec §5.1–5.4).
+
+    capaudit judges build --claims-responses CR.jsonl --claims-requests CQ.jsonl --input CAPTIONS.jsonl \
+        --id-field ID --image-field IMAGE --model NAME [--revision R] --image-mode file|data|url --out VQA_REQ.jsonl
+    capaudit judges summarize --responses VQA_RESP.jsonl --requests VQA_REQ.jsonl --out judge_summary.json
+    capaudit judges cells --slice NAME --judge J1=RESP1.jsonl --judge J2=RESP2.jsonl \
+        --requests REQ1.jsonl --requests REQ2.jsonl --out cells.json \
+        [--claims-responses CR.jsonl --claims-requests CQ.jsonl] [--judged-claims judged_claims.jsonl]
+    capaudit judges run [--params params/demo.yaml]
+    capaudit judges probe [--params params/demo.yaml]
+
+``CAPTIONS.jsonl`` is the file given to ``claims build`` (``--id-field`` names the caption id there
+too). Answers are sent with ``capaudit llm run`` (unchanged). Bad input is an error naming file,
+line and field; captions without a usable image become counted failure rows
+(``<out>.failures.jsonl``); responses that fail or whose ids do not match their questions are
+counted as ``bad`` and listed (file, line, request) in the summaries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, List, Tuple
+
+from capaudit.errors import InputError
+
+
+def register(subparsers: Any) -> None:
+    """Add ``judges`` and its subcommands to the ``capaudit`` command."""
+    from .requests import IMAGE_MODES
+
+    j = subparsers.add_parser("judges", help="image-conditioned judging: requests, summaries, cells, offline demo")
+    sub = j.add_subparsers(dest="judges_command", metavar="JUDGES_COMMAND")
+
+    b = sub.add_parser("build", help="judge requests from claim responses, captions and images (§5.1-5.2)")
+    b.add_argument("--claims-responses", action="append", required=True, help="claim responses (repeatable)")
+    b.add_argument("--claims-requests", action="append", required=True, help="claim requests (repeatable)")
+    b.add_argument("--input", required=True, help="the caption JSONL given to 'claims build'")
+    b.add_argument("--id-field", required=True, help="caption id field of --input (as for 'claims build')")
+    b.add_argument("--image-field", required=True, help="field of --input holding the image path or URL")
+    b.add_argument("--model", required=True, help="judge model name (hashed into request ids)")
+    b.add_argument("--revision", help="judge model revision (hashed into request ids)")
+    b.add_argument("--image-mode", choices=IMAGE_MODES, default="file")
+    b.add_argument("--max-tokens", type=int, default=2048)
+    b.add_argument("--temperature", type=float, default=0.0)
+    b.add_argument("--evidence", action="store_true", help="ask for a short evidence string per answer")
+    b.add_argument("--thinking", choices=["on", "off", "omit"], default="off",
+                   help="chat_template_kwargs.enable_thinking (reference: off)")
+    b.add_argument("--out", required=True, help="judge request JSONL (+ .manifest.json, .failures.jsonl)")
+    b.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("summarize", help="per-judge summary (§5.3)")
+    s.add_argument("--responses", action="append", required=True, help="response JSONL or store dir (repeatable)")
+    s.add_argument("--requests", action="append", required=True, help="judge request JSONL (repeatable)")
+    s.add_argument("--judge", help="judge name recorded in the summary")
+    s.add_argument("--out", required=True, help="judge_summary.json")
+    s.set_defaults(func=cmd_summarize)
+
+    c = sub.add_parser("cells", help="both-judges cells, bootstrap, agreement, extraction (§5.4)")
+    c.add_argument("--slice", required=True, help="slice name")
+    c.add_argument("--judge", action="append", required=True, metavar="NAME=RESPONSES",
+                   help="judge name and its responses (repeatable; RESPONSES may be comma-separated)")
+    c.add_argument("--requests", action="append", required=True, help="judge request JSONL of any judge (repeatable)")
+    c.add_argument("--claims-responses", action="append", default=[], help="claim responses (extraction accounting)")
+    c.add_argument("--claims-requests", action="append", default=[], help="claim requests (extraction accounting)")
+    c.add_argument("--surface", action="append", default=[], help="surface order of the cells (default: request order)")
+    c.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0, fresh per cell)")
+    c.add_argument("--judged-claims", help="also write the judged-claims table here (needs --claims-requests)")
+    c.add_argument("--offline-judge", action="append", default=[], metavar="NAME",
+                   help="judge names to mark 'offline' in the judged-claims table (default: capaudit-offline-*)")
+    c.add_argument("--out", required=True, help="cells.json")
+    c.set_defaults(func=cmd_cells)
+
+    r = sub.add_parser("run", help="run the judges stage of a params file")
+    r.add_argument("--params", default="params/demo.yaml")
+    r.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("probe", help="run the yes-bias probe of a params file (after 'judges run')")
+    p.add_argument("--params", default="params/demo.yaml")
+    p.set_defaults(func=cmd_probe)
+
+    j.set_defaults(func=lambda args: (j.print_help(), 2)[1])
+
+
+def _thinking(value: str) -> Any:
+    return None if value == "omit" else value == "on"
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .requests import JudgeBuildParams, build_judge_requests
+
+    params = JudgeBuildParams(model=args.model, revision=args.revision, image_mode=args.image_mode,
+                              max_tokens=args.max_tokens, temperature=args.temperature, evidence=args.evidence,
+                              thinking=_thinking(args.thinking))
+    counts = build_judge_requests(args.claims_responses, args.claims_requests, args.input, args.id_field,
+                                  args.image_field, params, args.out)
+    print(f"capaudit judges build: {counts.requests} requests, {counts.questions} questions -> {args.out}; "
+          f"{counts.claims_requests} claim requests ({counts.claims_not_answered} not answered, "
+          f"{counts.claims_failed} failed, {counts.claims_zero_units} with no unit); "
+          f"{counts.failures} image failures (no_image {counts.no_image}, missing {counts.image_missing}, "
+          f"unreadable {counts.image_unreadable})", file=sys.stderr)
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from .summarize import summarize_files
+
+    s = summarize_files(args.responses, args.requests, args.out, judge=args.judge)
+    print(f"capaudit judges summarize: {s.responses} responses ({s.ok} ok, {s.bad} bad) over "
+          f"{len(s.surfaces)} surface(s) -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def parse_judge_specs(specs: List[str]) -> List[Tuple[str, List[str]]]:
+    """``NAME=RESP[,RESP...]`` → ``[(name, [paths])]``."""
+    out = []
+    for spec in specs:
+        name, sep, paths = spec.partition("=")
+        if not sep or not name.strip() or not paths.strip():
+            raise InputError(f"--judge {spec!r}: expected NAME=RESPONSES", field="--judge")
+        out.append((name.strip(), [p for p in paths.split(",") if p]))
+    return out
+
+
+def cmd_cells(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import write_text_atomic
+    from capaudit.summaries.cells import format_cells
+
+    from .cells import cells_from_answers, extraction_accounting, load_slice
+    from .judged_claims import judged_claim_rows, write_judged_claims
+
+    judges = parse_judge_specs(args.judge)
+    if bool(args.claims_responses) != bool(args.claims_requests):
+        raise InputError("give both --claims-responses and --claims-requests (extraction accounting) or neither")
+    extraction = (extraction_accounting(args.claims_responses, args.claims_requests)
+                  if args.claims_responses else None)
+    index, answers = load_slice(judges, args.requests)
+    names = [n for n, _ in judges]
+    cells, report = cells_from_answers(args.slice, names, index, answers, args.reps, args.seed, extraction,
+                                       args.surface or None)
+    write_text_atomic(args.out, format_cells(cells))
+    if args.judged_claims:
+        if not args.claims_requests:
+            raise InputError("--judged-claims needs --claims-requests (the caption windows)")
+        offline = set(args.offline_judge) or {n for n in names if n.startswith("capaudit-offline-")}
+        n = write_judged_claims(args.judged_claims, judged_claim_rows(
+            args.slice, names, index, answers, args.requests, args.claims_requests,
+            {n: ("offline" if n in offline else "model") for n in names}))
+        print(f"capaudit judges cells: {n} judged claims -> {args.judged_claims}", file=sys.stderr)
+    inter = report.pop("__intersection__")
+    print(f"capaudit judges cells: slice {args.slice}: {inter['captions']} captions answered by all "
+          f"{len(names)} judge(s); " + json.dumps({k: {x: v[x] for x in ('responses', 'answered', 'failed')}
+                                                    for k, v in report.items()}) + f" -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from capaudit.config import load_config
+
+    from .stage import run
+
+    out = run(load_config(args.params))
+    print(out["table"].to_string(index=False))
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from capaudit.config import load_config
+
+    from .probe import run
+
+    out = run(load_config(args.params))
+    print(out["table"].to_string(index=False))
+    return 0

@@ -1,0 +1,93 @@
+"""Judge prompts (reference-spec §5.1–5.2), versioned: bump :data:`PROMPT_VERSION` on any text change.
+
+The intent follows the reference: a strict VQA judge answering each question from visible image
+evidence only, compact JSON, exactly one answer per question id. The user message ends with the
+schema, a ``caption_id=<id>`` line and a ``questions=<compact JSON list>`` line, so any
+OpenAI-compatible judge (and our offline judges, :func:`parse_user_prompt`) can read them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from capaudit.llm._json import dumps_bytes
+
+PROMPT_VERSION = 1
+
+SYSTEM_PROMPT = (
+    "You are a strict visual question answering judge for text-to-image training data. "
+    "Answer only from visible evidence in the image. Return only compact valid JSON."
+)
+
+_RULES = (
+    "Answer each question from the image alone. Ignore any caption text and any outside knowledge.",
+    "Rules:",
+    '- "yes": the claim is visibly supported by the image.',
+    '- "no": the image contradicts the claim, or the image shows no visible support for it.',
+    '- "uncertain": the claim is too fine-grained, occluded, unreadable or ambiguous to decide from the image.',
+    "- Give exactly one answer per question_id; do not skip or repeat question ids.",
+)
+EVIDENCE_RULE = "- Keep evidence short (a few words naming what is visible)."
+NO_EVIDENCE_RULE = "- For each question return only question_id, answer and confidence."
+
+
+def user_prompt(caption_id: str, questions: Sequence[Mapping[str, Any]], schema: Mapping[str, Any],
+                evidence: bool = False) -> str:
+    """The user message text (module docstring); ``questions`` = ``[{question_id, category, question}]``."""
+    qs = [{"question_id": q["question_id"], "category": q["category"], "question": q["question"]} for q in questions]
+    lines = list(_RULES)
+    lines.append(EVIDENCE_RULE if evidence else NO_EVIDENCE_RULE)
+    lines.append("Return only JSON matching this schema:")
+    lines.append(dumps_bytes(schema).decode("utf-8"))
+    lines.append(f"caption_id={caption_id}")
+    lines.append("questions=" + dumps_bytes(qs).decode("utf-8"))
+    return "\n".join(lines)
+
+
+_CAPTION_ID = re.compile(r"^caption_id=(.*)$", re.M)
+_QUESTIONS = re.compile(r"^questions=(\[.*\])\s*$", re.M)
+
+
+def message_text(content: Any) -> str:
+    """Text of a chat message content (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return ""
+
+
+def message_image_urls(content: Any) -> List[str]:
+    """The ``image_url`` URLs of a chat message content list."""
+    out: List[str] = []
+    if isinstance(content, list):
+        for p in content:
+            if isinstance(p, Mapping) and p.get("type") == "image_url":
+                iu = p.get("image_url")
+                url = iu.get("url") if isinstance(iu, Mapping) else iu
+                if isinstance(url, str):
+                    out.append(url)
+    return out
+
+
+def parse_user_prompt(text: str) -> Tuple[Optional[str], List[Dict[str, Any]]]:
+    """``(caption_id, questions)`` read back from a user message built by :func:`user_prompt`.
+
+    Raises ``ValueError`` when the ``questions=`` line is missing or not a JSON list of objects.
+    """
+    m = _QUESTIONS.search(text)
+    if not m:
+        raise ValueError("user message has no 'questions=[...]' line")
+    try:
+        qs = json.loads(m.group(1))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"'questions=' line is not JSON ({exc})") from None
+    if not isinstance(qs, list) or not all(isinstance(q, dict) and isinstance(q.get("question_id"), str) for q in qs):
+        raise ValueError("'questions=' must be a list of objects with a string question_id")
+    c = _CAPTION_ID.search(text)
+    return (c.group(1).strip() if c else None), qs
+
+
+__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "user_prompt", "parse_user_prompt", "message_text", "message_image_urls"]

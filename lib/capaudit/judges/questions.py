@@ -1,0 +1,138 @@
+"""Claims → judge questions (reference-spec §5.1).
+
+Only ok claim responses with a non-empty ``claimed_units`` list reach the judge. Every raw unit (no
+dedup) becomes one question with id ``<caption_id>:u<index:04d>``, ``index`` being the unit's
+position in the raw list, and one of the three templates verbatim (unit and target stripped, no
+escaping of quotes):
+
+* ``text_rendering``: ``Is the rendered text claim '<UNIT>' visibly supported by the image?``
+* non-empty target: ``Is the visual claim '<TARGET>: <UNIT>' supported by the image?``
+* empty target: ``Is the visual claim '<UNIT>' supported by the image?``
+
+A list item that is not an object with a known category and a non-empty string unit gets no
+question but keeps its index (the schema-validated answers of our extractor never contain one).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
+
+from capaudit.summaries._common import UNIT_CATEGORIES
+
+TEXT_TEMPLATE = "Is the rendered text claim '{unit}' visibly supported by the image?"
+TARGET_TEMPLATE = "Is the visual claim '{target}: {unit}' supported by the image?"
+PLAIN_TEMPLATE = "Is the visual claim '{unit}' supported by the image?"
+_CATS = frozenset(UNIT_CATEGORIES)
+_TEXT_RE = re.compile(r"^Is the rendered text claim '(?P<unit>.*)' visibly supported by the image\?$", re.S)
+_VISUAL_RE = re.compile(r"^Is the visual claim '(?P<body>.*)' supported by the image\?$", re.S)
+_QID_RE = re.compile(r"^(?P<cid>.*):u(?P<idx>\d{4,})$")
+
+
+class Question(NamedTuple):
+    """One judge question and the claim it came from."""
+
+    question_id: str
+    category: str
+    question: str
+    unit: str
+    target: str
+    span: str
+    index: int
+
+    def public(self) -> dict:
+        """The item sent to the judge: ``{question_id, category, question}``."""
+        return {"question_id": self.question_id, "category": self.category, "question": self.question}
+
+
+def question_id(caption_id: str, index: int) -> str:
+    """``<caption_id>:u<index:04d>``."""
+    return f"{caption_id}:u{index:04d}"
+
+
+def split_question_id(qid: str) -> Tuple[str, int]:
+    """``(caption_id, index)`` of a question id; ``ValueError`` if it has no ``:uNNNN`` suffix."""
+    m = _QID_RE.match(qid)
+    if not m:
+        raise ValueError(f"question id {qid!r} does not end in ':u<index>'")
+    return m.group("cid"), int(m.group("idx"))
+
+
+def question_text(category: str, unit: str, target: str = "") -> str:
+    """The §5.1 template for a claim."""
+    unit, target = unit.strip(), target.strip()
+    if category == "text_rendering":
+        return TEXT_TEMPLATE.format(unit=unit)
+    if target:
+        return TARGET_TEMPLATE.format(target=target, unit=unit)
+    return PLAIN_TEMPLATE.format(unit=unit)
+
+
+def parse_question_text(category: str, text: str) -> Tuple[str, str]:
+    """``(unit, target)`` read back from a templated question (target ``""`` when absent).
+
+    The target is the text before the first ``": "`` of a visual claim; a question that matches no
+    template is returned as its whole text with an empty target.
+    """
+    m = _TEXT_RE.match(text)
+    if m:
+        return m.group("unit"), ""
+    m = _VISUAL_RE.match(text)
+    if not m:
+        return text, ""
+    body = m.group("body")
+    if ": " in body:
+        target, unit = body.split(": ", 1)
+        return unit, target
+    return body, ""
+
+
+def _s(v: Any) -> str:
+    return v.strip() if isinstance(v, str) else ""
+
+
+def questions_from_units(caption_id: str, claimed_units: Any) -> List[Question]:
+    """Questions for one caption's raw ``claimed_units`` list (module docstring)."""
+    if not isinstance(claimed_units, list):
+        return []
+    out: List[Question] = []
+    cats = _CATS
+    for i, item in enumerate(claimed_units):
+        if not isinstance(item, dict):
+            if not isinstance(item, Mapping):
+                continue
+            item = dict(item)
+        cat, unit = item.get("category"), item.get("unit")
+        if cat not in cats or not isinstance(unit, str):
+            continue
+        unit = unit.strip()
+        if not unit:
+            continue
+        target = item.get("target")
+        target = target.strip() if isinstance(target, str) else ""
+        span = item.get("span")
+        if cat == "text_rendering":
+            text = f"Is the rendered text claim '{unit}' visibly supported by the image?"
+        elif target:
+            text = f"Is the visual claim '{target}: {unit}' supported by the image?"
+        else:
+            text = f"Is the visual claim '{unit}' supported by the image?"
+        out.append(Question(f"{caption_id}:u{i:04d}", cat, text, unit, target,
+                            span.strip() if isinstance(span, str) else "", i))
+    return out
+
+
+def span_offsets(window: str, span: str, unit: str) -> Optional[List[int]]:
+    """``[start, end]`` of the first case-insensitive occurrence of ``span`` (else of ``unit``) in
+    ``window``; ``None`` when neither occurs (judged-claims table, COMMON.md)."""
+    for needle in (span, unit):
+        n = needle.strip()
+        if n:
+            m = re.search(re.escape(n), window, re.IGNORECASE)
+            if m:
+                return [m.start(), m.end()]
+    return None
+
+
+__all__ = ["Question", "TEXT_TEMPLATE", "TARGET_TEMPLATE", "PLAIN_TEMPLATE", "question_id", "split_question_id",
+           "question_text", "parse_question_text", "questions_from_units", "span_offsets"]

@@ -1,0 +1,458 @@
+"""Judge request builder (reference-spec §5.1–5.2): claims + captions + images → VQA requests.
+
+One request per caption whose claim extraction is ok with a non-empty unit list. Rows are built
+with :func:`capaudit.llm.requests.make_request`; the id hashes task, task version, **judge model
+and revision**, prompt version, schema, decoding and the input, so one question set sent to two
+judges gives two request sets with identical question ids.
+
+``input`` (hashed): ``caption_id, surface, questions: [{question_id, category, question}],
+image_key, image_mode`` (``image_key`` = ``sha256:<hex>`` of the image bytes, or ``url:<url>``
+for a remote URL; the image mode is hashed because ``data`` re-encodes the JPEG). ``meta`` (not
+hashed): ``source_row`` (of the caption input), ``claims_request_id``, ``image_path`` and
+``units`` (``[unit, target, span]`` per question, for the judged-claims table).
+
+Images (``--image-mode``):
+
+* ``file``: ``file://`` URL of the resolved path (the server must be allowed to read it);
+* ``data``: the image opened with PIL, converted to RGB, re-encoded as JPEG quality 88 (no
+  resizing) and sent as a base64 ``data:image/jpeg`` URL;
+* ``url``: the image field as given (``http(s)://``, ``data:`` or ``file://``).
+
+Image field values that are not URLs are paths, relative to the caption file's folder (then the
+working directory). Schema (§5.2): ``{caption_id, question_results}`` with ``minItems = maxItems =
+#questions``, items ``{question_id: enum of this request's ids, answer: yes|no|uncertain,
+confidence: number in [0, 1]}`` (+ ``evidence`` ≤ 160 characters with ``evidence=True``).
+
+Beside the requests the builder writes ``<requests>.index.jsonl``: per request ``[request_id,
+caption_id, surface, category codes, raw unit indices]`` and a trailer with the requests file's
+size. Summaries and cells read it instead of the full rows while the size still matches (a
+million requests: tens of MB instead of GB).
+
+Captions that cannot be judged are not errors: each becomes one row of
+``<requests>.failures.jsonl`` ``{file, row, caption_id, surface, claims_request_id, reason}`` and
+is counted in the manifest (reasons: ``no_image`` — no caption row or an empty image field;
+``image_missing``; ``image_unreadable``). Claims not answered, failed or with zero units are
+counted too (they never reach the judge, §5.1).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import unquote, urlparse
+
+from capaudit.errors import InputError
+from capaudit.io.atomic import atomic_path, write_json_atomic
+from capaudit.llm._json import dumps_line, loads
+from capaudit.llm.requests import make_request
+
+from ._stream import RowReader, expand, scan_winners
+from .prompts import PROMPT_VERSION, SYSTEM_PROMPT, user_prompt
+from .questions import Question, questions_from_units
+
+TASK = "cbu_vqa"
+TASK_VERSION = 1
+IMAGE_MODES = ("file", "data", "url")
+ANSWERS = ("yes", "no", "uncertain")
+JPEG_QUALITY = 88
+EVIDENCE_MAX_LENGTH = 160
+PathLike = Union[str, Path]
+
+
+def vqa_schema(question_ids: Sequence[str], evidence: bool = False) -> Dict[str, Any]:
+    """Per-request guided JSON schema (§5.2)."""
+    props: Dict[str, Any] = {
+        "question_id": {"type": "string", "enum": list(question_ids)},
+        "answer": {"type": "string", "enum": list(ANSWERS)},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    }
+    required = ["question_id", "answer", "confidence"]
+    if evidence:
+        props["evidence"] = {"type": "string", "maxLength": EVIDENCE_MAX_LENGTH}
+        required.append("evidence")
+    n = len(question_ids)
+    return {
+        "type": "object",
+        "properties": {
+            "caption_id": {"type": "string"},
+            "question_results": {
+                "type": "array",
+                "minItems": n,
+                "maxItems": n,
+                "items": {"type": "object", "properties": props, "required": required, "additionalProperties": False},
+            },
+        },
+        "required": ["caption_id", "question_results"],
+        "additionalProperties": False,
+    }
+
+
+@dataclass(frozen=True)
+class JudgeBuildParams:
+    """Parameters of one judge request build (recorded in the manifest)."""
+
+    model: str
+    revision: Optional[str] = None
+    image_mode: str = "file"
+    max_tokens: int = 2048
+    temperature: float = 0.0
+    evidence: bool = False
+    #: ``chat_template_kwargs.enable_thinking`` (the reference hard-codes false; ``None`` omits it).
+    thinking: Optional[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.image_mode not in IMAGE_MODES:
+            raise InputError(f"image mode must be one of {', '.join(IMAGE_MODES)}, got {self.image_mode!r}",
+                             field="image_mode")
+        if not isinstance(self.model, str) or not self.model:
+            raise InputError("judge model name must be a non-empty string", field="model")
+
+    def decoding(self) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"temperature": float(self.temperature), "max_tokens": int(self.max_tokens)}
+        if self.thinking is not None:
+            d["chat_template_kwargs"] = {"enable_thinking": bool(self.thinking)}
+        return d
+
+
+# --- images ----------------------------------------------------------------------------------
+class ImageError(Exception):
+    """An image that cannot be used: ``reason`` is ``image_missing`` or ``image_unreadable``."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+
+
+def is_url(value: str) -> bool:
+    return value.startswith(("http://", "https://", "data:", "file://"))
+
+
+def file_url_path(url: str) -> Path:
+    """The local path of a ``file://`` URL."""
+    return Path(unquote(urlparse(url).path))
+
+
+def data_url_bytes(url: str) -> bytes:
+    """Decoded bytes of a base64 ``data:`` URL (``ValueError`` otherwise)."""
+    head, sep, body = url.partition(",")
+    if not sep or not head.startswith("data:") or ";base64" not in head:
+        raise ValueError("not a base64 data URL")
+    return base64.b64decode(body, validate=False)
+
+
+def jpeg_data_url(data: bytes, quality: int = JPEG_QUALITY) -> str:
+    """Open with PIL, convert to RGB, re-encode as JPEG (no resize), base64 data URL (§5.2)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        rgb = im.convert("RGB")
+        buf = io.BytesIO()
+        rgb.save(buf, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class ImageResolver:
+    """Turns an image field value into ``(url, image_key, local_path)`` for an image mode.
+
+    File digests are cached per resolved path (an LRU of ``cache_size``), so a million requests
+    over a few thousand images read each image once.
+    """
+
+    def __init__(self, mode: str, base_dir: Optional[Path] = None, cache_size: int = 4096):
+        if mode not in IMAGE_MODES:
+            raise InputError(f"image mode must be one of {', '.join(IMAGE_MODES)}, got {mode!r}", field="image_mode")
+        self.mode = mode
+        self.base_dir = base_dir
+        self._cache: "OrderedDict[str, str]" = OrderedDict()
+        self._values: Dict[str, Tuple[str, str, Optional[str]]] = {}
+        self.cache_size = cache_size
+
+    def local_path(self, value: str) -> Path:
+        if value.startswith("file://"):
+            return file_url_path(value)
+        p = Path(value)
+        if not p.is_absolute() and self.base_dir is not None and (self.base_dir / p).exists():
+            p = self.base_dir / p
+        return p.resolve()
+
+    def _digest(self, path: Path) -> str:
+        key = str(path)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ImageError("image_missing", f"image file not found: {path}") from None
+        except OSError as exc:
+            raise ImageError("image_unreadable", f"image file unreadable: {path} ({exc})") from None
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        self._cache[key] = digest
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return digest
+
+    def resolve(self, value: str) -> Tuple[str, str, Optional[str]]:
+        """``(url sent, image_key, local path or None)``; raises :class:`ImageError`. Results are
+        cached per value (file and url modes; ``data`` URLs are large and built each time)."""
+        if self.mode == "data":
+            return self._resolve(value)
+        hit = self._values.get(value)
+        if hit is not None:
+            return hit
+        out = self._resolve(value)
+        self._values[value] = out
+        if len(self._values) > self.cache_size:
+            self._values.pop(next(iter(self._values)))
+        return out
+
+    def _resolve(self, value: str) -> Tuple[str, str, Optional[str]]:
+        if self.mode == "url" or value.startswith(("http://", "https://", "data:")):
+            if value.startswith("data:"):
+                try:
+                    return value, "sha256:" + hashlib.sha256(data_url_bytes(value)).hexdigest(), None
+                except ValueError as exc:
+                    raise ImageError("image_unreadable", f"bad data URL ({exc})") from None
+            if value.startswith("file://"):
+                p = file_url_path(value)
+                return value, self._digest(p), str(p)
+            if not value.startswith(("http://", "https://")):
+                p = self.local_path(value)
+                return p.as_uri(), self._digest(p), str(p)
+            return value, "url:" + value, None
+        path = self.local_path(value)
+        key = self._digest(path)
+        if self.mode == "file":
+            return path.as_uri(), key, str(path)
+        try:
+            url = jpeg_data_url(path.read_bytes())
+        except ImageError:
+            raise
+        except Exception as exc:  # PIL cannot decode it
+            raise ImageError("image_unreadable", f"image not decodable: {path} ({type(exc).__name__}: {exc})") from None
+        return url, key, str(path)
+
+
+# --- requests --------------------------------------------------------------------------------
+def build_request(
+    caption_id: str,
+    surface: str,
+    questions: Sequence[Question],
+    image_url: str,
+    image_key: str,
+    params: JudgeBuildParams,
+    meta: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
+    """One judge request row (module docstring)."""
+    if not questions:
+        raise ValueError(f"caption {caption_id!r}: a judge request needs at least one question")
+    public = [q.public() for q in questions]
+    schema = vqa_schema([q.question_id for q in questions], params.evidence)
+    text = user_prompt(caption_id, public, schema, params.evidence)
+    return make_request(
+        task=TASK,
+        task_version=TASK_VERSION,
+        model=params.model,
+        revision=params.revision,
+        prompt_version=PROMPT_VERSION,
+        schema=schema,
+        messages=[
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": [{"type": "text", "text": text},
+                                         {"type": "image_url", "image_url": {"url": image_url}}]},
+        ],
+        decoding=params.decoding(),
+        input={"caption_id": caption_id, "surface": surface, "questions": public, "image_key": image_key,
+               "image_mode": params.image_mode},
+        meta={**(dict(meta) if meta else {}), "units": [[q.unit, q.target, q.span] for q in questions]},
+    )
+
+
+def read_caption_index(path: Path, id_field: str, image_field: str) -> Dict[str, Tuple[int, Optional[str]]]:
+    """caption id → (0-based row, image field value or None) of a caption JSONL (the ``claims build`` input).
+
+    A row without the id field, or an id seen twice, is an error naming file, line and field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("caption file not found", path=path)
+    out: Dict[str, Tuple[int, Optional[str]]] = {}
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = loads(line)
+            except ValueError as exc:
+                raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
+            if not isinstance(row, dict):
+                raise InputError("row is not a JSON object", path=path, line=lineno)
+            cid = row.get(id_field)
+            if cid is None or (isinstance(cid, str) and not cid.strip()):
+                raise InputError("id field is missing or empty", path=path, line=lineno, field=id_field)
+            cid = str(cid)
+            if cid in out:
+                raise InputError(f"caption id {cid!r} also on line {out[cid][0] + 1}", path=path, line=lineno,
+                                 field=id_field)
+            img = row.get(image_field)
+            out[cid] = (lineno - 1, img if isinstance(img, str) and img.strip() else None)
+    return out
+
+
+@dataclass
+class BuildCounts:
+    """Outcome of one build (manifest ``counts``)."""
+
+    claims_requests: int = 0
+    claims_not_answered: int = 0
+    claims_failed: int = 0
+    claims_zero_units: int = 0
+    no_image: int = 0
+    image_missing: int = 0
+    image_unreadable: int = 0
+    requests: int = 0
+    questions: int = 0
+
+    @property
+    def failures(self) -> int:
+        return self.no_image + self.image_missing + self.image_unreadable
+
+
+def iter_claims_requests(paths: Sequence[PathLike]) -> Iterator[Tuple[Path, int, Dict[str, Any]]]:
+    """``(file, line, row)`` of claims request rows (needs ``request_id`` and ``input.caption_id``)."""
+    for p in paths:
+        p = Path(p)
+        if not p.is_file():
+            raise InputError("claims requests file not found", path=p)
+        with open(p, "rb") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = loads(line)
+                except ValueError as exc:
+                    raise InputError(f"invalid JSON ({exc})", path=p, line=lineno) from None
+                inp = row.get("input") if isinstance(row, dict) else None
+                if not isinstance(row, dict) or not isinstance(row.get("request_id"), str) or not isinstance(inp, dict):
+                    raise InputError("claims request needs 'request_id' and an 'input' object", path=p, line=lineno)
+                if not isinstance(inp.get("caption_id"), str):
+                    raise InputError("claims request has no string input.caption_id", path=p, line=lineno,
+                                     field="input.caption_id")
+                yield p, lineno, row
+
+
+def build_judge_requests(
+    claims_responses: Sequence[PathLike],
+    claims_requests: Sequence[PathLike],
+    captions: PathLike,
+    id_field: str,
+    image_field: str,
+    params: JudgeBuildParams,
+    out: PathLike,
+) -> BuildCounts:
+    """``capaudit judges build``: write ``out`` (requests JSONL), ``<out>.failures.jsonl`` and the
+    manifest (written last); returns the counts. Output order = claims request order."""
+    out = Path(out)
+    captions = Path(captions)
+    index = read_caption_index(captions, id_field, image_field)
+    files = expand(claims_responses)
+    if not files:
+        raise InputError("no claims response file found", path=", ".join(map(str, claims_responses)))
+    winners = scan_winners(files)
+    resolver = ImageResolver(params.image_mode, captions.parent)
+    counts = BuildCounts()
+    fail_path = failures_path(out)
+    seen: set = set()
+    from .answers import index_line, index_path
+
+    nbytes = 0
+    with atomic_path(out) as tmp_out, atomic_path(fail_path) as tmp_fail, atomic_path(index_path(out)) as tmp_idx, \
+            RowReader(files) as reader:
+        with open(tmp_out, "wb") as fo, open(tmp_fail, "wb") as ff, open(tmp_idx, "wb") as fx:
+            for req_file, req_line, req in iter_claims_requests(claims_requests):
+                rid = req["request_id"]
+                if rid in seen:
+                    continue
+                seen.add(rid)
+                counts.claims_requests += 1
+                inp = req["input"]
+                cid, surface = inp["caption_id"], str(inp.get("surface", ""))
+                w = winners.get(rid)
+                if w is None:
+                    counts.claims_not_answered += 1
+                    continue
+                if not w[0]:
+                    counts.claims_failed += 1
+                    continue
+                parsed = reader.read(w[2], w[3]).get("parsed")
+                qs = questions_from_units(cid, parsed.get("claimed_units") if isinstance(parsed, dict) else None)
+                if not qs:
+                    counts.claims_zero_units += 1
+                    continue
+                hit = index.get(cid)
+
+                def fail(reason: str, detail: str) -> None:
+                    setattr(counts, reason, getattr(counts, reason) + 1)
+                    ff.write(dumps_line({"file": str(captions), "row": None if hit is None else hit[0] + 1,
+                                         "caption_id": cid, "surface": surface, "claims_request_id": rid,
+                                         "reason": reason, "detail": detail}))
+
+                if hit is None or hit[1] is None:
+                    fail("no_image", f"caption id {cid!r} has " + ("no row" if hit is None else f"no '{image_field}' value")
+                         + f" in {captions}")
+                    continue
+                try:
+                    url, key, local = resolver.resolve(hit[1])
+                except ImageError as exc:
+                    fail(exc.reason, str(exc))
+                    continue
+                row = build_request(cid, surface, qs, url, key, params,
+                                    meta={"source_row": hit[0], "claims_request_id": rid, "image_path": local})
+                line = dumps_line(row)
+                fo.write(line)
+                nbytes += len(line)
+                fx.write(index_line(row["request_id"], cid, surface, [q.category for q in qs], [q.index for q in qs]))
+                counts.requests += 1
+                counts.questions += len(qs)
+            fx.write(dumps_line({"index_of": out.name, "bytes": nbytes, "rows": counts.requests}))
+    write_build_manifest(out, params, counts, {"claims_responses": [str(p) for p in claims_responses],
+                                               "claims_requests": [str(p) for p in claims_requests],
+                                               "captions": str(captions), "id_field": id_field,
+                                               "image_field": image_field})
+    return counts
+
+
+def failures_path(requests_path: PathLike) -> Path:
+    p = Path(requests_path)
+    stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.name
+    return p.with_name(stem + ".failures.jsonl")
+
+
+def manifest_path(requests_path: PathLike) -> Path:
+    p = Path(requests_path)
+    stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.name
+    return p.with_name(stem + ".manifest.json")
+
+
+def write_build_manifest(out: Path, params: JudgeBuildParams, counts: BuildCounts, source: Mapping[str, Any]) -> Path:
+    body = {
+        "task": TASK, "task_version": TASK_VERSION, "prompt_version": PROMPT_VERSION, "model": params.model,
+        "parameters": asdict(params), "decoding": params.decoding(), "system_prompt": SYSTEM_PROMPT,
+        "source": dict(source), "counts": {**asdict(counts), "failures": counts.failures},
+        "requests": out.name, "failures": failures_path(out).name,
+    }
+    return write_json_atomic(manifest_path(out), body)
+
+
+__all__ = [
+    "TASK", "TASK_VERSION", "IMAGE_MODES", "ANSWERS", "JPEG_QUALITY", "vqa_schema", "JudgeBuildParams", "ImageError",
+    "ImageResolver", "build_request", "read_caption_index", "BuildCounts", "build_judge_requests", "failures_path",
+    "manifest_path", "jpeg_data_url", "data_url_bytes", "file_url_path", "is_url", "iter_claims_requests",
+]

@@ -1,0 +1,429 @@
+"""Judges stage (reference-spec §5; §14 G1, G2, G5): judged slices → claims → judge answers → cells.
+
+Params section ``judges``::
+
+    judges:
+      extractor: capaudit-heuristic-extractor    # claim extractor (model name); extractor_url: null = in-process
+      budget: 64                                 # claim window (whitespace words, §1.2)
+      image_mode: file                           # file | data | url (§5.2)
+      judges:                                    # cells are per judge; >= 2 for agreement
+        - {name: capaudit-offline-annotation-judge}
+        - {name: capaudit-offline-refcaption-judge}
+        # - {name: Qwen3.5-397B-A17B-FP8, model: Qwen/Qwen3.5-397B-A17B-FP8, url: http://h:8001, revision: ea5b...}
+      slices:
+        - name: COCO-MINI
+          surfaces: [{name, label, role, source, ...}]   # capaudit.judges.slices
+      comparisons: [{key, label, slice, ref, ours}]     # headline / excl. tables (ref -> ours)
+      agreement_slice: COCO-MINI
+      reps: 2000                                  # caption bootstrap (§5.4)
+      seed: 0
+      concurrency: 4
+      timeout: 240
+      server_workers: 1
+      probe: {...}                                # capaudit.judges.probe
+
+A judge without ``url`` must be an offline backend (served in-process by
+:func:`capaudit.llm.server.background_server`, like the extractor); ``model`` defaults to the
+name and ``revision`` to the offline judge's rule-set version. Outputs under
+``artifacts/judges/``: per slice ``<slice>/{captions.jsonl, claims/{requests,responses}.jsonl,
+claimed_cbu_summary.json, <judge>/{requests.jsonl, requests.failures.jsonl,
+requests.manifest.json, responses.jsonl, vqa_summary.json}, cells.json, judged_claims.jsonl}``;
+``cells.json`` (all slices), ``vqa_layout.json``, ``stage_manifest.json`` (written last);
+``numbers/judges.json``; tables ``tables/judges_summary.{csv,tex}``. Every response store is
+resumable: answered requests are never asked again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from capaudit.config import RunConfig
+from capaudit.errors import InputError
+from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.llm._json import dumps_line
+from capaudit.summaries.cells import CellsFile, format_cells, merge_cells_files
+from capaudit.summaries.vqa import format_vqa_summary
+from capaudit.summaries.vqa_layout import (Comparison, LayoutJudge, LayoutSlice, LayoutSurface, VqaLayout,
+                                          write_vqa_layout)
+
+from .slices import SurfaceSpec, surface_rows
+
+SECTION = "judges"
+DEFAULT_JUDGES = ("capaudit-offline-annotation-judge", "capaudit-offline-refcaption-judge")
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """One judge of the stage: cell name, model sent, endpoint (``None`` = in-process), revision."""
+
+    name: str
+    model: str
+    url: Optional[str]
+    revision: Optional[str]
+    label: str
+    short: str
+    offline: bool
+    dialect: str = "vllm"
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of a judge or slice name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "x"
+
+
+def judge_specs(section: Mapping[str, Any], where: str) -> List[JudgeSpec]:
+    from capaudit.llm.backends import backend_names
+
+    from .offline import JUDGE_LABELS, JUDGE_SHORT, JUDGE_VERSIONS
+
+    items = section.get("judges") or [{"name": n} for n in DEFAULT_JUDGES]
+    offline_names = set(backend_names())
+    out = []
+    for i, j in enumerate(items):
+        if isinstance(j, str):
+            j = {"name": j}
+        if not isinstance(j, Mapping) or not j.get("name"):
+            raise InputError(f"judges.judges[{i}] needs a 'name'", path=where, field="judges")
+        model = str(j.get("model", j["name"]))
+        url = j.get("url")
+        offline = url is None
+        if offline and model not in offline_names:
+            raise InputError(f"judges.judges[{i}]: {model!r} has no url and is not an offline backend "
+                             f"(known: {', '.join(sorted(offline_names))})", path=where, field="url")
+        revision = j.get("revision", JUDGE_VERSIONS.get(model))
+        out.append(JudgeSpec(str(j["name"]), model, url, None if revision is None else str(revision),
+                             str(j.get("label", JUDGE_LABELS.get(model, j["name"]))),
+                             str(j.get("short", JUDGE_SHORT.get(model, j["name"]))), offline,
+                             str(j.get("dialect", "vllm"))))
+    if len({j.name for j in out}) != len(out):
+        raise InputError("judge names must be distinct", path=where, field="judges")
+    return out
+
+
+def slice_specs(section: Mapping[str, Any], where: str) -> List[Tuple[str, List[SurfaceSpec]]]:
+    slices = section.get("slices")
+    if not isinstance(slices, list) or not slices:
+        raise InputError("judges.slices must list at least one slice", path=where, field="slices")
+    out = []
+    for i, sl in enumerate(slices):
+        if not isinstance(sl, Mapping) or not sl.get("name") or not isinstance(sl.get("surfaces"), list):
+            raise InputError(f"judges.slices[{i}] needs 'name' and a 'surfaces' list", path=where, field="slices")
+        specs = [SurfaceSpec.from_params(s, f"{where}: judges.slices[{i}].surfaces[{k}]")
+                 for k, s in enumerate(sl["surfaces"])]
+        if len({s.name for s in specs}) != len(specs):
+            raise InputError(f"judges.slices[{i}]: surface names must be distinct", path=where, field="surfaces")
+        out.append((str(sl["name"]), specs))
+    return out
+
+
+def _run_store(req: Path, resp: Path, model: str, url: str, section: Mapping[str, Any], dialect: str = "vllm",
+               allow_mismatch: bool = False) -> Dict[str, Any]:
+    from capaudit.llm.client import run_requests
+
+    stats = run_requests(str(req), str(resp), [url], model, concurrency=int(section.get("concurrency", 4)),
+                         timeout=float(section.get("timeout", 240)), retries=int(section.get("retries", 3)),
+                         dialect=dialect, resume=True, progress=bool(section.get("progress", False)),
+                         handle_signals=False, allow_model_mismatch=allow_mismatch)
+    return stats.to_dict()
+
+
+def eligibility(captions: Sequence[str], budget: int) -> float:
+    """B-eligibility (§1.3): share of captions whose lex count is at least ``budget``."""
+    from capaudit.text.lexical import lex_count
+
+    return sum(1 for c in captions if lex_count(c) >= budget) / len(captions) if captions else 0.0
+
+
+def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpec], section: Mapping[str, Any],
+              art: Path, urls: Mapping[str, str]) -> Dict[str, Any]:
+    """Claims, judge requests and answers, summaries, cells and judged claims of one slice."""
+    from capaudit.claims.requests import BuildParams, build_requests, write_manifest
+    from capaudit.claims.stage import model_revision
+    from capaudit.claims.summarize import summarize_responses
+    from capaudit.llm.requests import write_requests
+    from capaudit.summaries.claimed import format_claimed_summary
+
+    from .cells import cells_from_answers, extraction_accounting, load_slice
+    from .judged_claims import judged_claim_rows, write_judged_claims
+    from .requests import JudgeBuildParams, build_judge_requests
+    from .summarize import summarize_judge
+
+    sdir = art / slug(name)
+    (sdir / "claims").mkdir(parents=True, exist_ok=True)
+    budget = int(section.get("budget", 64))
+    extractor = str(section.get("extractor", "capaudit-heuristic-extractor"))
+    rows: Dict[str, List[Dict[str, Any]]] = {s.name: surface_rows(s) for s in specs}
+    captions_path = sdir / "captions.jsonl"
+    with open(captions_path.with_suffix(".jsonl.tmp"), "wb") as fh:
+        for s in specs:
+            for r in rows[s.name]:
+                fh.write(dumps_line(r))
+    captions_path.with_suffix(".jsonl.tmp").replace(captions_path)
+    # 1. claims
+    creq = sdir / "claims" / "requests.jsonl"
+    cresp = sdir / "claims" / "responses.jsonl"
+    revision = model_revision(extractor, {"revision": section.get("extractor_revision")})
+    claim_rows: List[Dict[str, Any]] = []
+    for s in specs:
+        params = BuildParams(surface=s.name, budget=budget, model=extractor, revision=revision,
+                             max_tokens=int(section.get("extractor_max_tokens", 1024)))
+        items = [(i, r["caption"], r["caption_id"], {"image_id": r.get("image_id")}) for i, r in enumerate(rows[s.name])]
+        built, _ = build_requests(items, params)
+        claim_rows += built
+    write_requests(creq, claim_rows)
+    write_manifest(creq, BuildParams(surface="+".join(s.name for s in specs), budget=budget, model=extractor,
+                                     revision=revision), {"emitted": len(claim_rows)},
+                   {"input": str(captions_path), "caption_field": "caption", "id_field": "caption_id"})
+    run_stats: Dict[str, Any] = {"claims": _run_store(creq, cresp, extractor, urls["__extractor__"], section)}
+    ids = {r["request_id"] for r in claim_rows}
+    claimed = _claimed_summary(cresp, creq, ids, {"requests": str(creq), "responses": str(cresp),
+                                                   "extractor": extractor, "budget": budget, "slice": name})
+    write_text_atomic(sdir / "claimed_cbu_summary.json", format_claimed_summary(claimed))
+    extraction = extraction_accounting([cresp], [creq], [s.name for s in specs])
+    # 2. judges
+    builds: Dict[str, Any] = {}
+    req_paths: List[Path] = []
+    for j in judges:
+        jdir = sdir / slug(j.name)
+        jdir.mkdir(parents=True, exist_ok=True)
+        jreq, jresp = jdir / "requests.jsonl", jdir / "responses.jsonl"
+        params = JudgeBuildParams(model=j.model, revision=j.revision, image_mode=str(section.get("image_mode", "file")),
+                                  max_tokens=int(section.get("max_tokens", 2048)), evidence=bool(section.get("evidence", False)))
+        counts = build_judge_requests([cresp], [creq], captions_path, "caption_id", "image_path", params, jreq)
+        builds[j.name] = counts.__dict__ | {"failures": counts.failures}
+        run_stats[j.name] = _run_store(jreq, jresp, j.model, urls.get(j.name) or str(j.url), section, j.dialect)
+        req_paths.append(jreq)
+    index, answers = load_slice([(j.name, [sdir / slug(j.name) / "responses.jsonl"]) for j in judges], req_paths,
+                                keep_examples=20)
+    for j, one, rp in zip(judges, answers, req_paths):
+        summ = summarize_judge(index, one, [rp], {"judge": j.name, "model": j.model, "revision": j.revision,
+                                                  "backend": "offline" if j.offline else "model", "label": j.label,
+                                                  "requests": str(rp), "responses": str(sdir / slug(j.name) / "responses.jsonl"),
+                                                  "merge": "answered-wins"})
+        write_text_atomic(sdir / slug(j.name) / "vqa_summary.json", format_vqa_summary(summ))
+    cells, report = cells_from_answers(name, [j.name for j in judges], index, answers, int(section.get("reps", 2000)),
+                                       int(section.get("seed", 0)), extraction, [s.name for s in specs])
+    write_text_atomic(sdir / "cells.json", format_cells(cells))
+    n_claims = write_judged_claims(sdir / "judged_claims.jsonl", judged_claim_rows(
+        name, [j.name for j in judges], index, answers, req_paths, [creq],
+        {j.name: ("offline" if j.offline else "model") for j in judges}))
+    return {"cells": cells, "claimed": claimed, "rows": rows, "builds": builds, "run_stats": run_stats,
+            "report": report, "judged_claims": n_claims, "extraction": extraction}
+
+
+def _claimed_summary(resp: Path, req: Path, ids: set, label: Any) -> Any:
+    """Claimed summary over the current requests only (a resumed store may hold older answers)."""
+    from capaudit.claims.summarize import summarize_responses
+    from capaudit.llm.store import merge
+
+    rows = merge(resp)
+    if set(rows) <= ids:
+        return summarize_responses([resp], [req], input_label=label)
+    tmp = resp.with_name(resp.name + ".current.tmp")
+    with open(tmp, "wb") as fh:
+        for rid in sorted(rows):
+            if rid in ids:
+                fh.write(dumps_line(rows[rid]))
+    try:
+        return summarize_responses([tmp], [req], input_label=label)
+    finally:
+        tmp.unlink()
+
+
+def build_layout(section: Mapping[str, Any], judges: Sequence[JudgeSpec], slices: Sequence[Tuple[str, Sequence[SurfaceSpec]]],
+                 results: Mapping[str, Dict[str, Any]], where: str) -> VqaLayout:
+    """The paper layout of this run's judged slices (:mod:`capaudit.summaries.vqa_layout`)."""
+    budget = int(section.get("budget", 64))
+    lslices = []
+    for name, specs in slices:
+        res = results[name]
+        surfaces = []
+        for s in specs:
+            claimed = None
+            if s.name in res["claimed"].surfaces:
+                cs = res["claimed"].surface(s.name)
+                claimed = {"captions": float(cs.captions), "cbu_per_cap": cs.cbu_per_cap, "cbu_per_100_lex": cs.cbu_per_100_lex}
+            policies = {r.get("policy") for r in res["rows"][s.name]} - {None}
+            policy = s.policy or (str(next(iter(policies))) if len(policies) == 1 else None)
+            surfaces.append(LayoutSurface(s.name, s.label, s.role, policy, s.corpus if policy else None,
+                                          eligibility([r["caption"] for r in res["rows"][s.name]], budget), budget, claimed))
+        lslices.append(LayoutSlice(name, surfaces))
+    comps = []
+    for i, c in enumerate(section.get("comparisons") or []):
+        if not isinstance(c, Mapping):
+            raise InputError(f"judges.comparisons[{i}] must be a mapping", path=where, field="comparisons")
+        missing = [k for k in ("key", "slice", "ours", "ref") if not c.get(k)]
+        if missing:
+            raise InputError(f"judges.comparisons[{i}] misses {missing}", path=where, field="comparisons")
+        comps.append(Comparison(str(c["key"]), str(c.get("label", c["key"])), str(c["slice"]), str(c["ours"]), str(c["ref"])))
+    layout = VqaLayout(
+        judges=[LayoutJudge(j.name, j.short, j.label, "offline" if j.offline else "model") for j in judges],
+        slices=lslices, comparisons=comps,
+        agreement_slice=section.get("agreement_slice", slices[0][0] if len(judges) >= 2 else None),
+        denominators_slice=section.get("denominators_slice", slices[0][0]))
+    layout.validate(where)
+    return layout
+
+
+def summary_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
+    """One row per cell: judge (label, backend), surface (label, role), counts, rates and stds."""
+    out = []
+    for c in cells.cells:
+        j = layout.judge(c.judge)
+        s = layout.slice(c.slice).surface(c.surface)
+        a = c.all_types
+        out.append({"slice": c.slice, "judge": c.judge, "judge_label": j.label, "backend": j.backend,
+                    "surface": c.surface, "surface_label": s.label, "role": s.role,
+                    "claimed_cbu_per_cap": (s.claimed or {}).get("cbu_per_cap"),
+                    "responses": a.responses, "questions": a.questions, "yes": a.yes, "no": a.no,
+                    "uncertain": a.uncertain, "supported_cap": a.supported_cap, "supported_cap_std": a.supported_cap_std,
+                    "risk": a.risk, "risk_std": a.risk_std, "uncertain_rate": a.uncertain_rate})
+    return out
+
+
+def write_summary_table(rows: List[Dict[str, Any]], tables: Path, stem: str = "judges_summary") -> Dict[str, Path]:
+    """``tables/<stem>.csv`` and a LaTeX body ``<stem>.tex`` (judge & surface & resp. & questions &
+    sup/cap ± std & risk ± std & uncertain)."""
+    import pandas as pd
+
+    csv_path = tables / f"{stem}.csv"
+    text = pd.DataFrame(rows).to_csv(index=False, lineterminator="\n")
+    write_text_atomic(csv_path, text)
+    lines = ["% judges stage: one row per (slice, judge, surface) cell; offline judges are heuristics, not VLMs"]
+    prev = None
+    for r in rows:
+        if prev is not None and r["judge"] != prev:
+            lines.append("\\addlinespace[0.2em]")
+        lines.append(tex_row([_tex(r["judge_label"]) if r["judge"] != prev else "", _tex(r["surface_label"]),
+                              tex_int(r["responses"]), tex_int(r["questions"]),
+                              tex_pm(r["supported_cap"], r["supported_cap_std"], 2), tex_pm(r["risk"], r["risk_std"], 3),
+                              tex_num(r["uncertain_rate"], 3)]))
+        prev = r["judge"]
+    tex_path = write_text_atomic(tables / f"{stem}.tex", "\n".join(lines) + "\n")
+    return {"csv": csv_path, "tex": tex_path}
+
+
+def tex_int(n: int) -> str:
+    return "$" + format(int(n), ",").replace(",", "{,}") + "$"
+
+
+def tex_num(x: float, d: int) -> str:
+    return f"${x:.{d}f}$"
+
+
+def tex_pm(m: float, s: float, d: int) -> str:
+    return f"${m:.{d}f} \\pm {s:.{d}f}$"
+
+
+def tex_row(cells: Sequence[str]) -> str:
+    return " & ".join(cells) + " \\\\"
+
+
+def _tex(s: str) -> str:
+    return s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#")
+
+
+def judges_numbers(captions: int, questions: int, failures: int, bad: int,
+                   judges: Sequence[JudgeSpec]) -> Dict[str, Dict[str, Any]]:
+    """The stage's quoted numbers (fragment ``judges``)."""
+    def count(n: int) -> str:
+        return f"{n:,}".replace(",", "{,}")
+
+    return {
+        "JudgesCaptions": {"value": captions, "text": count(captions),
+                           "description": "captions answered by every judge (all judged slices)"},
+        "JudgesQuestions": {"value": questions, "text": count(questions),
+                            "description": f"judged questions (raw claims) of those captions, {judges[0].name}"},
+        "JudgesImageFailures": {"value": failures, "text": count(failures),
+                                "description": "captions not judged: image missing or unreadable"},
+        "JudgesBadResponses": {"value": bad, "text": count(bad),
+                               "description": "judge responses failed or with ids not matching their questions"},
+        "JudgesNames": {"value": [j.name for j in judges], "text": ", ".join(_tex(j.label) for j in judges),
+                        "description": "the judges of this run"},
+    }
+
+
+def run(cfg: RunConfig) -> Dict[str, Any]:
+    """Run the judges stage for the params file (module docstring); returns cells, layout and tables."""
+    import pandas as pd
+
+    from capaudit.summaries.numbers_fragments import write_numbers_fragment
+
+    section = cfg.section(SECTION)
+    where = str(cfg.path)
+    dirs = cfg.dirs()
+    art = dirs["artifacts"] / "judges"
+    art.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    judges = judge_specs(section, where)
+    slices = slice_specs(section, where)
+    extractor = str(section.get("extractor", "capaudit-heuristic-extractor"))
+    ext_url = section.get("extractor_url")
+    served = [j.model for j in judges if j.offline]
+    if not ext_url:
+        served = [extractor] + served
+    served = list(dict.fromkeys(served))
+    if served:
+        from capaudit.llm.server import background_server
+
+        server: Any = background_server(served, workers=int(section.get("server_workers", 1)))
+    else:
+        server = nullcontext("")
+    results: Dict[str, Dict[str, Any]] = {}
+    with server as base_url:
+        urls = {"__extractor__": str(ext_url or base_url)}
+        urls.update({j.name: str(j.url or base_url) for j in judges})
+        for name, specs in slices:
+            results[name] = run_slice(name, specs, judges, section, art, urls)
+    cells = merge_cells_files([results[n]["cells"] for n, _ in slices])
+    write_text_atomic(art / "cells.json", format_cells(cells))
+    layout = build_layout(section, judges, slices, results, where)
+    write_vqa_layout(layout, art / "vqa_layout.json")
+    rows = summary_rows(cells, layout)
+    table_paths = write_summary_table(rows, dirs["tables"])
+    failures = sum(r["builds"][j.name]["failures"] for r in results.values() for j in judges)
+    bad = sum(v["failed"] for r in results.values() for k, v in r["report"].items() if k != "__intersection__")
+    captions = sum(r["report"]["__intersection__"]["captions"] for r in results.values())
+    questions = sum(c.all_types.questions for c in cells.cells if c.judge == judges[0].name)
+    write_numbers_fragment(dirs["artifacts"], "judges", judges_numbers(captions, questions, failures, bad, judges),
+                           backend=", ".join(j.label for j in judges))
+    manifest = {
+        "judges": [j.__dict__ for j in judges], "extractor": extractor, "served_in_process": served,
+        "slices": {n: {"surfaces": [s.name for s in specs], "builds": results[n]["builds"],
+                       "run_stats": results[n]["run_stats"], "judged_claims": results[n]["judged_claims"],
+                       "report": results[n]["report"]} for n, specs in slices},
+        "elapsed_sec": round(time.monotonic() - t0, 2),
+    }
+    write_json_atomic(art / "stage_manifest.json", manifest)
+    return {"cells": cells, "layout": layout, "table": pd.DataFrame(rows), "tables": table_paths,
+            "agreement": agreement_frame(cells), "extraction": extraction_frame(cells),
+            "results": results, "manifest": manifest, "artifacts": art}
+
+
+def agreement_frame(cells: CellsFile) -> Any:
+    """Exact judge agreement per slice (rows) and claim type (columns), with ``joined`` counts."""
+    import pandas as pd
+
+    rows = []
+    for sl, ag in cells.judge_agreement.items():
+        for t, a in ag.by_type.items():
+            rows.append({"slice": sl, "judges": " vs ".join(ag.judges), "type": t, "joined": a.joined, "exact": a.exact,
+                         "exact_rate": a.exact_rate})
+    return pd.DataFrame(rows)
+
+
+def extraction_frame(cells: CellsFile) -> Any:
+    """Extraction accounting per slice and surface."""
+    import pandas as pd
+
+    return pd.DataFrame([{"slice": sl, "surface": n, **e.to_dict()} for sl, block in cells.extraction.items()
+                         for n, e in block.items()])
+
+
+__all__ = ["JudgeSpec", "judge_specs", "judges_numbers", "agreement_frame", "extraction_frame", "slice_specs", "run_slice", "build_layout", "summary_rows",
+           "write_summary_table", "eligibility", "run", "slug"]

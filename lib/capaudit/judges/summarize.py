@@ -1,0 +1,94 @@
+"""Per-judge summary (reference-spec §5.3) → :class:`capaudit.summaries.vqa.VqaSummary`.
+
+One row per request id (answered-wins merge, :mod:`._stream`; replaces the reference's
+last-row-wins). Per surface: ``responses`` (merged request ids with a response, failures
+included, §14 G5), ``ok`` (answered and valid), ``bad``, ``questions`` = yes + no + uncertain over
+ok rows, the answer counts and the six rates (``support_rate`` = yes/questions, ``risk_rate`` =
+no/questions, ``uncertainty_rate`` = uncertain/questions); the same per category. ``examples``:
+up to 20 each of ``bad_response`` (file, line, request and reason: failed rows and answers whose
+ids do not match their questions), ``no`` and ``uncertain`` answers (with question text). Surfaces
+are listed in request order, categories in the summarizer's type order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.vqa import MAX_EXAMPLES, AnswerCounts, VqaSummary, VqaSurface, write_vqa_summary
+
+from .answers import JudgeAnswers, RequestIndex, iter_request_rows, load_answers
+
+PathLike = Union[str, Path]
+
+
+def summarize_judge(index: RequestIndex, answers: JudgeAnswers, request_paths: Sequence[PathLike] = (),
+                    input_label: Any = None) -> VqaSummary:
+    """The §5.3 summary of one judge's answers over ``index``."""
+    ns = len(index.surfaces)
+    resp = [0] * ns
+    ok = [0] * ns
+    counts = [[0, 0, 0] for _ in range(ns)]
+    cats = [[0, 0, 0] for _ in UNIT_CATEGORIES]
+    for rid, codes in answers.answered.items():
+        info = index.rows[rid]
+        s = info.surface
+        resp[s] += 1
+        ok[s] += 1
+        c = counts[s]
+        for k, (a, t) in enumerate(zip(codes, info.cats)):
+            c[a] += 1
+            cats[t][a] += 1
+    for f in answers.failures:
+        resp[index.rows[f.request_id].surface] += 1
+    surfaces: Dict[str, VqaSurface] = {}
+    for s, name in enumerate(index.surfaces):
+        if resp[s] == 0:
+            continue
+        y, n, u = counts[s]
+        surfaces[name] = VqaSurface(responses=resp[s], ok=ok[s], bad=resp[s] - ok[s],
+                                    counts=AnswerCounts(questions=y + n + u, yes=y, no=n, uncertain=u))
+    categories = {t: AnswerCounts(questions=sum(cats[i]), yes=cats[i][0], no=cats[i][1], uncertain=cats[i][2])
+                  for i, t in enumerate(UNIT_CATEGORIES) if sum(cats[i])}
+    examples: Dict[str, List[Dict[str, Any]]] = {"bad_response": [f.example() for f in answers.failures[:MAX_EXAMPLES]]}
+    wanted = {rid for lst in answers.examples.values() for rid, _, _ in lst}
+    if wanted and request_paths:
+        rows = {r["request_id"]: r for r in iter_request_rows(request_paths, wanted)}
+        for kind, lst in answers.examples.items():
+            examples[kind] = []
+            for rid, k, res in lst[:MAX_EXAMPLES]:
+                req = rows.get(rid)
+                if req is None:
+                    continue
+                q = req["input"]["questions"][k]
+                examples[kind].append({"surface": req["input"].get("surface"), "caption_id": req["input"]["caption_id"],
+                                       "category": q["category"], "question": q["question"], "answer": kind,
+                                       "confidence": res.get("confidence"), "evidence": res.get("evidence")})
+    total = sum(resp)
+    n_ok = sum(ok)
+    out = VqaSummary(responses=total, ok=n_ok, bad=total - n_ok, surfaces=surfaces, categories=categories,
+                     examples={k: v for k, v in examples.items() if v}, latest_by_request=True, input=input_label)
+    out.validate()
+    return out
+
+
+def summarize_files(responses: Sequence[PathLike], requests: Sequence[PathLike], out: Optional[PathLike] = None,
+                    judge: Optional[str] = None) -> VqaSummary:
+    """``capaudit judges summarize``: read, summarize, optionally write ``out`` (atomically)."""
+    index = RequestIndex.from_files(requests)
+    answers = load_answers(index, responses, keep_examples=MAX_EXAMPLES)
+    label = {"responses": [str(p) for p in responses], "requests": [str(p) for p in requests],
+             "merge": "answered-wins (capaudit.llm.store rule)", "judge": judge,
+             "models": dict(sorted(answers.model_names.items())),
+             "unknown_responses": answers.unknown}
+    summary = summarize_judge(index, answers, requests, label)
+    if out is not None:
+        from capaudit.io.atomic import write_text_atomic
+        from capaudit.summaries.vqa import format_vqa_summary
+
+        write_text_atomic(out, format_vqa_summary(summary))
+    return summary
+
+
+__all__ = ["summarize_judge", "summarize_files"]
