@@ -122,7 +122,7 @@ def test_jsonl_build_and_errors(tmp_path):
     _write(src, [{"caption": "one two three"}, {"caption": "  "}, {"caption": 5}, "\n", {"caption": "four five"}])
     out = tmp_path / "r.jsonl"
     counts = build_requests_file(src, "caption", out, BuildParams(surface="s", budget=2))
-    assert counts == {"usable": 2, "emitted": 2}
+    assert counts == {"usable": 2, "emitted": 2, "rows": 4, "rows_missing_caption_field": 0, "rows_empty_caption": 2}
     rows = list(read_requests(out))
     assert [r["meta"]["source_row"] for r in rows] == [0, 4]
     assert [r["input"]["caption_id"] for r in rows] == ["s:0", "s:4"]

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from capaudit.errors import LockHeldError
 from capaudit.llm.store import ResponseStore, iter_rows, merge, scan_ids
 
 
@@ -74,9 +75,11 @@ def test_single_file_is_locked_against_a_second_writer(tmp_path):
     a = ResponseStore(p, batch_rows=1)
     a.append(row("a", True))
     b = ResponseStore(p, batch_rows=1)
-    with pytest.raises(ValueError, match="another process"):
+    with pytest.raises(LockHeldError, match="in use by process"):
         b.append(row("b", True))
+    assert (tmp_path / "r.jsonl.lock").exists()
     a.close()
+    assert not (tmp_path / "r.jsonl.lock").exists()  # released and removed
     b.append(row("b", True))
     b.close()
 

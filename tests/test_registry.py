@@ -67,11 +67,40 @@ def test_unknown_entry_names_file():
         entry("imageinwords", "nope.jsonl")
 
 
-def test_fetch_real_shared_file(data_dir):
+def test_fetch_real_shared_file(data_dir, tmp_path, monkeypatch):
     p = fetch(*IIW)
     assert p == data_dir / "imageinwords" / "IIW-400" / "data.jsonl"
     assert hashlib.sha256(p.read_bytes()).hexdigest() == IIW_SHA
-    assert fetch(*IIW) == p  # second call served from the sidecar
+    # the first fetch hashed the file and remembered it in the sidecar ...
+    cache = json.loads((tmp_path / "hash_cache.json").read_text())
+    assert cache == {f"{p.resolve()}|980175|{p.stat().st_mtime_ns}": IIW_SHA}
+    # ... so the second fetch must not hash it again: it fails if it does
+    def no_hashing(path):
+        raise AssertionError(f"re-hashed {path} although the sidecar knows it")
+
+    monkeypatch.setattr(registry, "sha256_file", no_hashing)
+    assert fetch(*IIW) == p
+    # and a sidecar that disagrees with the registry is a mismatch, not a pass
+    (tmp_path / "hash_cache.json").write_text(json.dumps({next(iter(cache)): "0" * 64}))
+    with pytest.raises(DataError, match="sha256 mismatch"):
+        fetch(*IIW)
+
+
+def test_sidecar_beside_a_writable_data_dir_else_user_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("CAPAUDIT_HASH_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "data"
+    root.mkdir()
+    monkeypatch.setenv("CAPAUDIT_DATA_DIR", str(root))
+    assert registry.hash_cache_path() == root / ".capaudit-verified-sha256.json"
+    root.chmod(0o555)  # a read-only data folder: one sidecar per data folder in the user cache
+    try:
+        side = registry.hash_cache_path()
+        assert side.name.startswith("verified_sha256-") and root not in side.parents
+    finally:
+        root.chmod(0o755)
+    monkeypatch.delenv("CAPAUDIT_DATA_DIR")
+    assert registry.hash_cache_path().name == "verified_sha256.json"
 
 
 def test_hash_sidecar_keyed_by_size_and_mtime(tmp_path, monkeypatch, data_dir):

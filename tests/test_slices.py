@@ -187,8 +187,8 @@ def test_cli_surfaces_show_and_stage_run(tmp_path, capsys):
     pfile.write_text(yaml.safe_dump(params))
     assert main(["surfaces", "show", str(pfile)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["surface", "source", "caption_field", "key_field", "rows", "records", "keys"]
-    assert out[3].split() == ["coco", "coco_karpathy_captions/test_captions.json", "auto", "5000", "25010", "5000"]
+    assert out[0].split() == ["surface", "source", "caption_field", "key_field", "rows", "records", "skipped", "keys"]
+    assert out[3].split() == ["coco", "coco_karpathy_captions/test_captions.json", "auto", "5000", "25010", "0", "5000"]
 
     cfg = load_config(pfile, out_root=tmp_path / "outputs")
     res = run(cfg)

@@ -151,7 +151,8 @@ def test_parquet_batches_and_folder(tmp_path, monkeypatch):
     pd.DataFrame({"key": ["d"], "caption": ["z"]}).to_parquet(d / "part-1.parquet")
     s = load_surface({"name": "p", "file": str(d), "format": "parquet", "key_field": "key", "caption_field": "caption"})
     assert s.frame[["key", "caption"]].values.tolist() == [["a", "x"], ["b", "y"], ["d", "z"]]
-    with pytest.raises(ValueError, match=r"part-0\.parquet: row 1: caption field 'nope' is missing"):
+    with pytest.raises(ValueError, match=r"part-0\.parquet field 'nope': no row has this field \(fields present: "
+                                         r"caption, key\)"):
         list(iter_captions({"file": str(d / "part-0.parquet"), "caption_field": "nope"}))
     with pytest.raises(ValueError, match=r"column\(s\) \['nope'\] not in the file"):
         list(iter_captions({"file": str(d / "part-0.parquet"), "caption_field": "nope", "meta_fields": []}))

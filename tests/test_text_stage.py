@@ -35,7 +35,9 @@ def test_cli_malformed_jsonl_names_file_and_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "capaudit.cli", "text-stats", str(src), "--caption-field", "caption"],
                        capture_output=True, text=True)
     assert p.returncode == 1
-    assert "bad.jsonl" in p.stderr and "2" in p.stderr
+    # one line that names the file and the line (not merely "a 2 somewhere in stderr")
+    assert p.stderr.strip().splitlines() == [
+        f"capaudit text-stats: error: {src}: line 2: not valid JSON (Expecting value at column 13)"]
 
 
 def test_paired_deltas_hand_checked():

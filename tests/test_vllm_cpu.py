@@ -42,6 +42,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Printed in the skip reason (``make test`` runs pytest with ``-rs``): the one command that builds
+#: the serving environment (~3.5 min, cached) and runs this test with it.
+BUILD_COMMAND = 'CAPAUDIT_VLLM_PYTHON="$(bash .ci/vllm_cpu_env.sh | tail -n 1)" make test'
+BUILD_HINT = f"to build the vLLM serving environment and run this test: {BUILD_COMMAND}"
+
+
 def _cli(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "capaudit.cli", *args], capture_output=True, text=True,
                           check=check, **kw)
@@ -51,11 +57,11 @@ def _cli(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
 def vllm_url(tmp_path_factory) -> Iterator[str]:
     py = os.environ.get("CAPAUDIT_VLLM_PYTHON")
     if not py:
-        pytest.skip(os.environ.get("CAPAUDIT_VLLM_UNAVAILABLE")
-                    or "CAPAUDIT_VLLM_PYTHON is not set (build it: bash .ci/vllm_cpu_env.sh)")
+        pytest.skip((os.environ.get("CAPAUDIT_VLLM_UNAVAILABLE") or "CAPAUDIT_VLLM_PYTHON is not set")
+                    + "; " + BUILD_HINT)
     cache = Path(os.environ.get("CAPAUDIT_CACHE", Path.home() / ".cache" / "capaudit"))
     if not (cache / "smollm2-135m-hf" / "config.json").is_file():
-        pytest.skip(f"{cache}/smollm2-135m-hf is missing (run .ci/vllm_cpu_env.sh)")
+        pytest.skip(f"{cache}/smollm2-135m-hf is missing; {BUILD_HINT}")
     port = _free_port()
     cmd = build_serve_command("ci_cpu_smollm2_135m", python=py, port=port)
     assert cmd.argv[cmd.argv.index("--host") + 1] == "127.0.0.1"

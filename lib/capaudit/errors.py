@@ -59,4 +59,20 @@ class LockHeldError(CapauditError):
     exit_code = 3
 
 
-__all__ = ["CapauditError", "InputError", "FieldNotFoundError", "EmptyInputError", "LockHeldError"]
+class NotebookError(CapauditError):
+    """A notebook failed while executing; the message names the notebook and the failing cell."""
+
+
+class OfflineError(InputError):
+    """A remote resource (Hugging Face dataset, download) cannot be reached; says how to run offline."""
+
+
+def one_line(message: object) -> str:
+    """``message`` as a single line: line breaks and their indentation become ``"; "``."""
+    text = str(message).strip()
+    parts = [p.strip() for p in text.splitlines() if p.strip()]
+    return "; ".join(parts)
+
+
+__all__ = ["CapauditError", "InputError", "FieldNotFoundError", "EmptyInputError", "LockHeldError",
+           "NotebookError", "OfflineError", "one_line"]

@@ -16,38 +16,45 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capaudit.argtypes import budget
+from capaudit.argtypes import budget, positive_int
 
+# Defaults shown in --help; capaudit.claims.requests (which imports the model-call layer) is
+# imported only when a command runs. tests/test_failures_cli.py checks they agree.
+DEFAULT_MODEL = "Qwen/Qwen3.5-35B-A3B"
+MAX_CAPTION_CHARS = 1800
+WINDOW_MODES = ("whitespace", "lexical")
 
 
 
 def register(subparsers: Any) -> None:
     """Add ``claims`` and its subcommands to the ``capaudit`` command."""
-    from .requests import DEFAULT_MODEL, MAX_CAPTION_CHARS, WINDOW_MODES
 
     claims = subparsers.add_parser("claims", help="claim extraction: build requests, summarize, evaluate")
     sub = claims.add_subparsers(dest="claims_command", metavar="CLAIMS_COMMAND")
 
     b = sub.add_parser("build", help="build claim-extraction requests from a caption JSONL (§4.2)")
-    b.add_argument("--input", required=True, help="caption JSONL")
+    b.add_argument("--input", required=True, help="caption JSONL (.jsonl, .ndjson, optionally .gz)")
     b.add_argument("--caption-field", default="caption")
+    b.add_argument("--on-missing", choices=("error", "skip"), default="error",
+                   help="a row without --caption-field: error (default) or skip (skipped rows are counted)")
     b.add_argument("--surface", required=True, help="surface label")
     b.add_argument("--budget", type=budget, default=64, help="window in whitespace words (or 'full')")
     b.add_argument("--out", required=True, help="request JSONL (a .manifest.json is written beside it)")
     g = b.add_mutually_exclusive_group()
-    g.add_argument("--sample-records", type=int, help="seeded sample of N usable rows")
-    g.add_argument("--max-records", type=int, help="first N usable rows")
+    g.add_argument("--sample-records", type=positive_int, help="seeded sample of N usable rows")
+    g.add_argument("--max-records", type=positive_int, help="first N usable rows")
     b.add_argument("--sample-seed", type=int, default=0)
-    b.add_argument("--model", default=DEFAULT_MODEL, help="model name the requests are for (hashed into ids)")
+    b.add_argument("--model", default=DEFAULT_MODEL,
+                   help="model name the requests are for (hashed into ids; give the name `llm run --model` will use)")
     b.add_argument("--revision", help="model revision (hashed into ids)")
     b.add_argument("--id-field", help="field holding the caption id (default '<surface>:<row>')")
     b.add_argument("--window", choices=WINDOW_MODES, default="whitespace",
                    help="whitespace: first B words; lexical: raw text cut after the B-th lex unit")
-    b.add_argument("--max-caption-chars", type=int, default=MAX_CAPTION_CHARS)
-    b.add_argument("--max-tokens", type=int, default=1024)
+    b.add_argument("--max-caption-chars", type=positive_int, default=MAX_CAPTION_CHARS)
+    b.add_argument("--max-tokens", type=positive_int, default=1024)
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--thinking", choices=["on", "off"], help="send chat_template_kwargs.enable_thinking")
-    b.add_argument("--max-units", type=int, help="maxItems on claimed_units (debug only)")
+    b.add_argument("--max-units", type=positive_int, help="maxItems on claimed_units (debug only)")
     b.add_argument("--pin-caption-id", action="store_true",
                    help="pin each request's caption_id in its schema (small models; not the reference protocol)")
     b.set_defaults(func=cmd_build)
@@ -57,6 +64,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("--requests", action="append", default=[],
                    help="request JSONL (repeatable; default: the requests file beside each responses file)")
     s.add_argument("--out", required=True, help="claimed_cbu_summary.json")
+    s.add_argument("--require-complete", action="store_true",
+                   help="exit 4 (after writing the summary) when some requests have no response row")
     s.set_defaults(func=cmd_summarize)
 
     e = sub.add_parser("eval-dsg", help="evaluate the heuristic extractor on DSG-1k gold propositions")
@@ -82,9 +91,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         max_units=args.max_units,
         pin_caption_id=args.pin_caption_id,
     )
-    counts = build_requests_file(Path(args.input), args.caption_field, Path(args.out), params, args.id_field)
-    print(f"capaudit claims build: {counts['emitted']} requests ({counts['usable']} usable captions) -> {args.out}",
-          file=sys.stderr)
+    counts = build_requests_file(Path(args.input), args.caption_field, Path(args.out), params, args.id_field,
+                                 args.on_missing)
+    skipped = counts["rows_missing_caption_field"] + counts["rows_empty_caption"]
+    print(f"capaudit claims build: {counts['emitted']} requests ({counts['usable']} usable captions of "
+          f"{counts['rows']} rows; {skipped} skipped: {counts['rows_missing_caption_field']} without the caption "
+          f"field, {counts['rows_empty_caption']} empty or null) -> {args.out}", file=sys.stderr)
     return 0
 
 
@@ -93,15 +105,25 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
     summary = summarize_to_file(args.responses, args.out, args.requests or None)
     s = summary.surface("__all__")
-    print(f"capaudit claims summarize: {summary.status.captions} captions ({summary.status.bad} bad), "
+    inp = summary.input if isinstance(summary.input, dict) else {}
+    unanswered = inp.get("unanswered_requests")
+    todo = ""
+    if unanswered:
+        todo = (f"; {unanswered} of {inp.get('requests_total')} requests have no response row yet (the store is "
+                f"unfinished: run `capaudit llm run ... --resume` to complete it)")
+    print(f"capaudit claims summarize: {summary.status.captions} captions ({summary.status.bad} failed){todo}, "
           f"CBU/cap {s.cbu_per_cap:.4f}, CBU/100 lex {s.cbu_per_100_lex:.4f} -> {args.out}", file=sys.stderr)
+    if unanswered and args.require_complete:
+        return 4
     return 0
 
 
 def cmd_eval_dsg(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import check_output_dir
+
     from .dsg_eval import run_dsg_eval
 
-    out = Path(args.out)
+    out = check_output_dir(args.out)
     result, paths = run_dsg_eval(out, out, Path(args.dsg) if args.dsg else None)
     overall = result.rows()[-1]
     print(f"capaudit claims eval-dsg: {result.extractor}: P {overall['precision']:.3f} R {overall['recall']:.3f} "
@@ -110,10 +132,11 @@ def cmd_eval_dsg(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from capaudit.config import load_config
+    from capaudit.io.params import load_params
 
     from .stage import run
 
-    out = run(load_config(args.params))
+    out = run(load_params(args.params))
     print(out["table"].to_string(index=False))
     return 0
+

@@ -20,11 +20,13 @@ unnamed, this is our reading.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from capaudit.errors import EmptyInputError, FieldNotFoundError, InputError
+from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
+from capaudit.io.manifest import files_block
 from capaudit.llm.requests import make_request, write_requests
 from capaudit.surfaces.readers import iter_json_lines
 from capaudit.summaries._common import UNIT_CATEGORIES
@@ -218,15 +220,83 @@ def build_requests(items: Iterable[CaptionItem], params: BuildParams) -> Tuple[L
     return rows, {"usable": len(usable), "emitted": len(rows)}
 
 
-def iter_jsonl_captions(path: Path, caption_field: str, id_field: Optional[str] = None) -> Iterator[CaptionItem]:
-    """Usable captions of a JSONL file (§4.2): ``source_row`` = 0-based line index; rows whose
-    caption is not a non-empty string are skipped; a missing/empty ``id_field`` is an error."""
+#: Caption files ``claims build`` reads (JSON lines; ``source_row`` = 0-based line index, §4.2).
+INPUT_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+
+
+@dataclass
+class ReadCounts:
+    """Rows of a caption file and why rows were not used (reported in the manifest)."""
+
+    rows: int = 0
+    missing_field: int = 0
+    empty_caption: int = 0
+
+    def to_dict(self) -> Dict[str, int]:
+        return {"rows": self.rows, "rows_missing_caption_field": self.missing_field,
+                "rows_empty_caption": self.empty_caption}
+
+
+def check_input_file(path: Path) -> Path:
+    """A readable JSONL caption file, or an error saying which formats ``claims build`` accepts."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"{path}: caption file not found")
+    if path.is_dir():
+        raise InputError("is a folder; claims build reads one JSON-lines caption file "
+                         f"({', '.join(INPUT_SUFFIXES)})", path=path)
+    name = path.name.lower()
+    if not name.endswith(INPUT_SUFFIXES):
+        kind = "a Parquet file" if name.endswith(".parquet") else f"'{''.join(path.suffixes) or 'no suffix'}'"
+        raise InputError(f"claims build reads JSON-lines caption files ({', '.join(INPUT_SUFFIXES)}), not {kind}; "
+                         f"convert it first, e.g. pandas.read_parquet(...).to_json('captions.jsonl', "
+                         f"orient='records', lines=True)", path=path)
+    return path
+
+
+def iter_jsonl_captions(path: Path, caption_field: str, id_field: Optional[str] = None,
+                        counts: Optional[ReadCounts] = None, on_missing: str = "error") -> Iterator[CaptionItem]:
+    """Usable captions of a JSONL file (§4.2): ``source_row`` = 0-based line index.
+
+    Rows whose caption is empty, blank, null or not a string are skipped (§4.2) and counted
+    (``counts.empty_caption``).
+    A row without ``caption_field`` is an error naming the file, line and the fields present,
+    unless ``on_missing="skip"`` (counted in ``counts.missing_field``). A file in which no row
+    has the field raises :class:`FieldNotFoundError` listing the fields that exist; a file
+    without any usable caption raises :class:`EmptyInputError`. A missing/empty ``id_field``
+    is an error.
+    """
+    path = check_input_file(Path(path))
+    if on_missing not in ("error", "skip"):
+        raise ValueError(f"on_missing must be 'error' or 'skip', got {on_missing!r}")
+    counts = counts if counts is not None else ReadCounts()
+    fields: Dict[str, None] = {}
+    used = 0
+    present = False
+    first_missing: Optional[Tuple[int, List[str]]] = None
+
+    def missing_error(lineno: int, row_fields: List[str]) -> InputError:
+        return InputError(f"caption field is missing on this row but present on others (fields here: "
+                          f"{', '.join(sorted(row_fields))}); pass --on-missing skip to skip such rows",
+                          path=path, line=lineno, field=caption_field)
+
     for lineno, row in iter_json_lines(path):
+        counts.rows += 1
+        if counts.rows <= 1000:
+            fields.update(dict.fromkeys(map(str, row)))
+        if caption_field not in row:
+            counts.missing_field += 1
+            if on_missing != "skip":
+                if present:
+                    raise missing_error(lineno, list(map(str, row)))
+                first_missing = first_missing or (lineno, list(map(str, row)))
+            continue
+        if first_missing is not None:  # earlier rows lacked the field, this one has it
+            raise missing_error(*first_missing)
+        present = True
         text = row.get(caption_field)
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or not text.strip():  # §4.2: non-string or empty text is skipped
+            counts.empty_caption += 1
             continue
         cid = None
         if id_field:
@@ -234,7 +304,17 @@ def iter_jsonl_captions(path: Path, caption_field: str, id_field: Optional[str] 
             if raw is None or (isinstance(raw, str) and not raw.strip()):
                 raise ValueError(f"{path}: line {lineno}: id field '{id_field}' is missing or empty")
             cid = str(raw)
+        used += 1
         yield lineno - 1, text, cid, None
+    if counts.rows == 0:
+        raise EmptyInputError("no rows: the caption file is empty", path=path)
+    if counts.missing_field == counts.rows:
+        raise FieldNotFoundError(caption_field, list(fields), path=path,
+                                 hint="name the caption field with --caption-field")
+    if used == 0:
+        raise EmptyInputError(f"no usable caption: {counts.empty_caption} rows have an empty, null or non-string "
+                              f"caption and "
+                              f"{counts.missing_field} lack the field", path=path, field=caption_field)
 
 
 def manifest_path(requests_path: Path) -> Path:
@@ -246,7 +326,8 @@ def manifest_path(requests_path: Path) -> Path:
 
 def write_manifest(requests_path: Path, params: BuildParams, counts: Mapping[str, int],
                    source: Optional[Mapping[str, Any]] = None) -> Path:
-    """Write the ``.manifest.json`` beside the requests: schema, prompt, parameters and counts."""
+    """Write the ``.manifest.json`` beside the requests (after them): schema, prompt, parameters,
+    counts and the requests file's sha256/size (``files``), which readers check."""
     p = asdict(params)
     extra = p.pop("extra")
     body = {
@@ -263,19 +344,29 @@ def write_manifest(requests_path: Path, params: BuildParams, counts: Mapping[str
         "counts": dict(counts),
         "requests": Path(requests_path).name,
     }
+    if Path(requests_path).is_file():
+        body["files"] = files_block([requests_path])
     out = manifest_path(requests_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json_atomic(out, body)
     return out
 
 
 def build_requests_file(input_path: Path, caption_field: str, out: Path, params: BuildParams,
-                        id_field: Optional[str] = None) -> Dict[str, int]:
-    """``capaudit claims build``: read a caption JSONL, write requests + manifest; returns counts."""
-    rows, counts = build_requests(iter_jsonl_captions(Path(input_path), caption_field, id_field), params)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_requests(out, rows)
+                        id_field: Optional[str] = None, on_missing: str = "error") -> Dict[str, int]:
+    """``capaudit claims build``: read a caption JSONL, write requests + manifest; returns counts.
+
+    Counts: ``usable`` captions, ``emitted`` requests, and the rows read / skipped (missing field,
+    empty or null caption). Nothing is written unless the whole input was read; the requests are
+    written atomically and the manifest last.
+    """
+    out = check_output_path(out)
+    check_output_path(manifest_path(out))
+    read = ReadCounts()
+    rows, counts = build_requests(iter_jsonl_captions(Path(input_path), caption_field, id_field, read, on_missing),
+                                  params)
+    counts = {**counts, **read.to_dict()}
+    with atomic_path(out) as tmp:
+        write_requests(tmp, rows)
     write_manifest(out, params, counts, {"input": str(input_path), "caption_field": caption_field, "id_field": id_field})
     return counts
 
@@ -283,6 +374,6 @@ def build_requests_file(input_path: Path, caption_field: str, out: Path, params:
 __all__ = [
     "TASK", "TASK_VERSION", "DEFAULT_MODEL", "MAX_CAPTION_CHARS", "WINDOW_MODES", "BuildParams",
     "claims_schema", "stable_float", "sample_rows", "caption_window", "prompt_caption", "budget_label",
-    "build_request", "build_requests", "iter_jsonl_captions", "manifest_path", "write_manifest",
+    "build_request", "build_requests", "iter_jsonl_captions", "check_input_file", "ReadCounts", "INPUT_SUFFIXES", "manifest_path", "write_manifest",
     "build_requests_file",
 ]

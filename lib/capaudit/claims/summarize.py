@@ -25,6 +25,10 @@ rank: sorted value at index ``round((n-1)·q)``, Python's banker's rounding), tr
 ``⌊0.1n⌋`` values at each end). The CBU/cap denominator is every caption with an ok response,
 zero-claim captions included.
 
+Requests with no response row at all (a store that is still being filled) are counted in the
+summary's ``input.unanswered_requests`` (of ``input.requests_total``) whenever request files are
+known, and ``capaudit claims summarize`` reports them.
+
 Merging several response files uses :func:`capaudit.llm.store.merge` (one row per request id, an
 answered row is never replaced by a failed one, order independent). This deliberately fixes the
 reference's last-row-wins ``--latest-by-request`` (§13.5). ``status`` = ``{responses: merged
@@ -44,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from capaudit.io.atomic import atomic_path, check_output_path
 from capaudit.llm._json import loads_lenient
 from capaudit.llm.requests import read_requests
 from capaudit.llm.store import merge
@@ -296,6 +301,9 @@ def summarize_responses(
     for p in responses:
         if not Path(p).exists():
             raise FileNotFoundError(f"{p}: response file not found")
+    for q in requests or ():
+        if not Path(q).is_file():
+            raise FileNotFoundError(f"{q}: request file not found")
     req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
     index = index_requests(req_paths) if req_paths else {}
     merged = merge(*responses)
@@ -315,15 +323,19 @@ def summarize_responses(
         acc.add(surface, bool(row["ok"]), _parsed(row) if row["ok"] else None, window)
     label = input_label if input_label is not None else {
         "responses": [str(p) for p in responses], "requests": [str(p) for p in req_paths]}
+    if index and isinstance(label, Mapping):
+        # a half-finished store must say so: requests with no response row at all
+        label = {**label, "requests_total": len(index), "unanswered_requests": len(set(index) - set(merged))}
     return acc.finalize(input=label)
 
 
 def summarize_to_file(responses: Sequence[PathLike], out: PathLike, requests: Optional[Sequence[PathLike]] = None,
                       input_label: Any = None) -> ClaimedSummary:
     """:func:`summarize_responses` then :func:`write_claimed_summary` (indent 2, UTF-8)."""
+    check_output_path(out)
     summary = summarize_responses(responses, requests, input_label)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    write_claimed_summary(summary, out)
+    with atomic_path(out) as tmp:
+        write_claimed_summary(summary, tmp)
     return summary
 
 

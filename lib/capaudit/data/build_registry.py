@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from capaudit.io.text import read_text_checked
+
 from .registry import sha256_file
 
 SKIP_NAMES = {"PROVENANCE.md", "README.md"}
@@ -232,7 +234,7 @@ def build(root: Path) -> Dict[str, object]:
         prov = ds_dir / "PROVENANCE.md"
         if not prov.exists():
             raise ProvenanceError(f"{ds_dir}: no PROVENANCE.md")
-        text = prov.read_text(encoding="utf-8")
+        text = read_text_checked(prov)
         sources = parse_sources(text, prov)
         listed = {r["path"]: r for r in parse_files(text, prov)}
         title = text.splitlines()[0].lstrip("# ").strip()
@@ -308,12 +310,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("root", help="data folder holding <dataset>/PROVENANCE.md (e.g. ../shared/data)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("registry.json")))
     args = parser.parse_args(argv)
+    from capaudit.errors import one_line
+    from capaudit.io.atomic import check_output_path, write_text_atomic
+
     try:
+        check_output_path(args.out)
+        if not Path(args.root).is_dir():
+            raise ProvenanceError(f"{args.root}: data folder not found")
         reg = build(Path(args.root))
-    except ProvenanceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        write_text_atomic(args.out, dumps(reg))
+    except (ProvenanceError, ValueError, OSError) as exc:  # one line, no traceback; registry untouched
+        print(f"python -m capaudit.data.build_registry: error: {one_line(exc)}", file=sys.stderr)
         return 1
-    Path(args.out).write_text(dumps(reg), encoding="utf-8")
     print(f"{args.out}: {len(reg['entries'])} files in {len(reg['datasets'])} datasets, "
           f"{len(reg['hf_entries'])} hf entries")
     return 0

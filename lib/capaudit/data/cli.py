@@ -10,7 +10,9 @@ from . import registry
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="data registry: list, verify and locate registered files",
-                       description="Checksummed data registry (cache: $CAPAUDIT_DATA_DIR or the user cache).")
+                       description="Checksummed data registry (cache: $CAPAUDIT_DATA_DIR or the user cache; "
+                                   "the verified-hash sidecar sits beside $CAPAUDIT_DATA_DIR when it is writable, "
+                                   "else in the user cache; `data verify` prints where).")
     dsub = p.add_subparsers(dest="data_command", metavar="ACTION")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -33,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     kind = "hf" if args.hf else "file"
+    if args.dataset is not None:
+        registry.entries(args.dataset)  # unknown dataset: an error naming it, not an empty list
     for e in sorted(registry.entries(args.dataset, kind=kind), key=lambda x: x.name):
         if kind == "hf":
             print(f"{e.dataset}\t{e.path}\t{e.repository}\t{'' if e.extra.get('repo_verified') else 'unverified repo id'}")
@@ -42,12 +46,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.dataset is not None:
+        registry.entries(args.dataset)
     counts = {"ok": 0, "missing": 0, "corrupt": 0}
     for _, status, msg in registry.verify(args.dataset):
         counts[status] += 1
         if status != "ok":
             print(f"{status}: {msg}", file=sys.stderr)
-    print(f"{registry.data_dir()}: {counts['ok']} ok, {counts['corrupt']} corrupt, {counts['missing']} missing")
+    print(f"{registry.data_dir()}: {counts['ok']} ok, {counts['corrupt']} corrupt, {counts['missing']} missing "
+          f"(verified hashes remembered in {registry.hash_cache_path()})")
     bad = counts["corrupt"] + (counts["missing"] if args.strict else 0)
     if counts["ok"] + counts["corrupt"] == 0:
         print("no registered file is present; set CAPAUDIT_DATA_DIR", file=sys.stderr)

@@ -6,8 +6,18 @@ public source URL pinned to a commit, its sha256 and size.  :func:`fetch` return
 under :func:`data_dir` after checking its sha256, downloading it first when it is missing.
 
 Verified hashes are remembered in a small JSON sidecar keyed by (absolute path, size, mtime), so a
-second ``fetch`` of an unchanged file does not re-hash it.  The sidecar lives in the user cache
-(``CAPAUDIT_HASH_CACHE`` overrides its path); if it cannot be written, files are simply re-hashed.
+second ``fetch`` of an unchanged file does not re-hash it.  Where the sidecar lives
+(:func:`hash_cache_path`, printed by ``capaudit data verify``):
+
+* ``$CAPAUDIT_HASH_CACHE`` when set;
+* else, when ``$CAPAUDIT_DATA_DIR`` is set, beside the data: ``$CAPAUDIT_DATA_DIR/.capaudit-verified-sha256.json``
+  if that folder is writable (its mode has a write bit and the process may write there);
+* else (no ``CAPAUDIT_DATA_DIR``, or a read-only data folder) in the user cache:
+  ``<user cache>/capaudit/verified_sha256.json``, or for a read-only ``CAPAUDIT_DATA_DIR``
+  ``<user cache>/capaudit/verified_sha256-<blake2b-8 of the data folder's absolute path>.json``
+  (one sidecar per data folder, never shared between two).
+
+If the sidecar cannot be written, files are simply re-hashed.
 """
 
 from __future__ import annotations
@@ -141,9 +151,29 @@ def sha256_file(path: Path) -> str:
 
 # --- verified-hash sidecar -----------------------------------------------------------------------
 
-def _hash_cache_path() -> Path:
+SIDECAR_NAME = ".capaudit-verified-sha256.json"
+
+
+def hash_cache_path() -> Path:
+    """Where the verified-hash sidecar lives (module docstring)."""
     env = os.environ.get(ENV_HASH_CACHE)
-    return Path(env) if env else _user_cache_dir() / "verified_sha256.json"
+    if env:
+        return Path(env)
+    data_env = os.environ.get(ENV_DATA_DIR)
+    if not data_env:
+        return _user_cache_dir() / "verified_sha256.json"
+    root = Path(data_env).expanduser()
+    try:
+        writable = bool(root.stat().st_mode & 0o222) and os.access(root, os.W_OK | os.X_OK)
+    except OSError:
+        writable = False
+    if writable:
+        return root / SIDECAR_NAME
+    key = hashlib.blake2b(str(root.resolve()).encode("utf-8"), digest_size=8).hexdigest()
+    return _user_cache_dir() / f"verified_sha256-{key}.json"
+
+
+_hash_cache_path = hash_cache_path  # old private name
 
 
 def _cache_key(path: Path) -> str:

@@ -105,7 +105,16 @@ def judge_specs(section: Mapping[str, Any], where: str) -> List[JudgeSpec]:
     return out
 
 
-def slice_specs(section: Mapping[str, Any], where: str) -> List[Tuple[str, List[SurfaceSpec]]]:
+def _expand(value: Any, placeholders: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        for k, v in placeholders.items():
+            value = value.replace("{" + k + "}", v)
+    return value
+
+
+def slice_specs(section: Mapping[str, Any], where: str,
+                placeholders: Optional[Mapping[str, str]] = None) -> List[Tuple[str, List[SurfaceSpec]]]:
+    """Judged slices of the params; ``{run_dir}``/``{artifacts}`` in a surface's ``path`` expand."""
     slices = section.get("slices")
     if not isinstance(slices, list) or not slices:
         raise InputError("judges.slices must list at least one slice", path=where, field="slices")
@@ -113,8 +122,10 @@ def slice_specs(section: Mapping[str, Any], where: str) -> List[Tuple[str, List[
     for i, sl in enumerate(slices):
         if not isinstance(sl, Mapping) or not sl.get("name") or not isinstance(sl.get("surfaces"), list):
             raise InputError(f"judges.slices[{i}] needs 'name' and a 'surfaces' list", path=where, field="slices")
+        surfaces = [{**s, "path": _expand(s["path"], placeholders or {})} if isinstance(s, Mapping) and "path" in s
+                    else s for s in sl["surfaces"]]
         specs = [SurfaceSpec.from_params(s, f"{where}: judges.slices[{i}].surfaces[{k}]")
-                 for k, s in enumerate(sl["surfaces"])]
+                 for k, s in enumerate(surfaces)]
         if len({s.name for s in specs}) != len(specs):
             raise InputError(f"judges.slices[{i}]: surface names must be distinct", path=where, field="surfaces")
         out.append((str(sl["name"]), specs))
@@ -361,7 +372,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     art.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     judges = judge_specs(section, where)
-    slices = slice_specs(section, where)
+    slices = slice_specs(section, where, {"run_dir": str(cfg.out_dir), "artifacts": str(dirs["artifacts"])})
     extractor = str(section.get("extractor", "capaudit-heuristic-extractor"))
     ext_url = section.get("extractor_url")
     served = [j.model for j in judges if j.offline]

@@ -3,6 +3,7 @@
     capaudit llm run --requests R.jsonl --out RESP.jsonl --url URL [--url URL ...] --model NAME \
         --concurrency N --timeout S --retries K [--resume] [--only-failed] [--dialect vllm|openai|llamacpp]
     capaudit llm merge --out MERGED.jsonl RESP.jsonl [RESP_DIR ...]
+    capaudit llm wait --url URL [--timeout 60]
     capaudit llm serve-cmd CONFIG [--host H] [--port P] [--model PATH] [--set KEY=VALUE ...] [--json]
     capaudit serve --host 127.0.0.1 --port P --backend NAME[=module:function] [--backend ...]
 
@@ -19,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, List
 
+from capaudit.argtypes import nonnegative_int, positive_float, positive_int
+
 
 def register(subparsers: Any) -> None:
     """Add ``llm`` (run, merge, serve-cmd) and ``serve`` to the ``capaudit`` command."""
@@ -31,10 +34,12 @@ def register(subparsers: Any) -> None:
     run.add_argument("--url", action="append", required=True,
                      help="base URL, e.g. http://127.0.0.1:8000 (repeat for data-parallel endpoints)")
     run.add_argument("--model", required=True, help="model name sent to the server")
-    run.add_argument("--concurrency", type=int, default=8)
-    run.add_argument("--timeout", type=float, default=240.0, help="seconds per attempt")
-    run.add_argument("--retries", type=int, default=3, help="extra attempts on connection errors, timeouts, 429, 5xx")
-    run.add_argument("--reasks", type=int, default=1, help="extra attempts on unparsable / schema- or rule-violating output")
+    run.add_argument("--concurrency", type=positive_int, default=8)
+    run.add_argument("--timeout", type=positive_float, default=240.0, help="seconds per attempt")
+    run.add_argument("--retries", type=nonnegative_int, default=3,
+                     help="extra attempts on connection errors, timeouts, 429, 5xx")
+    run.add_argument("--reasks", type=nonnegative_int, default=1,
+                     help="extra attempts on unparsable / schema- or rule-violating output")
     run.add_argument("--backoff", type=float, default=0.5, help="base of the exponential backoff (s)")
     run.add_argument("--backoff-max", type=float, default=30.0)
     run.add_argument("--dialect", choices=["vllm", "openai", "llamacpp"], default="vllm",
@@ -67,6 +72,11 @@ def register(subparsers: Any) -> None:
     sc.add_argument("--json", action="store_true", help="print {argv, env, ...} as JSON instead of a shell line")
     sc.set_defaults(func=cmd_serve_cmd)
 
+    wt = sub.add_parser("wait", help="wait until an OpenAI-compatible server answers (GET /v1/models)")
+    wt.add_argument("--url", action="append", required=True, help="base URL (repeatable)")
+    wt.add_argument("--timeout", type=positive_float, default=60.0, help="give up after this many seconds")
+    wt.set_defaults(func=cmd_wait)
+
     llm.set_defaults(func=lambda args: (llm.print_help(), 2)[1])
 
     srv = subparsers.add_parser("serve", help="local OpenAI-compatible server for offline backends")
@@ -74,38 +84,82 @@ def register(subparsers: Any) -> None:
     srv.add_argument("--port", type=int, default=8000)
     srv.add_argument("--backend", action="append", default=[], metavar="NAME[=module:function]",
                      help="backend to serve (repeatable; default: all registered)")
-    srv.add_argument("--workers", type=int, default=1, help="backend threads")
+    srv.add_argument("--workers", type=positive_int, default=1, help="backend threads")
     srv.add_argument("--list", action="store_true", help="list registered backends and exit")
     srv.set_defaults(func=cmd_serve)
 
 
+def check_requests_file(path: Path, model: str, allow_model_mismatch: bool = False) -> int:
+    """Read the whole request file before anything is sent: every line must parse and be a valid
+    request for ``model``; a manifest beside it (``<name>.manifest.json``) must match the file.
+    Returns the number of requests. Errors name the file and line."""
+    from capaudit.io.manifest import check_file
+    from capaudit.llm.requests import iter_request_lines, parse_request_line
+
+    if not path.is_file():
+        raise FileNotFoundError(f"--requests {path}: no such file")
+    name = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
+    check_file(path, path.with_name(name + ".manifest.json"), hint="rebuild the requests (capaudit claims build)")
+    n = 0
+    for lineno, line in iter_request_lines(path):
+        row = parse_request_line(line, f"{path}:{lineno}")
+        hint = row.get("model_hint")
+        if hint is not None and hint != model and not allow_model_mismatch:
+            raise ValueError(f"{path}:{lineno}: field 'model_hint' is {hint!r} but the run uses --model {model!r} (the "
+                             f"request id hashes the model; rebuild the requests with --model {model!r} or pass "
+                             f"--allow-model-mismatch)")
+        n += 1
+    if n == 0:
+        raise ValueError(f"{path}: no requests (the file is empty)")
+    return n
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from capaudit.llm.client import run_requests
+    from capaudit.llm.store import ResponseStore
 
     req = Path(args.requests)
-    if not req.is_file():
-        raise FileNotFoundError(f"--requests {req}: no such file")
+    for u in args.url:
+        if not u.startswith(("http://", "https://")):
+            raise ValueError(f"--url {u!r}: expected http://HOST:PORT or https://...")
     out = Path(args.out)
-    if args.overwrite and out.exists():
-        if out.is_dir():
-            for f in out.glob("*.jsonl"):
-                f.unlink()
-        else:
-            out.unlink()
-    resume = bool(args.resume or args.only_failed)
-    stats = run_requests(
-        str(req), args.out if not str(args.out).endswith("/") else args.out, args.url, args.model,
-        concurrency=args.concurrency, timeout=args.timeout, retries=args.retries, dialect=args.dialect,
-        resume=resume, only_failed=args.only_failed, progress=not args.no_progress,
-        reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
-        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
-        allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout,
-    )
+    sharded = out.is_dir() or str(args.out).endswith(("/", os.sep))
+    from capaudit.io.atomic import check_output_path
+
+    if not sharded:
+        check_output_path(out)
+    if args.stats_json:
+        check_output_path(args.stats_json)
+    check_requests_file(req, args.model, args.allow_model_mismatch)
+    store = ResponseStore(str(out) + os.sep if sharded else out)
+    # One writer per store: the lock is taken before anything is deleted or sent; a second
+    # `llm run` on the same --out stops here with one line and writes nothing.
+    store.lock()
+    try:
+        if args.overwrite and out.exists():
+            if out.is_dir():
+                for f in out.glob("*.jsonl"):
+                    f.unlink()
+            else:
+                out.unlink()
+        resume = bool(args.resume or args.only_failed)
+        stats = run_requests(
+            str(req), store, args.url, args.model,
+            concurrency=args.concurrency, timeout=args.timeout, retries=args.retries, dialect=args.dialect,
+            resume=resume, only_failed=args.only_failed, progress=not args.no_progress,
+            reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
+            api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+            allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout,
+        )
+    finally:
+        store.close()
     d = stats.to_dict()
     text = json.dumps(d, sort_keys=True)
     print(f"capaudit llm run: {text}", file=sys.stderr)
     if args.stats_json:
-        Path(args.stats_json).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        from capaudit.io.atomic import write_json_atomic
+
+        write_json_atomic(args.stats_json, d, sort_keys=True)
     if stats.interrupted:
         return 130
     if args.fail_on_failed and stats.failed:
@@ -117,16 +171,45 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from capaudit.llm._json import dumps_line
     from capaudit.llm.store import merge
 
+    from capaudit.io.atomic import atomic_write, check_output_path
+
+    out = check_output_path(args.out)
+    for p in args.inputs:
+        if not Path(p).exists():
+            raise FileNotFoundError(f"{p}: response file or store not found")
     rows = merge(*args.inputs)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "wb") as fh:
+    with atomic_write(out, "wb") as fh:
         for rid in sorted(rows):
             fh.write(dumps_line(rows[rid]))
-    os.replace(tmp, out)
     ok = sum(1 for r in rows.values() if r["ok"])
     print(f"capaudit llm merge: {len(rows)} ids ({ok} answered, {len(rows) - ok} failed) -> {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    """Poll ``GET <url>/v1/models`` until every URL answers 200, or fail after ``--timeout`` s."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + args.timeout
+    for url in args.url:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"--url {url!r}: expected http://HOST:PORT or https://...")
+        probe = url.rstrip("/") + ("/models" if url.rstrip("/").endswith("/v1") else "/v1/models")
+        last = ""
+        while True:
+            try:
+                with urllib.request.urlopen(probe, timeout=2.0) as resp:
+                    if resp.status == 200:
+                        break
+                    last = f"HTTP {resp.status}"
+            except (urllib.error.URLError, OSError) as exc:
+                last = str(getattr(exc, "reason", exc))
+            if time.monotonic() >= deadline:
+                raise ValueError(f"--url {url}: no answer from {probe} within {args.timeout:g} s (last: {last})")
+            time.sleep(0.2)
+    print(f"capaudit llm wait: {', '.join(args.url)} ready", file=sys.stderr)
     return 0
 
 

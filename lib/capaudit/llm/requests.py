@@ -125,9 +125,13 @@ def check_request(row: Any, where: str) -> Dict[str, Any]:
 
 
 def iter_request_lines(path: str | Path) -> Iterator[Tuple[int, bytes]]:
-    """Stream ``(line_number, raw_line)`` of a JSONL file, skipping blank lines (1-based numbers)."""
+    """Stream ``(line_number, raw_line)`` of a JSONL file, skipping blank lines (1-based numbers).
+
+    A UTF-8 byte-order mark at the start of the file is dropped."""
     with open(path, "rb") as fh:
         for lineno, line in enumerate(fh, 1):
+            if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
             if line.strip():
                 yield lineno, line
 
@@ -143,16 +147,20 @@ def parse_request_line(line: bytes, where: str) -> Dict[str, Any]:
 
 def read_requests(path: str | Path) -> Iterator[Dict[str, Any]]:
     """Stream checked request rows from a JSONL file (memory independent of file size)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: request file not found")
     for lineno, line in iter_request_lines(path):
         yield parse_request_line(line, f"{path}:{lineno}")
 
 
 def write_requests(path: str | Path, rows: Sequence[Mapping[str, Any]] | Iterator[Mapping[str, Any]]) -> int:
-    """Write request rows as JSONL (UTF-8, one compact object per line); returns the row count."""
+    """Write request rows as JSONL (UTF-8, one compact object per line), atomically (the file
+    appears complete or not at all); returns the row count."""
+    from capaudit.io.atomic import atomic_write
     from capaudit.llm._json import dumps_line
 
     n = 0
-    with open(path, "wb") as fh:
+    with atomic_write(path, "wb") as fh:
         for row in rows:
             fh.write(dumps_line(dict(row)))
             n += 1

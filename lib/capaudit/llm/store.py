@@ -16,7 +16,11 @@ exact ties are broken by the row's canonical JSON. This fixes the reference's la
 Layout: ``path`` ending in ``.jsonl`` (or any existing file) is a single file. A directory (an
 existing one, or a path ending in ``/``) is a sharded store: every ``*.jsonl`` inside is read, and
 each writer appends to its own ``part-<utc time>-<pid>.jsonl``, so several processes may write
-concurrently. A single file is locked (``flock``) while written. Writes are buffered and flushed +
+concurrently. A single file is locked (``flock``) while written, and its writer also holds the
+exclusive lock file ``<store>.lock`` beside it (:mod:`capaudit.io.lock`); :meth:`ResponseStore.lock`
+takes that lock explicitly, before anything is sent (``capaudit llm run`` does, for file and
+directory stores alike), so a second writer is refused (:class:`~capaudit.errors.LockHeldError`)
+without writing a byte. Writes are buffered and flushed +
 fsynced every ``batch_rows`` rows or ``batch_sec`` seconds and on ``close``; a crash loses at most
 the unflushed batch (those requests are asked again on resume). A torn last line (a crash in the
 middle of a write) is ignored when reading and cut off before the next append.
@@ -29,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
+from capaudit.errors import LockHeldError
+from capaudit.io.lock import ExclusiveLock, lock_path_for
 from capaudit.llm._json import canonical, dumps_line, loads
 
 try:
@@ -129,6 +135,25 @@ class ResponseStore:
         self._buf: List[bytes] = []
         self._last_flush = time.monotonic()
         self.rows_written = 0
+        self._lock: Optional[ExclusiveLock] = None
+
+    # -- locking ------------------------------------------------------------------------------
+    @property
+    def lock_path(self) -> Path:
+        """The lock file beside the store (``resp.jsonl.lock``, ``store.lock`` for ``store/``)."""
+        return lock_path_for(self.path)
+
+    def lock(self) -> "ResponseStore":
+        """Take the store's exclusive lock now (before anything is sent); idempotent.
+
+        Raises :class:`~capaudit.errors.LockHeldError` when another process holds it. Released by
+        :meth:`close`.
+        """
+        if self._lock is None:
+            lk = ExclusiveLock(self.lock_path, what=f"response store {self.path}")
+            lk.acquire()
+            self._lock = lk
+        return self
 
     # -- reading ------------------------------------------------------------------------------
     def files(self) -> List[Path]:
@@ -171,6 +196,7 @@ class ResponseStore:
                 n += 1
         else:
             target = self.path
+            self.lock()  # single file: one writer (the lock file beside it), taken before the file opens
             if target.parent and not target.parent.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
         fh = open(target, "a+b")
@@ -179,7 +205,7 @@ class ResponseStore:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 fh.close()
-                raise ValueError(f"{target}: response store is being written by another process") from None
+                raise LockHeldError(f"{target}: response store is being written by another process") from None
         _cut_torn_tail(fh)
         self._fh = fh
         self.target = target
@@ -209,11 +235,16 @@ class ResponseStore:
         self.rows_written += n
 
     def close(self) -> None:
-        """Flush and release the file."""
-        self.flush()
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Flush and release the file and the lock."""
+        try:
+            self.flush()
+        finally:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def __enter__(self) -> "ResponseStore":
         return self

@@ -19,8 +19,6 @@ import importlib
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-import jsonschema
-
 from capaudit.llm._json import cache_key
 
 try:  # optional fast path
@@ -39,6 +37,8 @@ class _Compiled:
     __slots__ = ("fast", "full")
 
     def __init__(self, schema: Mapping[str, Any]):
+        import jsonschema  # imported on first use: it costs ~1.5 s of start-up (format grammars)
+
         cls = jsonschema.validators.validator_for(schema)
         try:
             cls.check_schema(schema)

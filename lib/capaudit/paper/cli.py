@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import load_config
+from ..io.params import load_params as load_config
 
 
 def _tables(args: argparse.Namespace) -> int:

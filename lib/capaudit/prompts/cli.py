@@ -8,12 +8,22 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from capaudit.argtypes import budget, positive_int
-from capaudit.prompts.ngrams import HASH_BUCKETS, load_pool_counts
-from capaudit.prompts.pools import MAX_TOKENS, MIN_TOKENS, UnionSpec, parse_source_arg, prepare_pools
-from capaudit.prompts.support import ALPHA, compare_surfaces
-from capaudit.summaries.prompt_support import write_prompt_support_tsv
+
+# Defaults shown in --help; the modules that own them are imported only when a command runs
+# (keeps `capaudit --help` and error paths fast). tests/test_failures_cli.py checks they agree.
+HASH_BUCKETS = 262_144  # capaudit.prompts.ngrams.HASH_BUCKETS (§3.2)
+MIN_TOKENS, MAX_TOKENS = 3, 256  # capaudit.prompts.pools (§3.1)
+ALPHA = 1e-12  # capaudit.prompts.support.ALPHA (§3.2)
 
 
+def _nonneg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
 
 
 def _pool_arg(text: str) -> Tuple[str, Path, Optional[str]]:
@@ -29,12 +39,44 @@ def _pool_arg(text: str) -> Tuple[str, Path, Optional[str]]:
     return name, Path(path), field or None
 
 
-def _run_support(args: argparse.Namespace) -> int:
-    from capaudit.prompts.io import load_pairs
+def default_surfaces(pairs_path: Path, local_field: str, reference_field: str) -> Tuple[str, str]:
+    """Surface names when not given: the slice manifest's roles beside the pairs file (fields
+    ``local_caption``/``reference_caption``), else the field names."""
+    from capaudit.io.manifest import read_manifest
 
+    m = Path(pairs_path).parent / "manifest.json"
+    if (local_field, reference_field) == ("local_caption", "reference_caption") and m.is_file():
+        try:
+            roles = read_manifest(m).get("roles") or {}
+        except ValueError:
+            roles = {}
+        if isinstance(roles, dict) and roles.get("local") and roles.get("reference"):
+            return str(roles["local"]), str(roles["reference"])
+    return local_field, reference_field
+
+
+def default_comparison(local_surface: str, reference_surface: str) -> str:
+    """``<local>_vs_<reference>``: derived from the surfaces, never from the pairs file's name,
+    because the comparison name seeds the bootstrap (renaming a file must not move an interval)."""
+    return f"{local_surface}_vs_{reference_surface}"
+
+
+def _run_support(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import atomic_path, check_output_path
+    from capaudit.prompts.io import load_pairs
+    from capaudit.prompts.ngrams import load_pool_counts
+    from capaudit.prompts.support import compare_surfaces, direction_notes
+    from capaudit.summaries.prompt_support import write_prompt_support_tsv
+
+    check_output_path(args.out)
     names = [n for n, _, _ in args.pool]
     if len(set(names)) != len(names):
         raise ValueError(f"--pool names must be unique, got {names}")
+    for name, path, _ in args.pool:
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: --pool '{name}' not found")
+    if not Path(args.pairs).exists():
+        raise FileNotFoundError(f"{args.pairs}: --pairs file not found")
     pools = [
         load_pool_counts(name, path, args.ngram, args.hash_buckets, field, None, args.max_prompt_records,
                          args.cache_dir, args.workers)
@@ -42,20 +84,26 @@ def _run_support(args: argparse.Namespace) -> int:
     ]
     pairs = load_pairs(args.pairs, args.local_field, args.reference_field, args.max_caption_records,
                        args.skip_incomplete)
-    stem = Path(args.pairs).stem
-    comparison = args.comparison or (Path(args.pairs).parent.name if stem in ("data", "pairs") else stem)
+    local_s, reference_s = default_surfaces(Path(args.pairs), args.local_field, args.reference_field)
+    local_s, reference_s = args.local_surface or local_s, args.reference_surface or reference_s
+    comparison = args.comparison or default_comparison(local_s, reference_s)
     rows = compare_surfaces(
-        pairs.local, pairs.reference, pools, comparison,
-        args.local_surface or args.local_field, args.reference_surface or args.reference_field,
+        pairs.local, pairs.reference, pools, comparison, local_s, reference_s,
         args.ngram, args.budget, args.block_size, args.reps, args.seed, args.alpha, args.hash_buckets, args.workers,
     )
-    write_prompt_support_tsv(rows, args.out)
-    print(f"wrote {len(rows)} rows ({len(pools)} pools, {len(pairs)} pairs, {rows[0].blocks} blocks) to {args.out}",
-          file=sys.stderr)
+    with atomic_path(args.out) as tmp:
+        write_prompt_support_tsv(rows, tmp)
+    for note in direction_notes(rows):
+        print(f"capaudit prompt-support: note: {note}", file=sys.stderr)
+    skipped = f", {pairs.skipped} incomplete rows skipped" if pairs.skipped else ""
+    print(f"wrote {len(rows)} rows ({len(pools)} pools, {len(pairs)} pairs{skipped}, {rows[0].blocks} blocks, "
+          f"comparison '{comparison}') to {args.out}", file=sys.stderr)
     return 0
 
 
 def _run_prepare(args: argparse.Namespace) -> int:
+    from capaudit.prompts.pools import UnionSpec, parse_source_arg, prepare_pools
+
     sources = [parse_source_arg(s) for s in args.source]
     unions: List[UnionSpec] = []
     for u in args.union or []:
@@ -63,6 +111,10 @@ def _run_prepare(args: argparse.Namespace) -> int:
             raise ValueError(f"--union {u!r}: expected NAME=POOL,POOL,...")
         name, members = u.split("=", 1)
         unions.append(UnionSpec(name, tuple(m for m in members.split(",") if m)))
+    for src in sources:
+        for pf in src.files:
+            if not Path(pf.path).exists():
+                raise FileNotFoundError(f"{pf.path}: --source '{src.name}' not found")
     prepared = prepare_pools(sources, args.out, unions, args.min_tokens, args.max_tokens, args.max_per_source)
     for name, entry in prepared.manifest["sources"].items():
         s = entry["stats"]
@@ -85,11 +137,14 @@ def register(subparsers) -> None:
     sp.add_argument("--pool", action="append", required=True, type=_pool_arg, metavar="NAME=FILE[:field]",
                     help="prompt pool: txt (one prompt per line) or JSONL with a 'prompt' field; repeatable")
     sp.add_argument("--comparison", default=None,
-                    help="comparison name (default: pairs file stem, or its folder for data/pairs.*)")
+                    help="comparison name; it seeds the bootstrap (default: LOCAL_vs_REFERENCE from the surface "
+                         "names, never from the file name)")
     sp.add_argument("--skip-incomplete", action="store_true",
                     help="drop rows lacking either caption field instead of failing (raw files, not fair slices)")
-    sp.add_argument("--local-surface", default=None, help="local surface name (default: --local-field)")
-    sp.add_argument("--reference-surface", default=None, help="reference surface name (default: --reference-field)")
+    sp.add_argument("--local-surface", default=None,
+                    help="local surface name (default: the slice manifest's local role beside --pairs, else --local-field)")
+    sp.add_argument("--reference-surface", default=None,
+                    help="reference surface name (default: the slice manifest's reference role, else --reference-field)")
     sp.add_argument("--budget", type=budget, default=64, help="first B lex units of each caption, or 'full'")
     sp.add_argument("--ngram", type=positive_int, default=2)
     sp.add_argument("--block-size", type=positive_int, default=5000)
@@ -111,8 +166,8 @@ def register(subparsers) -> None:
                       help="raw source: txt/jsonl/json/csv/tsv/parquet file or folder of .txt; repeatable")
     prep.add_argument("--union", action="append", metavar="NAME=POOL,POOL,...",
                       help="also write a de-duplicated union of prepared pools (in order)")
-    prep.add_argument("--min-tokens", type=int, default=MIN_TOKENS)
-    prep.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    prep.add_argument("--min-tokens", type=_nonneg, default=MIN_TOKENS)
+    prep.add_argument("--max-tokens", type=positive_int, default=MAX_TOKENS)
     prep.add_argument("--max-per-source", type=positive_int, default=None)
     prep.add_argument("--out", required=True, help="output folder")
     prep.set_defaults(func=_run_prepare)

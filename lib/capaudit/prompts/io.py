@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
 
+from capaudit.errors import EmptyInputError, InputError
+from capaudit.io.manifest import check_file
+from capaudit.io.text import checked_lines, open_text, read_text_checked
 from capaudit.surfaces.readers import iter_json_lines
 
 PathLike = Union[str, Path]
@@ -121,15 +124,15 @@ def iter_prompt_records(
     if kind == "txt":
         if where_prefix:
             raise ValueError(f"{path}: 'where_prefix' needs a format with fields, not txt")
-        with path.open("r", encoding="utf-8", newline="") as fh:
-            for line in fh:
+        with open_text(path) as fh:
+            for line in checked_lines(fh, path):
                 yield line.rstrip("\n").rstrip("\r")
     elif kind == "dir":
         files = sorted(path.glob("*.txt"))
         if not files:
             raise ValueError(f"{path}: folder has no *.txt prompt files")
         for f in files:
-            yield f.read_text(encoding="utf-8")
+            yield read_text_checked(f)
     elif kind == "jsonl":
         for row, obj in iter_json_lines(path, unit="row", objects_only=False):
             if field is None and isinstance(obj, str):
@@ -143,7 +146,7 @@ def iter_prompt_records(
                 yield _text_value(obj[fld], path, row, fld)
     elif kind == "json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text_checked(path))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
         if not isinstance(data, list):
@@ -160,21 +163,25 @@ def iter_prompt_records(
                 yield _text_value(obj[fld], path, row, fld)
     elif kind in ("csv", "tsv"):
         delimiter = "\t" if kind == "tsv" else ","
-        with path.open("r", encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter=delimiter, quoting=csv.QUOTE_NONE if kind == "tsv" else csv.QUOTE_MINIMAL)
-            if reader.fieldnames is None or fld not in reader.fieldnames:
-                raise ValueError(f"{path}: row 1 (header): column '{fld}' is missing (columns: {reader.fieldnames})")
-            for row, obj in enumerate(reader, start=2):
-                if _match(obj, where_prefix, path, row):
-                    yield _text_value(obj[fld], path, row, fld)
+        with open_text(path) as fh:
+            reader = csv.DictReader(checked_lines(fh, path), delimiter=delimiter,
+                                    quoting=csv.QUOTE_NONE if kind == "tsv" else csv.QUOTE_MINIMAL)
+            try:
+                if reader.fieldnames is None or fld not in reader.fieldnames:
+                    raise ValueError(f"{path}: row 1 (header): column '{fld}' is missing (columns: {reader.fieldnames})")
+                for row, obj in enumerate(reader, start=2):
+                    if _match(obj, where_prefix, path, row):
+                        yield _text_value(obj[fld], path, row, fld)
+            except csv.Error as exc:
+                raise InputError(f"not valid {kind.upper()} ({exc})", path=path, line=reader.line_num) from None
     elif kind == "parquet":
-        import pyarrow.parquet as pq
-
-        schema = pq.read_schema(path)
+        schema = _parquet_schema(path)
         columns = [fld] + [k for k in (where_prefix or {}) if k != fld]
         for c in columns:
             if c not in schema.names:
                 raise ValueError(f"{path}: column '{c}' is missing (columns: {schema.names[:20]})")
+        import pyarrow.parquet as pq
+
         table = pq.read_table(path, columns=columns)
         values = table.column(fld).to_pylist()
         keep = [True] * len(values)
@@ -183,6 +190,16 @@ def iter_prompt_records(
         for row, (value, k) in enumerate(zip(values, keep), start=1):
             if k:
                 yield _text_value(value, path, row, fld)
+
+
+def _parquet_schema(path: Path):
+    """The Arrow schema of a Parquet file; a file that is not Parquet is an error naming it."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(path)
+    except Exception as exc:  # ArrowInvalid / OSError on bytes that are not Parquet
+        raise InputError(f"not a readable Parquet file ({type(exc).__name__}: {exc})", path=path) from None
 
 
 def _fast_jsonl_column(path: Path, fld: str) -> Optional[List[Any]]:
@@ -261,10 +278,11 @@ def load_pairs(
     suffix = path.suffix.lower()
     local: List[str] = []
     reference: List[str] = []
+    check_file(path, hint="rebuild the slice (capaudit slice ... --overwrite, or the surfaces stage)")
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        names = pq.read_schema(path).names
+        names = _parquet_schema(path).names
         for f in (local_field, reference_field):
             if f not in names:
                 raise ValueError(f"{path}: column '{f}' is missing (columns: {names[:20]})")
@@ -292,9 +310,11 @@ def load_pairs(
             local.append(_text_value(obj[local_field], path, row, local_field))
             reference.append(_text_value(obj[reference_field], path, row, reference_field))
     else:
-        raise ValueError(f"{path}: pairs must be .jsonl or .parquet")
+        raise InputError(f"pairs must be JSON lines (.jsonl, .ndjson) or Parquet (.parquet), got '{suffix or 'no suffix'}'",
+                         path=path)
     if not local:
-        raise ValueError(f"{path}: no caption pairs")
+        raise EmptyInputError("no caption pairs" + (f" ({skipped} incomplete rows skipped)" if skipped else ""),
+                              path=path)
     return Pairs(path, local, reference, local_field, reference_field, skipped)
 
 

@@ -14,8 +14,6 @@ units with the CRC-32 combine identity ``crc(A+B) = shift(crc(A), len(B)) ^ crc(
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from capaudit.io.atomic import atomic_path, write_text_atomic
 from capaudit.text.lexical import LEX_RE
 
 PathLike = Union[str, Path]
@@ -288,8 +287,12 @@ def load_pool_counts(
     array is reused across comparisons and runs, and never after the file changes.
     """
     from capaudit.prompts.io import file_digest, load_prompts
+    from capaudit.prompts.pools import verify_pool_file
 
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: prompt pool '{name}' not found")
+    verify_pool_file(path)  # a truncated pool beside its manifest is refused, never used
     digest = file_digest(path)
     npy = meta = None
     if cache_dir is not None:
@@ -298,9 +301,12 @@ def load_pool_counts(
         npy = cache / f"{name}.n{ngram}.{key}.npy"
         meta = npy.with_suffix(".json")
         if npy.exists() and meta.exists():
-            info = json.loads(meta.read_text(encoding="utf-8"))
-            counts = np.load(npy)
-            if counts.shape == (buckets,) and counts.dtype == np.int64:
+            try:
+                info = json.loads(meta.read_text(encoding="utf-8"))
+                counts = np.load(npy)
+            except (OSError, ValueError):  # a damaged cache entry is recomputed, not trusted
+                info, counts = {}, np.zeros(0)
+            if counts.shape == (buckets,) and counts.dtype == np.int64 and "records" in info:
                 return PoolCounts(name, counts, int(info["records"]), ngram, buckets, str(path), digest)
     prompts = load_prompts(path, field, fmt, limit)
     if not prompts:
@@ -308,12 +314,10 @@ def load_pool_counts(
     pool = pool_counts_from_prompts(name, prompts, ngram, buckets, workers, str(path))
     pool.digest = digest
     if npy is not None and meta is not None:
-        npy.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=npy.parent, suffix=".npy")
-        os.close(fd)
-        np.save(tmp, pool.counts)
-        os.replace(tmp, npy)
-        meta.write_text(
+        with atomic_path(npy) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, pool.counts)
+        write_text_atomic(
+            meta,
             json.dumps(
                 {"name": name, "source": str(path), "digest": digest, "ngram": ngram, "buckets": buckets,
                  "field": field, "limit": limit, "records": pool.records, "total_ngrams": pool.total_ngrams,
@@ -321,6 +325,5 @@ def load_pool_counts(
                 indent=2,
             )
             + "\n",
-            encoding="utf-8",
         )
     return pool

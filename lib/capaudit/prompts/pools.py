@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
+from capaudit.errors import InputError
+from capaudit.io.atomic import StagedFiles, check_output_dir, write_json_atomic, write_text_atomic
+from capaudit.io.manifest import check_file, files_block, read_manifest
 from capaudit.prompts.io import detect_format, file_digest, iter_prompt_records, resolve_location
 from capaudit.text.lexical import lex_count
 
@@ -153,24 +156,33 @@ def _write_rows(fh, rows: Iterable[Mapping[str, Any]]) -> None:
         fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def _target(out_dir: Path, name: str, stage: Optional[StagedFiles]) -> Path:
+    return stage.path(name) if stage is not None else out_dir / name
+
+
 def prepare_source(
     source: PoolSource,
     out_dir: PathLike,
     min_tokens: int = MIN_TOKENS,
     max_tokens: int = MAX_TOKENS,
     max_per_source: Optional[int] = None,
+    stage: Optional[StagedFiles] = None,
 ) -> Dict[str, Any]:
-    """Prepare one source (§3.1); returns its manifest entry (stats, histogram, files, outputs)."""
+    """Prepare one source (§3.1); returns its manifest entry (stats, histogram, files, outputs).
+
+    With ``stage`` the pool files are written into its staging folder (see :func:`prepare_pools`).
+    """
     if min_tokens < 0 or max_tokens < min_tokens:
         raise ValueError(f"need 0 <= min_tokens <= max_tokens, got {min_tokens}, {max_tokens}")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if stage is None:
+        out_dir.mkdir(parents=True, exist_ok=True)
     stats = _empty_stats()
     safety = {"url": 0, "email": 0, "phone": 0, "keyword": 0}
     histogram: Dict[int, int] = {}
     seen: Set[str] = set()
-    raw_path = out_dir / f"{source.name}.prompt_only.jsonl"
-    filtered_path = out_dir / f"{source.name}.filtered.jsonl"
+    raw_path = _target(out_dir, f"{source.name}.prompt_only.jsonl", stage)
+    filtered_path = _target(out_dir, f"{source.name}.filtered.jsonl", stage)
     raw_index = -1
     with raw_path.open("w", encoding="utf-8") as raw_fh, filtered_path.open("w", encoding="utf-8") as flt_fh:
         for pf in source.files:
@@ -234,18 +246,17 @@ def read_prepared(path: PathLike) -> List[Dict[str, Any]]:
     return rows
 
 
-def prepare_union(union: UnionSpec, out_dir: PathLike) -> Dict[str, Any]:
+def prepare_union(union: UnionSpec, out_dir: PathLike, stage: Optional[StagedFiles] = None) -> Dict[str, Any]:
     """Merge prepared pools in member order, dropping prompts seen in an earlier member."""
     out_dir = Path(out_dir)
     stats = _empty_stats()
     per_member: Dict[str, Dict[str, int]] = {}
     seen: Set[str] = set()
     histogram: Dict[int, int] = {}
-    with (out_dir / f"{union.name}.prompt_only.jsonl").open("w", encoding="utf-8") as raw_fh, (
-        out_dir / f"{union.name}.filtered.jsonl"
-    ).open("w", encoding="utf-8") as flt_fh:
+    with _target(out_dir, f"{union.name}.prompt_only.jsonl", stage).open("w", encoding="utf-8") as raw_fh, \
+            _target(out_dir, f"{union.name}.filtered.jsonl", stage).open("w", encoding="utf-8") as flt_fh:
         for member in union.members:
-            path = out_dir / f"{member}.prompt_only.jsonl"
+            path = _target(out_dir, f"{member}.prompt_only.jsonl", stage)
             if not path.exists():
                 raise ValueError(f"union '{union.name}': member pool '{member}' was not prepared ({path} missing)")
             taken = dup = 0
@@ -314,10 +325,10 @@ def overlap_summary(out_dir: PathLike, names: Sequence[str], kind: str = "prompt
 
 
 def write_tsv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: PathLike) -> Path:
-    """Tab-separated table with a header (LF line ends)."""
+    """Tab-separated table with a header (LF line ends), written atomically."""
     path = Path(path)
     lines = ["\t".join(columns)] + ["\t".join(str(r[c]) for c in columns) for r in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path
 
 
@@ -345,25 +356,70 @@ def prepare_pools(
     max_tokens: int = MAX_TOKENS,
     max_per_source: Optional[int] = None,
 ) -> PreparedPools:
-    """Prepare every source, then the unions; write ``manifest.json`` and ``pool_overlap.tsv``."""
-    out_dir = Path(out_dir)
+    """Prepare every source, then the unions; write the pool files, ``pool_overlap.tsv`` and ``manifest.json``.
+
+    All-or-nothing: every file is written into a staging folder first and moved into ``out_dir``
+    only when every source and union succeeded; ``manifest.json`` is written last and records
+    the sha256 and size of each file (``files``), which :func:`verify_pool_file` checks before a
+    pool is used. A failure leaves ``out_dir`` exactly as it was.
+    """
+    out_dir = check_output_dir(out_dir)
     names = [s.name for s in sources] + [u.name for u in unions]
     if len(set(names)) != len(names):
         raise ValueError(f"pool names must be unique, got {names}")
+    if min_tokens < 0 or max_tokens < min_tokens:
+        raise ValueError(f"need 0 <= min_tokens <= max_tokens, got {min_tokens}, {max_tokens}")
+    if max_per_source is not None and max_per_source < 1:
+        raise ValueError(f"max_per_source must be a positive integer, got {max_per_source}")
+    for source in sources:  # fail before writing anything when an input is missing
+        for pf in source.files:
+            if not Path(pf.path).exists():
+                raise FileNotFoundError(f"{pf.path}: prompt source '{source.name}' not found")
     entries: Dict[str, Any] = {}
-    for source in sources:
-        entries[source.name] = prepare_source(source, out_dir, min_tokens, max_tokens, max_per_source)
-    for union in unions:
-        entries[union.name] = prepare_union(union, out_dir)
-    base = [s.name for s in sources]
-    overlap = overlap_table(out_dir, base)
+    with StagedFiles(out_dir) as stage:
+        for source in sources:
+            entries[source.name] = prepare_source(source, out_dir, min_tokens, max_tokens, max_per_source, stage)
+        for union in unions:
+            entries[union.name] = prepare_union(union, out_dir, stage)
+        base = [s.name for s in sources]
+        staged = stage.path(f"{base[0]}.prompt_only.jsonl").parent if base else out_dir
+        overlap = overlap_table(staged, base)
+        summary = overlap_summary(staged, base)
+        tsv = stage.path("pool_overlap.tsv")
+        lines = ["\t".join(OVERLAP_COLUMNS)] + ["\t".join(str(r[c]) for c in OVERLAP_COLUMNS) for r in overlap]
+        tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        outputs = [stage.path(f) for e in entries.values() for f in e["outputs"].values()] + [tsv]
+        files = files_block(outputs)
+        stage.commit()
     manifest = {
         "spec": "reference-spec §3.1",
         "params": {"min_tokens": min_tokens, "max_tokens": max_tokens, "max_per_source": max_per_source,
                    "histogram_cap": HISTOGRAM_CAP, "dedup": "blake2b-16 of lower-cased normalised prompt"},
         "sources": entries,
-        "overlap": overlap_summary(out_dir, base),
+        "overlap": summary,
+        "files": files,
     }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    write_tsv(overlap, OVERLAP_COLUMNS, out_dir / "pool_overlap.tsv")
+    write_json_atomic(out_dir / "manifest.json", manifest)
     return PreparedPools(out_dir, manifest, overlap)
+
+
+def verify_pool_file(path: PathLike) -> None:
+    """Refuse a prepared pool file that does not match the ``manifest.json`` beside it.
+
+    A file the manifest lists under ``files`` must have the recorded size and sha256; a file the
+    manifest names as a pool output but without checksums (a manifest from an older capaudit)
+    is refused too. Files no manifest mentions (user pools) pass unchecked.
+    """
+    p = Path(path)
+    m = p.parent / "manifest.json"
+    if not m.is_file():
+        return
+    hint = "re-run `capaudit prompt-pools prepare` (or the prompt-support stage) to rebuild the pools"
+    if check_file(p, m, hint):
+        return
+    data = read_manifest(m)
+    named = {f for e in (data.get("sources") or {}).values() if isinstance(e, Mapping)
+             for f in (e.get("outputs") or {}).values()}
+    if p.name in named:
+        raise InputError(f"its manifest {m} records no checksum for it (written by an older capaudit), so it "
+                         f"cannot be trusted; {hint}", path=p)

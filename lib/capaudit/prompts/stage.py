@@ -40,8 +40,10 @@ from capaudit.prompts.support import (
     BOOTSTRAP_REPS,
     SENSITIVITY_COLUMNS,
     compare_surfaces,
+    direction_notes,
     whole_surface_metrics,
 )
+from capaudit.io.atomic import atomic_path
 from capaudit.prompts.tables import pool_wins_latex, write_text
 from capaudit.summaries.prompt_support import (
     DirectionSummaryRow,
@@ -310,9 +312,13 @@ def run(cfg) -> StageResult:
             pairs.local, pairs.reference, pools, comp.name, comp.local_surface, comp.reference_surface,
             p.ngram, p.budget, comp.block_size or p.block_size, p.reps, p.seed, p.alpha, p.hash_buckets, p.workers,
         )
-    paths["tsv"] = write_prompt_support_tsv(rows, art / "prompt_support.tsv")
+    with atomic_path(art / "prompt_support.tsv") as tmp:
+        write_prompt_support_tsv(rows, tmp)
+    paths["tsv"] = art / "prompt_support.tsv"
     direction = direction_summary(rows)
-    paths["direction"] = write_direction_summary_csv(direction, art / "direction_summary.csv")
+    with atomic_path(art / "direction_summary.csv") as tmp:
+        write_direction_summary_csv(direction, tmp)
+    paths["direction"] = art / "direction_summary.csv"
     win_pools = p.paper_pools
     wins, losses = pool_wins(rows, win_pools), pool_losses(rows, win_pools)
     means = seven_pool_means(rows, win_pools)
@@ -344,6 +350,7 @@ def run(cfg) -> StageResult:
             "block_size": p.block_size, "reps": p.reps, "seed": p.seed, "max_prompt_records": p.max_prompt_records,
             "max_caption_records": p.max_caption_records, "pool_kind": p.use, "paper_pools": win_pools},
         "bootstrap_seed_rule": SEED_RULE,
+        "notes": direction_notes(rows),
         "comparisons": [{"name": c.name, "pairs": str(c.pairs), "local_field": c.local_field,
                          "reference_field": c.reference_field, "local_surface": c.local_surface,
                          "reference_surface": c.reference_surface, "block_size": c.block_size or p.block_size,

@@ -102,8 +102,22 @@ def block_bootstrap(deltas: np.ndarray, reps: int, seed: int) -> BootstrapResult
     return BootstrapResult(float(np.mean(deltas)), float(low), float(high))
 
 
-def stable_direction(metric: str, ci_low: float, ci_high: float) -> str:
-    """§3.2 labels: JSD lower-is-closer, prompt mass higher-is-better; else ``inconclusive``."""
+#: Fewer blocks than this give no interval worth a direction: with one block every bootstrap
+#: resample is that block, so the "interval" has zero width by construction.
+MIN_BLOCKS_FOR_DIRECTION = 2
+
+
+def stable_direction(metric: str, ci_low: float, ci_high: float, blocks: Optional[int] = None) -> str:
+    """§3.2 labels: JSD lower-is-closer, prompt mass higher-is-better; else ``inconclusive``.
+
+    With ``blocks`` < :data:`MIN_BLOCKS_FOR_DIRECTION` the label is always ``inconclusive``: a
+    one-block bootstrap has a zero-width interval by construction, which says nothing about a
+    stable direction (a deliberate deviation; the reference would label it).
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r} (expected one of {list(METRICS)})")
+    if blocks is not None and blocks < MIN_BLOCKS_FOR_DIRECTION:
+        return "inconclusive"
     if metric == JSD:
         if ci_high < 0:
             return "local_lower"
@@ -269,12 +283,24 @@ def summarise_blocks(
                     delta_mean_local_minus_reference=boot.delta_mean,
                     ci95_low=boot.ci95_low,
                     ci95_high=boot.ci95_high,
-                    stable_direction=stable_direction(metric, boot.ci95_low, boot.ci95_high),
+                    stable_direction=stable_direction(metric, boot.ci95_low, boot.ci95_high, metrics.blocks),
                     local_block_mean=float(np.mean(local)),
                     reference_block_mean=float(np.mean(reference)),
                 )
             )
     return rows
+
+
+def direction_notes(rows: Sequence[PromptSupportRow]) -> List[str]:
+    """Warnings for rows whose interval carries no information (one block)."""
+    notes = []
+    for comparison in sorted({r.comparison for r in rows}):
+        blocks = {r.blocks for r in rows if r.comparison == comparison}
+        if min(blocks) < MIN_BLOCKS_FOR_DIRECTION:
+            notes.append(f"comparison '{comparison}': only {min(blocks)} block(s) of pairs: the bootstrap interval has "
+                         f"zero width by construction, so stable_direction is 'inconclusive'; use more pairs or a "
+                         f"smaller --block-size")
+    return notes
 
 
 def compare_surfaces(

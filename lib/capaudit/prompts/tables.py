@@ -64,7 +64,7 @@ def pool_wins_latex(
 
 
 def write_text(text: str, path: PathLike) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+    """Write ``text`` (UTF-8) atomically: the old file stays until the new one is complete."""
+    from capaudit.io.atomic import write_text_atomic
+
+    return write_text_atomic(path, text)

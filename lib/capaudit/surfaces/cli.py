@@ -6,9 +6,8 @@ import argparse
 import sys
 from typing import Any, Dict, List
 
+from ..io.atomic import check_output_dir
 from .keys import KEY_NORMALIZERS
-from .slices import SliceExistsError, build_fair_slice
-from .surface import load_surface
 
 
 def parse_surface_arg(text: str, key_normalization: str = "str") -> Dict[str, Any]:
@@ -63,12 +62,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _slice(args: argparse.Namespace) -> int:
+    from .slices import SliceExistsError, build_fair_slice
+    from .surface import load_surface
+
     specs: List[Dict[str, Any]] = [parse_surface_arg(s, args.key_normalization) for s in args.surface]
     for spec in specs:
         spec["on_missing"] = args.on_missing
     if len(specs) < 2:
         raise ValueError("capaudit slice needs at least two --surface arguments")
-    n = None if args.n in (None, "", "all", "null") else int(args.n)
+    n = None if args.n in (None, "", "all", "null") else _positive(args.n)
+    check_output_dir(args.out)
     surfaces = [load_surface(s) for s in specs]
     name = args.name or "_vs_".join(s.name for s in surfaces)
     try:
@@ -80,17 +83,31 @@ def _slice(args: argparse.Namespace) -> int:
           + (" (existing identical slice reused)" if m.reused else ""))
     for s in m.surfaces:
         ps = m.per_surface[s]
-        print(f"  {s}: {ps['records']} records, {ps['keys']} keys, {ps['unmatched_count']} unmatched")
+        skipped = ps.get("rows_without_caption", 0)
+        print(f"  {s}: {ps['records']} records, {ps['keys']} keys, {ps['unmatched_count']} unmatched"
+              + (f", {skipped} rows skipped (no caption field or empty caption)" if skipped else ""))
     return 0
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"--n: expected a positive integer or 'all', got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"--n: expected a positive integer or 'all', got {value}")
+    return value
+
+
 def _show(args: argparse.Namespace) -> int:
-    from ..config import load_config
+    from ..io.params import load_params as load_config
     from .stage import surface_counts, surface_specs
 
     cfg = load_config(args.params)
     rows = [surface_counts(spec) for spec in surface_specs(cfg).values()]
-    cols = ["surface", "source", "caption_field", "key_field", "rows", "records", "keys"]
+    for r in rows:
+        r["skipped"] = r["rows_without_caption"]
+    cols = ["surface", "source", "caption_field", "key_field", "rows", "records", "skipped", "keys"]
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols} if rows else {c: len(c) for c in cols}
     print("  ".join(c.ljust(widths[c]) for c in cols))
     for r in rows:

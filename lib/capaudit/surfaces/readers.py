@@ -11,12 +11,14 @@ key = file stem), ``hf`` (``datasets.load_dataset(..., streaming=True)``) and ``
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from capaudit.errors import InputError, OfflineError
+from capaudit.io.text import checked_lines, open_text, read_text_checked
 
 Row = Mapping[str, Any]
 KEY = "__key__"
@@ -42,16 +44,34 @@ def infer_format(path: Path) -> str:
 
 
 def _open_text(path: Path) -> io.TextIOBase:
-    if path.suffix.lower() == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, "r", encoding="utf-8-sig", newline="")
+    """UTF-8 text (BOM dropped, ``newline=""``); iterate it through :func:`checked_lines`."""
+    return open_text(path)
+
+
+def _not_text(path: Path) -> Optional[str]:
+    """A hint when ``path`` is a binary container (Parquet, gzip without .gz) rather than text."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return None
+    if head == b"PAR1":
+        return "this is a Parquet file, not JSON lines (give it a .parquet suffix or format: parquet)"
+    if head[:2] == b"\x1f\x8b" and path.suffix.lower() != ".gz":
+        return "this is a gzip file; name it *.gz"
+    return None
 
 
 def iter_json_lines(path: Path, unit: str = "line", objects_only: bool = True) -> Iterator[Tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of a JSONL file (``.gz`` too); errors name
-    the file and the ``unit`` number. ``objects_only`` requires every value to be a JSON object."""
+    the file and the ``unit`` number. ``objects_only`` requires every value to be a JSON object.
+    Undecodable bytes name the file and line (:mod:`capaudit.io.text`)."""
+    path = Path(path)
+    hint = _not_text(path)
+    if hint:
+        raise InputError(hint, path=path)
     with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
+        for lineno, line in enumerate(checked_lines(fh, path), start=1):
             if not line.strip():
                 continue
             try:
@@ -77,11 +97,11 @@ def _navigate(obj: Any, dotted: str, path: Path) -> Any:
 
 
 def read_json(path: Path, records_field: Optional[str] = None) -> Iterator[Tuple[Row, str]]:
-    with _open_text(path) as fh:
-        try:
-            data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    text = read_text_checked(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     if records_field:
         data = _navigate(data, records_field, path)
     if isinstance(data, list):
@@ -109,21 +129,25 @@ def read_csv(path: Path, delimiter: str, header: bool = True,
              columns: Optional[Sequence[str]] = None) -> Iterator[Tuple[Row, str]]:
     csv.field_size_limit(max(csv.field_size_limit(), min(sys.maxsize, 2**31 - 1)))
     with _open_text(path) as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
+        reader = csv.reader(checked_lines(fh, path), delimiter=delimiter)
         names: Optional[List[str]] = list(columns) if columns else None
-        if header:
-            try:
-                first = next(reader)
-            except StopIteration:
-                return
-            names = names or first
-        for cells in reader:
-            if not cells or (len(cells) == 1 and not cells[0].strip()):
-                continue
-            cols = names or [f"col{i}" for i in range(len(cells))]
-            if len(cells) != len(cols):
-                raise ValueError(f"{path}: line {reader.line_num}: {len(cells)} fields, header has {len(cols)}")
-            yield dict(zip(cols, cells)), f"{path}: line {reader.line_num}"
+        try:
+            if header:
+                try:
+                    first = next(reader)
+                except StopIteration:
+                    return
+                names = names or first
+            for cells in reader:
+                if not cells or (len(cells) == 1 and not cells[0].strip()):
+                    continue
+                cols = names or [f"col{i}" for i in range(len(cells))]
+                if len(cells) != len(cols):
+                    raise ValueError(f"{path}: line {reader.line_num}: {len(cells)} fields, header has {len(cols)}")
+                yield dict(zip(cols, cells)), f"{path}: line {reader.line_num}"
+        except csv.Error as exc:
+            raise InputError(f"not valid {'TSV' if delimiter == chr(9) else 'CSV'} ({exc})", path=path,
+                             line=reader.line_num) from None
 
 
 def read_parquet(path: Path, columns: Optional[Sequence[str]] = None) -> Iterator[Tuple[Row, str]]:
@@ -133,7 +157,10 @@ def read_parquet(path: Path, columns: Optional[Sequence[str]] = None) -> Iterato
     if not files:
         raise FileNotFoundError(f"{path}: no *.parquet files in this folder")
     for f in files:
-        pf = pq.ParquetFile(f)
+        try:
+            pf = pq.ParquetFile(f)
+        except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for non-Parquet bytes
+            raise InputError(f"not a readable Parquet file ({type(exc).__name__}: {exc})", path=f) from None
         cols = None
         if columns:
             have = set(pf.schema_arrow.names)
@@ -150,19 +177,84 @@ def read_parquet(path: Path, columns: Optional[Sequence[str]] = None) -> Iterato
 
 def read_txt(path: Path) -> Iterator[Tuple[Row, str]]:
     with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
+        for lineno, line in enumerate(checked_lines(fh, path), start=1):
             if line.strip():
                 yield {CAPTIONS: [line]}, f"{path}: line {lineno}"
 
 
 def read_txt_file(path: Path) -> Iterator[Tuple[Row, str]]:
-    yield {KEY: path.stem, CAPTIONS: [path.read_text(encoding="utf-8-sig")]}, str(path)
+    yield {KEY: path.stem, CAPTIONS: [read_text_checked(path)]}, str(path)
+
+
+HF_PROBE_TIMEOUT_S = 3.0
+OFFLINE_ENV = ("CAPAUDIT_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def _offline_flag() -> Optional[str]:
+    import os
+
+    for name in OFFLINE_ENV:
+        if os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no"):
+            return name
+    return None
+
+
+def _hub_reachable(timeout: float = HF_PROBE_TIMEOUT_S) -> Optional[str]:
+    """None when the Hugging Face Hub answers a TCP connect within ``timeout`` s, else why not."""
+    import os
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parts = urlsplit(endpoint)
+    host = parts.hostname or "huggingface.co"
+    port = parts.port or (80 if parts.scheme == "http" else 443)
+    box: Dict[str, Any] = {}
+
+    def probe() -> None:  # getaddrinfo has no timeout: run it in a thread we can abandon
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            box["ok"] = True
+        except OSError as exc:
+            box["err"] = f"{type(exc).__name__}: {exc}"
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout + 0.5)
+    if box.get("ok"):
+        return None
+    return box.get("err") or f"no answer from {host}:{port} within {timeout:g} s"
+
+
+def _offline_how(label: str, hf_path: str) -> str:
+    return (f"to run offline, save it once where the Hub is reachable "
+            f"(datasets.load_dataset('{hf_path}').save_to_disk(DIR)) and use format 'hf_disk' with file DIR, "
+            f"or use a local JSONL/Parquet copy")
 
 
 def read_hf(hf_path: str, *, name: Optional[str] = None, split: str = "train", data_files: Any = None,
             revision: Optional[str] = None, streaming: bool = True, shuffle_buffer: Optional[int] = None,
             seed: Optional[int] = None) -> Iterator[Tuple[Row, str]]:
-    """Rows of a Hugging Face dataset, streamed by default (spec §2.1: shuffle buffer 10000 when seeded)."""
+    """Rows of a Hugging Face dataset, streamed by default (spec §2.1: shuffle buffer 10000 when seeded).
+
+    Offline (``CAPAUDIT_OFFLINE``, ``HF_HUB_OFFLINE`` or ``HF_DATASETS_OFFLINE`` set), or when
+    the Hub does not answer a TCP connect within :data:`HF_PROBE_TIMEOUT_S`, this fails at once
+    with :class:`OfflineError` naming the dataset and how to run offline (instead of the
+    ``datasets`` library's retries). A builder name (``json``, ``parquet``, ...) with local
+    ``data_files`` needs no network and is not probed.
+    """
+    label = f"hf:{hf_path}" + (f"/{name}" if name else "") + f"[{split}]"
+    local_builder = hf_path in ("json", "csv", "parquet", "text", "arrow", "imagefolder", "audiofolder")
+    if not local_builder:
+        flag = _offline_flag()
+        if flag:
+            raise OfflineError(f"Hugging Face dataset '{hf_path}' cannot be streamed while offline ({flag} is set); "
+                               + _offline_how(label, hf_path), path=label)
+        why = _hub_reachable()
+        if why:
+            raise OfflineError(f"Hugging Face dataset '{hf_path}' cannot be reached (the Hub did not answer: {why}); "
+                               + _offline_how(label, hf_path), path=label)
     import datasets
 
     kwargs: Dict[str, Any] = {"split": split, "streaming": streaming}
@@ -172,10 +264,15 @@ def read_hf(hf_path: str, *, name: Optional[str] = None, split: str = "train", d
         kwargs["data_files"] = data_files
     if revision:
         kwargs["revision"] = revision
-    ds = datasets.load_dataset(hf_path, **kwargs)
+    try:
+        ds = datasets.load_dataset(hf_path, **kwargs)
+    except (ConnectionError, OSError) as exc:
+        raise OfflineError(f"Hugging Face dataset '{hf_path}' could not be loaded ({type(exc).__name__}: {exc}); "
+                           + _offline_how(label, hf_path), path=label) from None
+    except ValueError as exc:  # unknown split / config / data_files
+        raise InputError(f"Hugging Face dataset '{hf_path}': {exc}", path=label) from None
     if shuffle_buffer and seed is not None:
         ds = ds.shuffle(seed=seed, buffer_size=shuffle_buffer) if streaming else ds.shuffle(seed=seed)
-    label = f"hf:{hf_path}" + (f"/{name}" if name else "") + f"[{split}]"
     for i, row in enumerate(ds, start=1):
         yield row, f"{label}: row {i}"
 
@@ -183,7 +280,10 @@ def read_hf(hf_path: str, *, name: Optional[str] = None, split: str = "train", d
 def read_hf_disk(path: Path, split: Optional[str] = None) -> Iterator[Tuple[Row, str]]:
     import datasets
 
-    ds = datasets.load_from_disk(str(path))
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except FileNotFoundError as exc:
+        raise InputError(f"not a dataset saved with save_to_disk ({exc})", path=path) from None
     if isinstance(ds, datasets.DatasetDict):
         if split is None:
             if len(ds) != 1:

@@ -30,6 +30,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import pandas as pd
 
 from ..data.registry import sha256_file
+from ..errors import InputError
+from ..io.manifest import check_against
 from .surface import Surface
 
 UNMATCHED_LIST_LIMIT = 1000
@@ -61,7 +63,15 @@ class SliceManifest:
         return self.dir / "pairs.parquet"
 
     def pairs(self) -> pd.DataFrame:
+        self.verify("pairs.parquet")
         return pd.read_parquet(self.pairs_path)
+
+    def verify(self, name: str = "pairs.parquet") -> None:
+        """Check a slice file against the sha256 its manifest records (InputError on mismatch)."""
+        files = self.raw.get("files") or {}
+        if name in files:
+            check_against(self.dir / name, files[name], self.dir / "manifest.json",
+                          hint="rebuild the slice (capaudit slice ... --overwrite, or the surfaces stage)")
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any], folder: Path, reused: bool = False) -> "SliceManifest":
@@ -123,6 +133,11 @@ def build_fair_slice(surfaces: Sequence[Surface], n: Optional[int], seed: int, o
     firsts = [s.first_caption_per_key() for s in surfaces]
     matched_set = set(firsts[0]).intersection(*firsts[1:])
     matched = sorted(matched_set)
+    if not matched:
+        examples = "; ".join(f"{s.name}: {', '.join(repr(k) for k in list(first)[:3]) or 'no keys'}"
+                             for s, first in zip(surfaces, firsts))
+        raise InputError(f"slice '{name}': the surfaces share no key, so the slice would be empty "
+                         f"(first keys per surface: {examples}); check key_field and key_normalization")
     keys = list(matched)
     if n is not None and len(keys) > int(n):
         random.Random(seed).shuffle(keys)
@@ -189,9 +204,13 @@ def build_fair_slice(surfaces: Sequence[Surface], n: Optional[int], seed: int, o
         body["files"] = {f: sha256_file(tmp / f) for f in ("pairs.parquet", "pairs.jsonl")}
         (tmp / "manifest.json").write_text(json.dumps(body, indent=2, ensure_ascii=False, default=str) + "\n",
                                            encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
+        old = None
+        if target.exists():  # move the old slice aside first, so a slice folder is always whole
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex}"
+            os.replace(target, old)
         os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional
 import pandas as pd
 
 from ..config import RunConfig
+from ..io.atomic import atomic_path, write_json_atomic
 from .slices import SliceManifest, build_fair_slice
 from .surface import LoadStats, Surface, iter_captions, load_surface
 
@@ -70,6 +71,7 @@ def surface_row(s: Surface) -> Dict[str, Any]:
             "key_field": spec.get("key_field") or "", "rows": s.stats.rows, "records": len(s.frame), "keys": keys,
             "captions_per_key": round(len(s.frame) / keys, 4) if keys else 0.0,
             "rows_without_caption": s.stats.rows_without_caption,
+            "rows_missing_field": s.stats.rows_missing_field, "rows_empty_caption": s.stats.rows_empty_caption,
             "sha256": ",".join(src.sha256 or "" for src in s.sources)}
 
 
@@ -104,17 +106,18 @@ def run(cfg: RunConfig, names: Optional[List[str]] = None) -> Dict[str, Any]:
     needed = list(dict.fromkeys(wanted + [n for sl in slices for n in sl["surfaces"]]))
     surfaces = {n: load_surface(specs[n]) for n in needed}
     table = pd.DataFrame([surface_row(surfaces[n]) for n in needed])
-    table.to_csv(dirs["tables"] / "surfaces.csv", index=False)
+    with atomic_path(dirs["tables"] / "surfaces.csv") as tmp:
+        table.to_csv(tmp, index=False)
     out_dir = dirs["artifacts"] / "slices"
     manifests = {sl["name"]: build_fair_slice([surfaces[n] for n in sl["surfaces"]], sl["n"], sl["seed"], out_dir,
                                               sl["name"], overwrite=sl["overwrite"]) for sl in slices}
     slices_table = pd.DataFrame([slice_row(m) for m in manifests.values()])
-    slices_table.to_csv(dirs["tables"] / "slices.csv", index=False)
+    with atomic_path(dirs["tables"] / "slices.csv") as tmp:
+        slices_table.to_csv(tmp, index=False)
     summary = {"surfaces": table.to_dict(orient="records"),
                "slices": {k: {"dir": str(m.dir), "matched": m.matched, "sampled": m.sampled,
                               "fingerprint": m.fingerprint} for k, m in manifests.items()}}
-    (dirs["artifacts"] / "surfaces_summary.json").write_text(
-        json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json_atomic(dirs["artifacts"] / "surfaces_summary.json", summary)
     return {"surfaces": surfaces, "table": table, "slices": manifests, "slices_table": slices_table}
 
 

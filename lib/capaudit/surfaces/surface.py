@@ -40,6 +40,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from capaudit.errors import EmptyInputError, FieldNotFoundError, InputError
+
 from . import readers
 from .keys import normalize_key
 from .readers import CAPTIONS, KEY
@@ -92,11 +94,21 @@ class SourceFile:
 
 @dataclass
 class LoadStats:
-    """Counters filled while a surface is read."""
+    """Counters filled while a surface is read.
+
+    ``rows_without_caption`` = ``rows_missing_field`` (the caption field is absent and
+    ``on_missing: skip``, or auto-detection found no caption field) + ``rows_empty_caption``
+    (the field is there but empty, blank or null).
+    """
 
     rows: int = 0
     rows_without_caption: int = 0
     records: int = 0
+    rows_missing_field: int = 0
+    rows_empty_caption: int = 0
+
+    def to_dict(self) -> Dict[str, int]:
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -215,18 +227,22 @@ def detect_caption(row: Mapping[str, Any], fields: Sequence[str] = CAPTION_FIELD
 
 def _captions(row: Mapping[str, Any], caption_field: Optional[str], where: str,
               on_missing: str = "error") -> Tuple[Optional[str], List[Tuple[int, str]]]:
+    """``(field used, [(index, caption)])``; field ``None`` with no captions = no caption field found."""
     if caption_field:
         value = _get(row, caption_field)
         if value is _MISSING:
             if on_missing == "skip":
-                return caption_field, []
+                return None, []
             raise ValueError(f"{where}: caption field '{caption_field}' is missing "
-                             f"(fields: {sorted(k for k in row if not k.startswith('__'))})")
+                             f"(fields: {sorted(k for k in row if not k.startswith('__'))}); "
+                             f"set on_missing: skip (CLI: --on-missing skip) to skip rows without it")
         used = caption_field
     elif CAPTIONS in row:
-        value, used = row[CAPTIONS], None
+        value, used = row[CAPTIONS], CAPTIONS
     else:
         used, cap = detect_caption(row)
+        if used is None and any(f in row for f in CAPTION_FIELDS):
+            used = next(f for f in CAPTION_FIELDS if f in row)  # present but empty/null: an empty caption
         return used, ([(0, cap)] if cap else [])
     if value is None:
         return used, []
@@ -324,9 +340,30 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
     stats = stats if stats is not None else LoadStats()
     srcs = sources if sources is not None else resolve_sources(spec)
     ordinal = 0
+    fields_seen: Dict[str, None] = {}
+    caption_field_ = spec.get("caption_field")
+    present = False
+    first_missing: Optional[Tuple[str, Mapping[str, Any]]] = None
     for row, where in _rows(spec, srcs):
         stats.rows += 1
-        used, caps = _captions(row, spec.get("caption_field"), where, on_missing)
+        if stats.rows <= 1000:
+            for k in row:
+                if not str(k).startswith("__"):
+                    fields_seen.setdefault(str(k), None)
+        used, caps = _captions(row, caption_field_, where, "skip")
+        if caption_field_ and used is None:  # the named caption field is not in this row
+            if on_missing == "error":
+                if present:
+                    raise _missing_here(where, caption_field_, row)
+                first_missing = first_missing or (where, row)
+                if stats.rows >= SCAN_FOR_FIELD:
+                    raise FieldNotFoundError(caption_field_, list(fields_seen), path=_where_label(spec, srcs),
+                                             hint=f"none of the first {stats.rows} rows has it; name the caption "
+                                                  f"field with --caption-field (caption_field: in a surface spec)")
+        elif caption_field_:
+            if first_missing is not None and on_missing == "error":
+                raise _missing_here(first_missing[0], caption_field_, first_missing[1])
+            present = True
         if key_field:
             raw_key = _get(row, key_field)
             if raw_key is _MISSING:
@@ -338,6 +375,10 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
         ordinal += 1
         if not caps:
             stats.rows_without_caption += 1
+            if used is None:
+                stats.rows_missing_field += 1
+            else:
+                stats.rows_empty_caption += 1
             continue
         key = normalize_key(raw_key, norm)
         if key is None:
@@ -354,6 +395,47 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
             stats.records += 1
             if limit is not None and stats.records >= int(limit):
                 return
+    if stats.records == 0:
+        raise _no_records(spec, srcs, stats, list(fields_seen))
+
+
+#: With ``on_missing: error``, a caption field absent from this many leading rows (and present in
+#: none of them) is reported as a field no row has, without reading the rest of the input.
+SCAN_FOR_FIELD = 1000
+
+
+def _missing_here(where: str, field: str, row: Mapping[str, Any]) -> InputError:
+    fields = ", ".join(sorted(str(k) for k in row if not str(k).startswith("__")))
+    return InputError(f"{where}: caption field '{field}' is missing on this row but present on others "
+                      f"(fields here: {fields}); set on_missing: skip (CLI: --on-missing skip) to skip such rows")
+
+
+def _where_label(spec: Mapping[str, Any], sources: Sequence[SourceFile]) -> str:
+    return sources[0].path if len(sources) == 1 else f"{_label(spec)} ({len(sources)} files)"
+
+
+def _no_records(spec: Mapping[str, Any], sources: Sequence[SourceFile], stats: LoadStats,
+                fields: List[str]) -> InputError:
+    """The error for a surface that yields no caption at all (never a silent zero-record result)."""
+    where = _where_label(spec, sources)
+    field = spec.get("caption_field")
+    if stats.rows == 0:
+        return EmptyInputError("no rows: the input is empty", path=where)
+    if field and stats.rows_missing_field == stats.rows:
+        skipped = spec.get("on_missing") == "skip"
+        return FieldNotFoundError(field, fields, path=where,
+                                  hint=(f"all {stats.rows} rows were skipped (on_missing: skip)" if skipped else
+                                        "name the caption field with --caption-field (caption_field: in a surface "
+                                        "spec)"))
+    if field:
+        return EmptyInputError(f"every caption is empty or null ({stats.rows} rows)", path=where, field=field)
+    if stats.rows_missing_field == stats.rows and not any(f in fields for f in CAPTION_FIELDS):
+        return InputError(f"no caption field found in {stats.rows} rows: none of the auto-detected fields "
+                          f"({', '.join(CAPTION_FIELDS)}) is present; fields present: {', '.join(fields) or 'none'}; "
+                          f"name the caption field (--caption-field FIELD, or caption_field: in the surface spec)",
+                          path=where)
+    return EmptyInputError(f"every caption is empty or null ({stats.rows} rows; fields present: "
+                           f"{', '.join(fields) or 'none'})", path=where)
 
 
 def load_surface(spec: SpecLike, *, name: Optional[str] = None) -> Surface:

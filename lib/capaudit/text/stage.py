@@ -7,15 +7,15 @@ pairs to compare) and writes ``artifacts/text_stats/<surface>.json``, ``tables/t
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..config import RunConfig
+from ..io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from .lexical import lex_units
 from .survey import SurveyConfig, survey_captions
 from .violations import ViolationChecker
@@ -24,9 +24,45 @@ TABLE_COLUMNS = ["surface", "records", "avg_lex", "elig64", "trunc64", "opener64
                  "prefix_content64", "d1_64", "d2_64", "d3_64", "rep3_64", "rep4_64", "dup_rate"]
 
 
+def load_counts(stats: Any) -> Dict[str, int]:
+    """Rows read and rows skipped while loading (a :class:`capaudit.surfaces.LoadStats`)."""
+    return {"rows": stats.rows, "rows_skipped": stats.rows_without_caption,
+            "rows_missing_caption_field": stats.rows_missing_field, "rows_empty_caption": stats.rows_empty_caption}
+
+
+def prefix_mass_by_construction(block: Dict[str, object], top_k: int) -> Dict[str, bool]:
+    """Per prefix kind: True when top-``top_k`` prefix mass is 1.0 by construction.
+
+    That is the case when ``top_k`` is at least the number of distinct prefixes in the window
+    (in particular when ``top_k`` >= the number of captions): the top-k then hold every prefix,
+    so the value says nothing about concentration (§2.3).
+    """
+    return {kind: int(block[f"prefix_{kind}"]["distinct"]) <= int(top_k) for kind in ("raw", "content")}
+
+
+def survey_notes(result: Dict[str, object], budgets: Sequence[int], top_k: int) -> List[str]:
+    """Warnings about values that carry no information (shown next to the numbers)."""
+    notes = []
+    for b in budgets:
+        blk = result["budgets"][str(b)]
+        flags = prefix_mass_by_construction(blk, top_k)
+        kinds = [k for k, v in flags.items() if v]
+        if kinds:
+            distinct = ", ".join(f"{k} {blk[f'prefix_{k}']['distinct']}" for k in kinds)
+            notes.append(f"B={b}: prefix_top_mass ({'/'.join(kinds)}) is 1.0 by construction: top-{top_k} covers "
+                         f"every distinct prefix ({distinct} distinct, {result['captions_with_units']} captions); "
+                         f"not a concentration finding")
+    return notes
+
+
 def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int = 100) -> Dict[str, object]:
-    """The ``capaudit text-stats`` output shape: records, avg_lex and per-budget metrics."""
-    out = {"records": result["records"], "avg_lex": result["avg_lex"], "budgets": {}}
+    """The ``capaudit text-stats`` output shape: records, avg_lex and per-budget metrics.
+
+    ``prefix_top_mass_by_construction[B]`` flags (per prefix kind) a top-k prefix mass that is
+    1.0 only because k covers every distinct prefix; ``notes`` says so in words, and ``input`` (when
+    present) counts rows read and skipped.
+    """
+    out: Dict[str, object] = {"records": result["records"], "avg_lex": result["avg_lex"], "budgets": {}}
     for b in budgets:
         blk = result["budgets"][str(b)]
         out["budgets"][str(b)] = {
@@ -37,11 +73,17 @@ def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int 
             "rep": blk["rep"],
             "prefix_top_mass": blk["prefix_top_mass"],
         }
+    out["prefix_top_mass_by_construction"] = {
+        str(b): prefix_mass_by_construction(result["budgets"][str(b)], top_k) for b in budgets}
+    if "input" in result:
+        out["input"] = result["input"]
+    out["notes"] = result.get("notes", survey_notes(result, budgets, top_k))
     return out
 
 
-def surface_row(name: str, r: Dict[str, object], budget: int = 64) -> Dict[str, object]:
+def surface_row(name: str, r: Dict[str, object], budget: int = 64, top_k: int = 100) -> Dict[str, object]:
     b = r["budgets"][str(budget)]
+    trivial = prefix_mass_by_construction(b, top_k)
     return {
         "surface": name, "records": r["records"], "avg_lex": r["avg_lex"],
         f"elig{budget}": b["eligibility"], f"trunc{budget}": b["truncation_rate"],
@@ -50,6 +92,8 @@ def surface_row(name: str, r: Dict[str, object], budget: int = 64) -> Dict[str, 
         **{f"d{n}_{budget}": v for n, v in b["distinct"].items()},
         **{f"rep{n}_{budget}": v for n, v in b["rep"].items()},
         "dup_rate": r["dedup"]["normalized_duplicate_rate"],
+        f"prefix_note{budget}": ("1.0 by construction (top-k covers every distinct prefix)"
+                                 if any(trivial.values()) else ""),
     }
 
 
@@ -87,27 +131,46 @@ def paired_deltas(local: Sequence[str], reference: Sequence[str], budget: int = 
     return pd.DataFrame(out)
 
 
-def survey_config(section: Dict[str, object]) -> SurveyConfig:
+def survey_config(section: Dict[str, object], where: str = "text_stats") -> SurveyConfig:
+    """The survey settings of the ``text_stats`` params section; bad values name the key."""
+    def ints(key: str, default: Sequence[int]) -> tuple:
+        value = section.get(key, default)
+        if not isinstance(value, (list, tuple)) or not value or \
+                any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+            raise ValueError(f"{where}.{key}: expected a non-empty list of positive integers, got {value!r}")
+        return tuple(value)
+
+    top_k = section.get("top_k", 100)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"{where}.top_k: expected a positive integer, got {top_k!r}")
+    budgets = ints("budgets", (16, 32, 64, 128, 256))
     return SurveyConfig(
-        budgets=tuple(int(b) for b in section.get("budgets", (16, 32, 64, 128, 256))),
-        ngram_orders=tuple(int(n) for n in section.get("ngram_orders", (1, 2, 3))),
-        repeat_orders=tuple(int(n) for n in section.get("repeat_orders", (3, 4, 5, 6))),
-        top_k=int(section.get("top_k", 100)),
+        budgets=tuple(sorted(set(budgets))),
+        ngram_orders=ints("ngram_orders", (1, 2, 3)),
+        repeat_orders=ints("repeat_orders", (3, 4, 5, 6)),
+        top_k=top_k,
+        marginal_gain_from_rounded=bool(section.get("marginal_gain_from_rounded", True)),
     )
 
 
 def write_table(rows: List[Dict[str, object]], tables: Path, stem: str = "text_stats") -> pd.DataFrame:
     df = pd.DataFrame(rows)
-    df.to_csv(tables / f"{stem}.csv", index=False)
+    with atomic_path(tables / f"{stem}.csv") as tmp:
+        df.to_csv(tmp, index=False)
+    notes = {i: bool(r) for i, r in enumerate(df.get("prefix_note64", pd.Series([""] * len(df))).tolist())}
     df = df[[c for c in TABLE_COLUMNS if c in df.columns]]
     fmt = {c: (lambda v: f"{v:.2f}") if c == "avg_lex" else (lambda v: f"{v:.4f}")
            for c in df.columns if c not in ("surface", "records")}
     lines = []
-    for _, r in df.iterrows():
+    for i, (_, r) in enumerate(df.iterrows()):
         cells = [str(r["surface"]).replace("_", r"\_"), f"${int(r['records']):,}$".replace(",", "{,}")]
-        cells += [fmt[c](r[c]) for c in df.columns if c in fmt]
+        # a top-k prefix mass that is 1.0 by construction is marked, not presented as a finding
+        cells += [fmt[c](r[c]) + (r"$^{\dagger}$" if notes.get(i) and c.startswith("prefix_") else "")
+                  for c in df.columns if c in fmt]
         lines.append(" & ".join(cells) + r" \\")
-    (tables / f"{stem}.tex").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if any(notes.values()):
+        lines.append(r"% $^{\dagger}$ top-k prefix mass is 1.0 by construction (k covers every distinct prefix)")
+    write_text_atomic(tables / f"{stem}.tex", "\n".join(lines) + "\n")
     return df
 
 
@@ -117,38 +180,53 @@ def run(cfg: RunConfig) -> Dict[str, object]:
     Surfaces are streamed (``iter_captions``); paired deltas read the slices written by the
     surfaces stage (``outputs/<run>/artifacts/slices/<name>/.../pairs.parquet``).
     """
-    from ..surfaces import iter_captions
+    from ..surfaces import LoadStats, iter_captions
+    from ..surfaces.slices import SliceManifest
     from ..surfaces.stage import slice_dirs, surface_specs
 
     section = cfg.section("text_stats")
+    scfg = survey_config(section, f"{cfg.path}: text_stats")
+    workers = section.get("workers", 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"{cfg.path}: text_stats.workers: expected a positive integer, got {workers!r}")
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "text_stats"
     art.mkdir(parents=True, exist_ok=True)
-    scfg = survey_config(section)
-    workers = int(section.get("workers", 1))
     specs = surface_specs(cfg)
     results: Dict[str, Dict[str, object]] = {}
     for name in section.get("surfaces", list(specs)):
         if name not in specs:
             raise KeyError(f"{cfg.path}: text_stats surface '{name}' is not declared under 'surfaces'")
-        r = survey_captions((rec.caption for rec in iter_captions(specs[name])), scfg, workers=workers).finalize()
+        stats = LoadStats()
+        r = survey_captions((rec.caption for rec in iter_captions(specs[name], stats=stats)), scfg,
+                            workers=workers).finalize()
         r["surface"] = name
+        r["input"] = load_counts(stats)
+        r["notes"] = survey_notes(r, scfg.budgets, scfg.top_k)
         r["config"] = {"budgets": list(scfg.budgets), "ngram_orders": list(scfg.ngram_orders),
                        "repeat_orders": list(scfg.repeat_orders), "top_k": scfg.top_k,
-                       "prefix_tokens": scfg.prefix_tokens, "opener": vars(scfg.opener)}
-        (art / f"{name}.json").write_text(json.dumps(r, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+                       "prefix_tokens": scfg.prefix_tokens, "opener": vars(scfg.opener),
+                       "marginal_gain_from_rounded": scfg.marginal_gain_from_rounded}
         results[name] = r
-    table = write_table([surface_row(n, r) for n, r in results.items()], dirs["tables"])
+    for name, r in results.items():  # written only once every surface was surveyed
+        write_json_atomic(art / f"{name}.json", r)
+    budget_col = 64 if 64 in scfg.budgets else scfg.budgets[0]
+    table = write_table([surface_row(n, r, budget_col, scfg.top_k) for n, r in results.items()], dirs["tables"])
     deltas = []
     slices = slice_dirs(cfg)
     for name in section.get("slices", list(slices)):
+        if name not in slices:
+            raise KeyError(f"{cfg.path}: text_stats slice '{name}' is not declared under 'slices' "
+                           f"(declared: {', '.join(slices) or 'none'})")
         path = slices[name] / "pairs.parquet"
         if not path.exists():
             raise FileNotFoundError(f"{path}: slice '{name}' not built; run the surfaces stage (make surfaces) first")
+        SliceManifest.load(slices[name]).verify("pairs.parquet")
         pairs = pd.read_parquet(path, columns=["local_caption", "reference_caption"])
         d = paired_deltas(pairs["local_caption"].tolist(), pairs["reference_caption"].tolist())
         d.insert(0, "comparison", name)
         deltas.append(d)
     deltas_df = pd.concat(deltas, ignore_index=True) if deltas else pd.DataFrame()
-    deltas_df.to_csv(dirs["tables"] / "text_paired_deltas.csv", index=False)
+    with atomic_path(dirs["tables"] / "text_paired_deltas.csv") as tmp:
+        deltas_df.to_csv(tmp, index=False)
     return {"results": results, "table": table, "deltas": deltas_df, "budgets": list(scfg.budgets)}

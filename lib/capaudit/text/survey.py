@@ -52,10 +52,22 @@ class SurveyConfig:
     prefix_tokens: int = 5
     opener: OpenerOptions = OpenerOptions()
     keep_prefix_strings: int = 1000
+    #: Reference quirk (on by default): ``marginal_avg_token_gain`` between consecutive budgets is
+    #: computed from ``avg_budget_tokens`` already rounded to 2 decimals, as the reference does
+    #: (§1.3). False uses the unrounded averages.
+    marginal_gain_from_rounded: bool = True
 
     def __post_init__(self) -> None:
         if list(self.budgets) != sorted(set(self.budgets)) or not self.budgets or self.budgets[0] < 1:
             raise ValueError(f"budgets must be strictly increasing positive integers, got {self.budgets}")
+        for name in ("ngram_orders", "repeat_orders", "top_ks"):
+            values = getattr(self, name)
+            if not values or any(int(v) < 1 for v in values):
+                raise ValueError(f"{name} must be a non-empty list of positive integers, got {values}")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {self.top_k}")
+        if self.prefix_tokens < 1:
+            raise ValueError(f"prefix_tokens must be a positive integer, got {self.prefix_tokens}")
         if self.top_k not in self.top_ks:
             object.__setattr__(self, "top_ks", tuple(sorted(set(self.top_ks) | {self.top_k})))
 
@@ -270,8 +282,12 @@ class SurveySummary:
                 block["avg_budget_tokens"] = avg_b
                 block["mean_retained_token_fraction"] = float(
                     (np.minimum(lens[pos], b) / np.maximum(1, lens[pos]) * freq[pos]).sum()) / denom
-                block["marginal_avg_token_gain"] = (
-                    None if prev_b is None else (avg_b - prev_avg) / (b - prev_b))
+                if prev_b is None:
+                    block["marginal_avg_token_gain"] = None
+                elif cfg.marginal_gain_from_rounded:  # reference quirk, §1.3
+                    block["marginal_avg_token_gain"] = (round(avg_b, 2) - round(prev_avg, 2)) / (b - prev_b)
+                else:
+                    block["marginal_avg_token_gain"] = (avg_b - prev_avg) / (b - prev_b)
                 prev_avg, prev_b = avg_b, b
             block["opener_rate"] = float(self.violations[col, ALL_CODES.index("J_meta_statement")]) / denom
             block["violation_rate"] = float(self.violated_any[col]) / denom

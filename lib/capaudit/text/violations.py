@@ -8,9 +8,10 @@ by default and can be switched off with ``OpenerOptions``:
 * ``verb_word_boundary=False``: no ``\\b`` after the verb, so "The image showcases" matches
   (``show`` + ``s?``).
 
-The other codes follow the intent the spec lists for each code (it quotes their trigger
-phrases, not every regex); they feed ``violation_rate`` only. The opener rate reported by the
-paper is the ``J_meta_statement`` rate on the B=64 lexical window.
+Every other code, its severity and its patterns are the "Exact catalog" table of §2.2, verbatim
+(no word boundaries beyond those shown there); they feed ``violation_rate`` and the per-code
+rates. The opener rate reported by the paper is the ``J_meta_statement`` rate on the B=64
+lexical window.
 """
 
 from __future__ import annotations
@@ -51,21 +52,26 @@ def opener_patterns(options: OpenerOptions = OpenerOptions()) -> List[Pattern[st
     return pats
 
 
-# code -> (severity, patterns); searched with re.MULTILINE like the reference.
+# code -> (severity, patterns), exactly the "Exact catalog" table of reference-spec §2.2: tried in
+# order with re.search(pattern, text, re.MULTILINE); the first match counts the code once.
 CATALOG: Dict[str, Tuple[str, Tuple[str, ...]]] = {
-    "A_prose_coord_echo": ("critical", (r"[\[(]\s*\d+(?:\.\d+)?\s*,\s*\d+(?:\.\d+)?\s*,\s*\d+(?:\.\d+)?\s*,\s*\d+(?:\.\d+)?\s*[\])]",)),
-    "B_text_coord_echo": ("critical", (r"TEXT:.*[\[(]\s*\d+\s*,\s*\d+\s*,\s*\d+\s*,\s*\d+\s*[\])]",)),
-    "C_bbox_tag": ("critical", (r"(?i)</?(bbox|ref|box|quad)>",)),
-    "D_markdown_leak": ("moderate", (r"\*\*[^*\n]+\*\*", r"^\s*[-*\u2022]\s+\S", r"^\s*#{1,6}\s+\S", r"\[[^\]\n]+\]\([^)\n]+\)")),
-    "E_thinking_leak": ("critical", (r"(?i)</?think>", r"(?i)\bthe user wants\b", r"(?i)\blet me ", r"(?i)\bI need to ", r"(?i)\bI should ", r"(?i)\bI will ", r"(?i)\bI'll describe\b")),
-    "G_meta_instruction": ("moderate", (r"(?i)\bper (the )?instructions?\b", r"(?i)\bas requested\b", r"(?i)\brequirements?:")),
-    "H_detection_meta_leak": ("severe", (r"(?i)\bbounding box(es)?\b", r"(?i)\bdetected at\b", r"(?i)\bconfidence:\s*0?\.\d")),
+    "A_prose_coord_echo": ("critical", (r"\[\s*\d{2,4}\s*,\s*\d{2,4}\s*,\s*\d{2,4}\s*,\s*\d{2,4}\s*\]",)),
+    "B_text_coord_echo": ("moderate", (r"TEXT:.*\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]",)),
+    "C_bbox_tag": ("moderate", (r"<bbox>", r"</bbox>", r"<ref>", r"</ref>")),
+    "D_markdown_leak": ("moderate", (r"\*\*[^*]+\*\*", r"^[-*]\s", r"^#+\s", r"\[([^\]]+)\]\([^\)]+\)")),
+    "E_thinking_leak": ("critical", (r"<think>", r"</think>", r"(?i)the user wants", r"(?i)let me ",
+                                     r"(?i)I need to ", r"(?i)I should ", r"(?i)I will ", r"(?i)I'll describe")),
+    "G_meta_instruction": ("low", (r"(?i)per (the )?instructions", r"(?i)as (instructed|requested|prompted)",
+                                   r"(?i)following the (prompt|guidelines)", r"(?i)requirements?:")),
+    "H_detection_meta_leak": ("moderate", (r"(?i)bounding box", r"(?i)detection (box|region|area)",
+                                           r"(?i)confidence\s*[:=]\s*\d", r"(?i)detected at")),
     "I_overlay_meta_leak": ("moderate", (r"(?i)overlay", r"(?i)annotation layer", r"(?i)green rectangle", r"(?i)labeled box")),
     "J_meta_statement": ("moderate", OPENER_PATTERNS),
-    "K_qwen_bbox_echo": ("critical", (r"bbox_2d", r"\"type\"\s*:\s*\"bbox\"")),
-    "L_tag_verbatim": ("minor", (r"\b\w+_\w+_\w+\b",)),
-    "M_numbered_list_leak": ("moderate", (r"^\s*\d+\.\s+\S",)),
-    "N_stage_header_leak": ("moderate", (r"(?i)\bstage [1-4]\b", r"(?i)\bresolution:\s*\d+", r"(?i)\bcaption (type|format|style):")),
+    "K_qwen_bbox_echo": ("moderate", (r"bbox_2d", r"\"type\"\s*:\s*\"bbox\"")),
+    "L_tag_verbatim": ("low", (r"\b\w+_\w+_\w+\b",)),
+    "M_numbered_list_leak": ("low", (r"^\d+\.\s+\w",)),
+    "N_stage_header_leak": ("critical", (r"(?i)stage\s*[1-4]", r"(?i)resolution\s*:\s*\d+",
+                                         r"(?i)caption (type|format|style)\s*:")),
 }
 REPETITION_CODE = "F_repetition"  # custom check: a 5-gram of whitespace words occurring >= 10 times
 SEVERITY: Dict[str, str] = {code: sev for code, (sev, _) in CATALOG.items()}
@@ -77,19 +83,22 @@ ALL_CODES: Tuple[str, ...] = tuple(sorted(list(CATALOG) + [REPETITION_CODE]))
 # form contains one of these substrings. They make the catalog cheap on clean captions
 # without changing any result (non-ASCII texts skip the pre-filter: case folding differs).
 REQUIRED_LITERALS: Dict[str, Tuple[str, ...]] = {
-    "A_prose_coord_echo": ("[", "("),
+    "A_prose_coord_echo": ("[",),
     "B_text_coord_echo": ("text:",),
-    "C_bbox_tag": ("<",),
-    "D_markdown_leak": ("*", "-", "#", "]("),
-    "E_thinking_leak": ("think>", "the user wants", "let me ", "i need to ", "i should ", "i will ", "i'll describe"),
-    "G_meta_instruction": ("instruction", "as requested", "requirement"),
-    "H_detection_meta_leak": ("bounding box", "detected at", "confidence:"),
+    "C_bbox_tag": ("<bbox>", "</bbox>", "<ref>", "</ref>"),
+    "D_markdown_leak": ("**", "-", "*", "#", "]("),
+    "E_thinking_leak": ("<think>", "</think>", "the user wants", "let me ", "i need to ", "i should ", "i will ",
+                        "i'll describe"),
+    "G_meta_instruction": ("instructions", "as instructed", "as requested", "as prompted", "following the prompt",
+                           "following the guidelines", "requirement"),
+    "H_detection_meta_leak": ("bounding box", "detection box", "detection region", "detection area", "confidence",
+                              "detected at"),
     "I_overlay_meta_leak": ("overlay", "annotation layer", "green rectangle", "labeled box"),
     "J_meta_statement": ("image", "picture", "photo", "illustration", "artwork", "scene", "we "),
     "K_qwen_bbox_echo": ("bbox_2d", '"type"'),
     "L_tag_verbatim": ("_",),
     "M_numbered_list_leak": tuple(f"{d}." for d in "0123456789"),
-    "N_stage_header_leak": ("stage ", "resolution:", "caption type", "caption format", "caption style"),
+    "N_stage_header_leak": ("stage", "resolution", "caption type", "caption format", "caption style"),
 }
 
 
