@@ -9,6 +9,11 @@ time, from its statistics), wall time including start-up, and the client process
     .venv/bin/python benchmarks/bench_llm_run.py                   # 10,000 and 100,000 requests, c=512
     .venv/bin/python benchmarks/bench_llm_run.py --sizes 2000 --concurrency 64 --progress
     .venv/bin/python benchmarks/bench_llm_run.py --profile 20000   # cProfile of the client, top 25
+    .venv/bin/python benchmarks/bench_llm_run.py --sizes 20000 --transports fast openai --engine ray
+
+Each size runs once per transport (``--transport fast``: our HTTP/1.1 client; ``openai``: the
+openai package's AsyncOpenAI), reporting requests/s and the client's CPU milliseconds per request.
+With ``--engine`` the CPU is the driver's plus its waited-for children (Ray workers are not).
 """
 
 from __future__ import annotations
@@ -115,17 +120,22 @@ def start_server() -> tuple:
     raise RuntimeError("benchmark server did not start")
 
 
-def run_once(n: int, concurrency: int, url: str, tmp: Path, progress: bool) -> dict:
+def run_once(n: int, concurrency: int, url: str, tmp: Path, progress: bool, transport: str = "fast",
+             extra: tuple = ()) -> dict:
     req = tmp / f"req_{n}.jsonl"
     out = tmp / f"resp_{n}.jsonl"
     stats = tmp / f"stats_{n}.json"
     if not req.exists():
         write_requests(req, n, "bench-model")
+    if extra:
+        out = tmp / f"resp_{n}_{transport}_sharded"
     if out.exists():
-        out.unlink()
+        import shutil
+
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
     cmd = [sys.executable, "-m", "capaudit.cli", "llm", "run", "--requests", str(req), "--out", str(out),
            "--url", url, "--model", "bench-model", "--concurrency", str(concurrency), "--timeout", "60",
-           "--retries", "3", "--stats-json", str(stats)]
+           "--retries", "3", "--stats-json", str(stats), "--transport", transport, *extra]
     if not progress:
         cmd.append("--no-progress")
     env = dict(os.environ, PYTHONPATH=str(REPO / "lib"))
@@ -136,10 +146,14 @@ def run_once(n: int, concurrency: int, url: str, tmp: Path, progress: bool) -> d
     if status != 0:
         raise RuntimeError(f"llm run exited with status {status}")
     st = json.loads(stats.read_text())
-    lines = sum(1 for _ in open(out, "rb"))
-    return {"requests": n, "concurrency": concurrency, "answered": st["answered"], "failed": st["failed"],
+    files = sorted(out.glob("*.jsonl")) if out.is_dir() else [out]
+    lines = sum(1 for f in files for _ in open(f, "rb"))
+    cpu = rusage.ru_utime + rusage.ru_stime
+    return {"transport": transport, "engine": " ".join(extra) or "single process", "requests": n,
+            "concurrency": concurrency, "answered": st["answered"], "failed": st["failed"],
             "rows": lines, "run_sec": round(st["elapsed_sec"], 2), "req_per_sec": round(st["rate_per_sec"]),
-            "wall_sec": round(wall, 2), "client_cpu_sec": round(rusage.ru_utime + rusage.ru_stime, 2),
+            "wall_sec": round(wall, 2), "client_cpu_sec": round(cpu, 2),
+            "client_cpu_ms_per_request": round(1000 * cpu / max(1, n), 3),
             "peak_rss_mib": round(rusage.ru_maxrss / 1024, 1)}
 
 
@@ -166,6 +180,10 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=512)
     ap.add_argument("--progress", action="store_true", help="show the client's progress bar")
     ap.add_argument("--profile", type=int, metavar="N", help="cProfile an in-process run of N requests instead")
+    ap.add_argument("--transports", nargs="+", default=["fast", "openai"], choices=["fast", "openai"],
+                    help="client transports to measure (default both)")
+    ap.add_argument("--engine", choices=["local", "ray"], default=None,
+                    help="also measure a sharded run (llm run --engine ... --shards 4 --workers 2)")
     args = ap.parse_args()
     server, url = start_server()
     try:
@@ -176,7 +194,12 @@ def main() -> int:
                 return 0
             print(f"cpus={os.cpu_count()} python={sys.version.split()[0]}")
             for n in args.sizes:
-                print(json.dumps(run_once(n, args.concurrency, url, tmp, args.progress)), flush=True)
+                for transport in args.transports:
+                    print(json.dumps(run_once(n, args.concurrency, url, tmp, args.progress, transport)), flush=True)
+                    if args.engine:
+                        extra = ("--engine", args.engine, "--shards", "4", "--workers", "2")
+                        print(json.dumps(run_once(n, args.concurrency, url, tmp, args.progress, transport, extra)),
+                              flush=True)
     finally:
         server.terminate()
         server.wait(10)

@@ -55,6 +55,16 @@ def register(subparsers: Any) -> None:
     run.add_argument("--no-progress", action="store_true")
     run.add_argument("--stats-json", help="also write the run statistics to this JSON file")
     run.add_argument("--fail-on-failed", action="store_true", help="exit 3 when any request ended failed")
+    run.add_argument("--transport", choices=["fast", "openai"], default="fast",
+                     help="fast: our keep-alive HTTP/1.1 client (local vLLM fleets); openai: the openai package's "
+                          "AsyncOpenAI (hosted APIs, OPENAI_ORG_ID/OPENAI_PROJECT_ID headers); same rows")
+    run.add_argument("--engine", choices=["local", "ray"], default=None,
+                     help="shard the request file: one task per shard, each with its own store file in the --out "
+                          "directory (ray: a local cluster unless --address); default: one process, no shards")
+    run.add_argument("--shards", type=positive_int, default=None,
+                     help="number of request shards (--engine; default 2 x --workers); keep it when resuming")
+    run.add_argument("--workers", type=positive_int, default=2, help="shard tasks at once (--engine)")
+    run.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS; unset: local)")
     run.set_defaults(func=cmd_run)
 
     mg = sub.add_parser("merge", help="one row per request id (answered beats failed, order independent)")
@@ -123,6 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not u.startswith(("http://", "https://")):
             raise ValueError(f"--url {u!r}: expected http://HOST:PORT or https://...")
     out = Path(args.out)
+    if args.engine is not None or args.shards is not None:
+        return _cmd_run_sharded(args, req, out)
     sharded = out.is_dir() or str(args.out).endswith(("/", os.sep))
     from capaudit.io.atomic import check_output_path
 
@@ -150,12 +162,56 @@ def cmd_run(args: argparse.Namespace) -> int:
             reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
             api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
             allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout,
+            transport=args.transport,
         )
     finally:
         store.close()
     d = stats.to_dict()
     text = json.dumps(d, sort_keys=True)
     print(f"capaudit llm run: {text}", file=sys.stderr)
+    if args.stats_json:
+        from capaudit.io.atomic import write_json_atomic
+
+        write_json_atomic(args.stats_json, d, sort_keys=True)
+    if stats.interrupted:
+        return 130
+    if args.fail_on_failed and stats.failed:
+        return 3
+    return 0
+
+
+def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
+    """``llm run --engine local|ray``: one task per request shard (capaudit.engine.llm_fanout)."""
+    from capaudit.engine.llm_fanout import run_requests_sharded
+    from capaudit.errors import InputError
+    from capaudit.llm.store import ResponseStore
+
+    if out.exists() and not out.is_dir():
+        raise InputError("--engine writes a directory store (one file per shard); give a folder", path=out)
+    if args.stats_json:
+        from capaudit.io.atomic import check_output_path
+
+        check_output_path(args.stats_json)
+    check_requests_file(req, args.model, args.allow_model_mismatch)
+    store = ResponseStore(str(out) + os.sep)
+    store.lock()  # one run per store folder; each shard task also locks its own file
+    try:
+        if args.overwrite and out.exists():
+            for f in list(out.glob("*.jsonl")) + list(out.glob("_shards.json")):
+                f.unlink()
+        resume = bool(args.resume or args.only_failed)
+        stats = run_requests_sharded(
+            req, out, args.url, args.model, shards=args.shards or 2 * args.workers, engine=args.engine or "local",
+            workers=args.workers, address=args.address, resume=resume,
+            concurrency=args.concurrency, timeout=args.timeout, retries=args.retries, dialect=args.dialect,
+            only_failed=args.only_failed, reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
+            api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+            allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout, transport=args.transport,
+        )
+    finally:
+        store.close()
+    d = stats.to_dict()
+    print(f"capaudit llm run: {json.dumps(d, sort_keys=True)}", file=sys.stderr)
     if args.stats_json:
         from capaudit.io.atomic import write_json_atomic
 

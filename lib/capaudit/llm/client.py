@@ -9,8 +9,10 @@ Behaviour
   ``concurrency`` requests are in flight and in memory, whatever the input size (a semaphore
   with one task per row would hold every row). The id set (answered + launched) grows with the
   input, about 100 bytes per id.
-* Transport: :mod:`capaudit.llm.http` (keep-alive HTTP/1.1 pools, one per URL); ``timeout`` is
-  the deadline of one attempt, connect to last byte.
+* Transport: ``fast`` (default), :mod:`capaudit.llm.http` (keep-alive HTTP/1.1 pools, one per
+  URL), or ``openai``, the ``openai`` package's ``AsyncOpenAI`` (:mod:`capaudit.llm.openai_transport`,
+  which documents how the SDK's retry and timeout rules map onto these); same request bodies, same
+  response rows. ``timeout`` is the deadline of one attempt, connect to last byte.
 * Endpoints: each attempt goes to the least-loaded base URL (fewest in flight, ties round-robin);
   a URL with 3 consecutive connection errors/timeouts is skipped for a growing cool-down
   (1 s, 2 s, ... 30 s) unless all are cooling down. Base URLs may be ``http://h:p``,
@@ -55,6 +57,7 @@ from capaudit.llm.requests import check_request, count_lines, iter_request_lines
 from capaudit.llm.store import ResponseStore
 from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache
 
+TRANSPORTS = ("fast", "openai")
 TRANSIENT_KINDS = frozenset({"connection", "timeout", "http_retryable"})
 OUTPUT_KINDS = frozenset({"parse", "schema", "rule"})
 MAX_ERROR_CHARS = 2000
@@ -167,6 +170,9 @@ RequestsInput = Union[str, Path, Iterable[Mapping[str, Any]]]
 
 
 def _iter_input(requests: RequestsInput) -> Iterator[Tuple[str, Dict[str, Any]]]:
+    if hasattr(requests, "iter_request_rows"):  # e.g. a byte range of a request file (engine shards)
+        yield from requests.iter_request_rows()  # type: ignore[union-attr]
+        return
     if isinstance(requests, (str, Path)):
         for lineno, line in iter_request_lines(requests):
             where = f"{requests}:{lineno}"
@@ -180,7 +186,10 @@ def _iter_input(requests: RequestsInput) -> Iterator[Tuple[str, Dict[str, Any]]]
 class _Run:
     def __init__(self, store: ResponseStore, urls: Sequence[str], model: str, concurrency: int, timeout: float,
                  retries: int, dialect: str, reasks: int, backoff_base: float, backoff_max: float,
-                 api_key: Optional[str], allow_model_mismatch: bool, rules: TaskRules, seed: Optional[int]):
+                 api_key: Optional[str], allow_model_mismatch: bool, rules: TaskRules, seed: Optional[int],
+                 transport: str = "fast"):
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}; expected one of {', '.join(DIALECTS)}")
         if concurrency < 1:
@@ -202,6 +211,7 @@ class _Run:
         self.headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'sk-fake'}"}
         self.allow_model_mismatch = allow_model_mismatch
         self.rules = rules
+        self.transport = transport
         self.vcache = ValidatorCache()
         self.rng = random.Random(seed)
         self.stats = RunStats()
@@ -263,6 +273,23 @@ class _Run:
         except asyncio.TimeoutError:
             pass
 
+    def make_pools(self) -> List[Any]:
+        """One connection pool per endpoint URL, of the selected transport."""
+        if self.transport == "openai":
+            from capaudit.llm.openai_transport import OpenAIPool
+
+            return [OpenAIPool(u, self.headers, max_connections=self.concurrency) for u in self.router.urls]
+        return [Pool(u, self.headers, max_idle=self.concurrency) for u in self.router.urls]
+
+    def _retryable_status(self, status: Optional[int], headers: Mapping[str, str]) -> bool:
+        if status is None:
+            return False
+        if self.transport == "openai":
+            from capaudit.llm.openai_transport import should_retry
+
+            return should_retry(status, headers)
+        return status == 429 or status >= 500
+
     def _backoff(self, k: int, retry_after: Optional[float]) -> float:
         if retry_after is not None:
             return min(self.backoff_max, max(0.0, retry_after))
@@ -286,13 +313,20 @@ class _Run:
             status: Optional[int] = None
             raw = b""
             retry_after: Optional[float] = None
+            resp_headers: Mapping[str, str] = {}
             idx = self.router.pick()
             transport_failed = False
             try:
                 resp = await pools[idx].post(body, self.timeout_s)
                 status = resp.status
                 raw = resp.body
-                if status == 429:
+                resp_headers = resp.headers
+                if self.transport == "openai":
+                    if status >= 400:
+                        from capaudit.llm.openai_transport import retry_after_seconds
+
+                        retry_after = retry_after_seconds(resp.headers)
+                elif status == 429:
                     ra = resp.headers.get("retry-after")
                     if ra:
                         try:
@@ -353,12 +387,13 @@ class _Run:
                     self.bar.update(1)
                 return
 
-            retryable = kind in ("connection", "timeout") or (kind == "http" and (status == 429 or (status or 0) >= 500))
+            retryable = kind in ("connection", "timeout") or (kind == "http" and self._retryable_status(status, resp_headers))
             if not self.stop.is_set():
                 if retryable and transient_left > 0:
                     transient_left -= 1
                     st.retries += 1
-                    await self._sleep(self._backoff(k, retry_after if status == 429 else None))
+                    honour = status == 429 or (self.transport == "openai" and retry_after is not None and retry_after > 0)
+                    await self._sleep(self._backoff(k, retry_after if honour else None))
                     k += 1
                     if not self.stop.is_set():
                         continue
@@ -408,12 +443,16 @@ async def arun_requests(
     handle_signals: bool = True,
     rules: Optional[TaskRules] = None,
     seed: Optional[int] = None,
+    transport: str = "fast",
 ) -> RunStats:
-    """Coroutine form of :func:`run_requests` (use it inside a running event loop)."""
+    """Coroutine form of :func:`run_requests` (use it inside a running event loop).
+
+    ``transport``: ``fast`` (our HTTP/1.1 pools) or ``openai`` (the ``openai`` package's client).
+    """
     own_store = not isinstance(store, ResponseStore)
     st_obj = ResponseStore(store) if own_store else store
     run = _Run(st_obj, urls, model, concurrency, timeout, retries, dialect, reasks, backoff_base, backoff_max,
-               api_key, allow_model_mismatch, rules or DEFAULT_RULES, seed)
+               api_key, allow_model_mismatch, rules or DEFAULT_RULES, seed, transport)
     answered, failed = st_obj.scan()
     if not resume and (answered or failed):
         raise ValueError(f"{st_obj.path}: response store already has rows; resume it or remove it first")
@@ -456,7 +495,7 @@ async def arun_requests(
 
     pf = asyncio.ensure_future(postfix()) if run.bar is not None else None
     it = run.source(requests, answered, only)
-    pools = [Pool(u, run.headers, max_idle=concurrency) for u in run.router.urls]
+    pools = run.make_pools()
     try:
         try:
             tasks.extend(asyncio.ensure_future(run.worker(it, pools)) for _ in range(concurrency))
@@ -484,7 +523,10 @@ async def arun_requests(
                     raise r
         finally:
             for p in pools:
-                p.close()
+                if hasattr(p, "aclose"):
+                    await p.aclose()
+                else:
+                    p.close()
     finally:
         if pf is not None:
             pf.cancel()
@@ -553,4 +595,4 @@ def _run_loop(coro: Any) -> Any:
     return uvloop.run(coro) if hasattr(uvloop, "run") else asyncio.run(coro)
 
 
-__all__ = ["RunStats", "run_requests", "arun_requests", "endpoint_url"]
+__all__ = ["RunStats", "TRANSPORTS", "run_requests", "arun_requests", "endpoint_url"]

@@ -63,9 +63,8 @@ def default_comparison(local_surface: str, reference_surface: str) -> str:
 
 def _run_support(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import atomic_path, check_output_path
-    from capaudit.prompts.io import load_pairs
     from capaudit.prompts.ngrams import load_pool_counts
-    from capaudit.prompts.support import compare_surfaces, direction_notes
+    from capaudit.prompts.support import compare_pairs_file, direction_notes
     from capaudit.summaries.prompt_support import write_prompt_support_tsv
 
     check_output_path(args.out)
@@ -79,24 +78,24 @@ def _run_support(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"{args.pairs}: --pairs file not found")
     pools = [
         load_pool_counts(name, path, args.ngram, args.hash_buckets, field, None, args.max_prompt_records,
-                         args.cache_dir, args.workers)
+                         args.cache_dir, args.workers, args.engine, args.address)
         for name, path, field in args.pool
     ]
-    pairs = load_pairs(args.pairs, args.local_field, args.reference_field, args.max_caption_records,
-                       args.skip_incomplete)
     local_s, reference_s = default_surfaces(Path(args.pairs), args.local_field, args.reference_field)
     local_s, reference_s = args.local_surface or local_s, args.reference_surface or reference_s
     comparison = args.comparison or default_comparison(local_s, reference_s)
-    rows = compare_surfaces(
-        pairs.local, pairs.reference, pools, comparison, local_s, reference_s,
-        args.ngram, args.budget, args.block_size, args.reps, args.seed, args.alpha, args.hash_buckets, args.workers,
+    # pairs are streamed block run by block run (memory independent of the file's size)
+    rows, pairs = compare_pairs_file(
+        args.pairs, pools, comparison, args.local_field, args.reference_field, local_s, reference_s,
+        args.max_caption_records, args.skip_incomplete, args.ngram, args.budget, args.block_size, args.reps,
+        args.seed, args.alpha, args.hash_buckets, args.workers, args.engine, args.address,
     )
     with atomic_path(args.out) as tmp:
         write_prompt_support_tsv(rows, tmp)
     for note in direction_notes(rows):
         print(f"capaudit prompt-support: note: {note}", file=sys.stderr)
     skipped = f", {pairs.skipped} incomplete rows skipped" if pairs.skipped else ""
-    print(f"wrote {len(rows)} rows ({len(pools)} pools, {len(pairs)} pairs{skipped}, {rows[0].blocks} blocks, "
+    print(f"wrote {len(rows)} rows ({len(pools)} pools, {pairs.pairs} pairs{skipped}, {rows[0].blocks} blocks, "
           f"comparison '{comparison}') to {args.out}", file=sys.stderr)
     return 0
 
@@ -156,6 +155,9 @@ def register(subparsers) -> None:
     sp.add_argument("--max-prompt-records", type=positive_int, default=1_000_000)
     sp.add_argument("--cache-dir", default=None, help="reuse pool counts (.npy keyed by file content, n, buckets)")
     sp.add_argument("--workers", type=positive_int, default=1, help="processes for counting pool n-grams and caption blocks (same results)")
+    sp.add_argument("--engine", choices=("local", "ray"), default="local",
+                    help="where pool chunks and caption block runs are counted: this machine or Ray (same results)")
+    sp.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS; unset: a local cluster)")
     sp.add_argument("--out", required=True, help="output TSV (spec §3.2 columns)")
     sp.set_defaults(func=_run_support)
 

@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.manifest import check_file
@@ -316,6 +316,140 @@ def load_pairs(
         raise EmptyInputError("no caption pairs" + (f" ({skipped} incomplete rows skipped)" if skipped else ""),
                               path=path)
     return Pairs(path, local, reference, local_field, reference_field, skipped)
+
+
+@dataclass
+class PairStats:
+    """Counters of :func:`iter_pairs` (filled while it is consumed)."""
+
+    pairs: int = 0
+    skipped: int = 0
+
+
+def iter_pairs(
+    path: PathLike,
+    local_field: str = "local_caption",
+    reference_field: str = "reference_caption",
+    limit: Optional[int] = 250_000,
+    skip_incomplete: bool = False,
+    stats: Optional[PairStats] = None,
+) -> Iterator[Tuple[str, str]]:
+    """Stream the pairs :func:`load_pairs` would return, in file order (same checks and errors),
+    holding one row at a time (JSONL via orjson when installed; Parquet by record batches)."""
+    st = stats if stats is not None else PairStats()
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: pairs file not found")
+    suffix = path.suffix.lower()
+    check_file(path, hint="rebuild the slice (capaudit slice ... --overwrite, or the surfaces stage)")
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        names = _parquet_schema(path).names
+        for f in (local_field, reference_field):
+            if f not in names:
+                raise ValueError(f"{path}: column '{f}' is missing (columns: {names[:20]})")
+        row = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=8192,
+                                                       columns=list(dict.fromkeys([local_field, reference_field]))):
+            lv = batch.column(local_field).to_pylist()
+            rv = batch.column(reference_field).to_pylist()
+            for a, b in zip(lv, rv):
+                row += 1
+                if limit is not None and st.pairs >= limit:
+                    return
+                if skip_incomplete and (a is None or b is None):
+                    st.skipped += 1
+                    continue
+                st.pairs += 1
+                yield _text_value(a, path, row, local_field), _text_value(b, path, row, reference_field)
+    elif suffix in (".jsonl", ".ndjson", ".json"):
+        try:
+            from orjson import loads as fast_loads
+        except ImportError:  # pragma: no cover
+            fast_loads = json.loads
+        with open(path, "rb") as fh:
+            row = 0
+            for line in fh:
+                row += 1
+                if limit is not None and st.pairs >= limit:
+                    return
+                obj = _loads_line(fast_loads, line, path, row)
+                if obj is _BLANK:
+                    continue
+                if not isinstance(obj, dict):
+                    raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
+                if skip_incomplete and (obj.get(local_field) is None or obj.get(reference_field) is None):
+                    st.skipped += 1
+                    continue
+                for f in (local_field, reference_field):
+                    if f not in obj:
+                        raise ValueError(f"{path}: row {row}: field '{f}' is missing (fields: {sorted(obj)[:10]})")
+                st.pairs += 1
+                yield (_text_value(obj[local_field], path, row, local_field),
+                       _text_value(obj[reference_field], path, row, reference_field))
+    else:
+        raise InputError(f"pairs must be JSON lines (.jsonl, .ndjson) or Parquet (.parquet), got '{suffix or 'no suffix'}'",
+                         path=path)
+
+
+_BLANK = object()
+
+
+def _loads_line(fast_loads, line: bytes, path: Path, row: int) -> Any:
+    """One JSON line (``_BLANK`` for a blank one); errors name the file and row."""
+    try:
+        return fast_loads(line)
+    except ValueError:
+        if row == 1 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if not line.strip():
+            return _BLANK
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: row {row}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: row {row}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _iter_jsonl_prompts(path: Path, field: Optional[str]) -> Iterator[str]:
+    try:
+        from orjson import loads as fast_loads
+    except ImportError:  # pragma: no cover
+        fast_loads = json.loads
+    fld = field or "prompt"
+    with open(path, "rb") as fh:
+        for row, line in enumerate(fh, start=1):
+            obj = _loads_line(fast_loads, line, path, row)
+            if obj is _BLANK:
+                continue
+            if field is None and isinstance(obj, str):
+                yield obj
+                continue
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
+            if fld not in obj:
+                raise ValueError(f"{path}: row {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
+            yield _text_value(obj[fld], path, row, fld)
+
+
+def iter_prompts(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,
+                 limit: Optional[int] = 1_000_000) -> Iterator[str]:
+    """Stream the prompts :func:`load_prompts` returns (the first ``limit`` non-empty ones)."""
+    path = Path(path)
+    n = 0
+    kind = detect_format(path, fmt)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: prompt file not found")
+    source = _iter_jsonl_prompts(path, field) if kind == "jsonl" and path.suffix.lower() != ".gz" \
+        else iter_prompt_records(path, field, fmt)
+    for value in source:
+        if value and value.strip():
+            yield value
+            n += 1
+            if limit is not None and n >= limit:
+                return
 
 
 def file_digest(path: PathLike, chunk: int = 1 << 20) -> str:

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from itertools import islice
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from capaudit.errors import EmptyInputError
 from capaudit.io.atomic import atomic_path, write_text_atomic
 from capaudit.text.lexical import LEX_RE
 
@@ -123,22 +124,70 @@ class TokenChunk:
 
 
 def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> TokenChunk:
-    """Tokenise ``texts`` (§3.2 units; the first ``max_units`` per text) and CRC each distinct unit once."""
-    vocab: Dict[str, int] = defaultdict()
-    vocab.default_factory = vocab.__len__  # type: ignore[attr-defined]
-    getitem = vocab.__getitem__
-    ids: List[int] = []
-    lengths = np.empty(len(texts), dtype=np.int64)
-    for i, text in enumerate(texts):
-        units = support_units(text, max_units)
-        lengths[i] = len(units)
-        ids.extend(map(getitem, units))
-    space = zlib.crc32(b" ")
-    encoded = [u.encode("utf-8") for u in vocab]
-    unit_crc = np.fromiter((zlib.crc32(b) for b in encoded), dtype=np.uint32, count=len(encoded))
-    space_crc = np.fromiter((zlib.crc32(b, space) for b in encoded), dtype=np.uint32, count=len(encoded))
-    space_len = np.fromiter((len(b) + 1 for b in encoded), dtype=np.int64, count=len(encoded))
-    return TokenChunk(np.array(ids, dtype=np.int64), lengths, unit_crc, space_crc, space_len)
+    """Tokenise ``texts`` (§3.2 units, each match lower-cased; the first ``max_units`` per text)
+    and CRC each distinct unit once.
+
+    Tokenisation is :func:`capaudit.text.survey.tokenize_batch` (numpy, identical to
+    ``LEX_RE.findall``). With ``max_units`` a text longer than ``max_units * 8`` characters is
+    tokenised from that prefix when the prefix holds more than ``max_units`` units (the first
+    ``max_units`` are then complete), else in full, as :func:`support_units` does.
+    """
+    from capaudit.text.survey import tokenize_batch
+
+    texts = list(texts)
+    n = len(texts)
+    if max_units is not None and max_units <= 0:
+        return TokenChunk(np.zeros(0, np.int64), np.zeros(n, np.int64), np.zeros(0, np.uint32),
+                          np.zeros(0, np.uint32), np.zeros(0, np.int64))
+    if max_units is None:
+        lens, codes, vocab = tokenize_batch(texts, lower_units=True)
+    else:
+        cut = max_units * _PREFIX_CHARS_PER_UNIT
+        heads = [t[:cut] if len(t) > cut else t for t in texts]
+        lens, codes, vocab = tokenize_batch(heads, lower_units=True)
+        redo = [i for i in np.flatnonzero(lens <= max_units).tolist() if len(texts[i]) > cut]
+        if redo:  # the prefix held too few units: these texts in full
+            for i in redo:
+                heads[i] = texts[i]
+            lens, codes, vocab = tokenize_batch(heads, lower_units=True)
+        if int(lens.max(initial=0)) > max_units:
+            starts = np.cumsum(lens) - lens
+            pos = np.arange(codes.size) - np.repeat(starts, lens)
+            codes = codes[pos < max_units]
+            lens = np.minimum(lens, max_units)
+    unit_crc, space_crc, space_len = _unit_crcs(vocab)
+    return TokenChunk(codes.astype(np.int64, copy=False), lens.astype(np.int64), unit_crc, space_crc, space_len)
+
+
+@lru_cache(maxsize=1)
+def _crc_table() -> np.ndarray:
+    """The byte table of CRC-32 (reflected polynomial 0xEDB88320, as zlib)."""
+    t = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        t = np.where(t & 1, (t >> np.uint32(1)) ^ np.uint32(0xEDB88320), t >> np.uint32(1)).astype(np.uint32)
+    return t
+
+
+def _unit_crcs(vocab: Sequence[str]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``crc32(unit)``, ``crc32(" " + unit)`` and ``len(" " + unit)`` in bytes for every unit, in
+    numpy (the table-driven zlib algorithm over all units at once; a test checks it against zlib)."""
+    n = len(vocab)
+    if n == 0:
+        return np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int64)
+    blob = np.frombuffer("\x00".join(vocab).encode("utf-8"), np.uint8)  # units hold no NUL
+    sep = np.flatnonzero(blob == 0)
+    starts = np.concatenate([[0], sep + 1])
+    lens = np.concatenate([sep, [blob.size]]) - starts
+    table = _crc_table()
+    out = []
+    for init in (0, zlib.crc32(b" ")):
+        crc = np.full(n, init ^ 0xFFFFFFFF, np.uint32)
+        for k in range(int(lens.max())):
+            act = np.flatnonzero(lens > k)
+            c = crc[act]
+            crc[act] = table[(c ^ blob[starts[act] + k]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+        out.append(crc ^ np.uint32(0xFFFFFFFF))
+    return out[0], out[1], lens.astype(np.int64) + 1
 
 
 def ngram_buckets(
@@ -186,24 +235,52 @@ def _count_chunk(args: Tuple[Sequence[str], Tuple[Tuple[int, Optional[int]], ...
 
 
 def count_ngrams_multi(
-    texts: Sequence[str],
+    texts: Iterable[str],
     specs: Sequence[Tuple[int, Optional[int]]],
     buckets: int = HASH_BUCKETS,
     chunk_size: int = 20_000,
     workers: int = 1,
+    engine: str = "local",
+    address: Optional[str] = None,
+    counter: Optional[List[int]] = None,
 ) -> List[np.ndarray]:
     """Whole-corpus hashed n-gram counts for several ``(n, budget)`` specs from one tokenisation.
 
-    Chunks are independent and their counts add, so ``workers > 1`` (processes) gives identical
-    results.
+    ``texts`` may be a stream (read chunk by chunk). Chunks are independent and their counts add,
+    so any engine and number of workers give identical results. ``counter[0]`` (if given) is
+    increased by the number of texts read.
     """
+    from capaudit.engine.executors import map_merge
+
     specs_t = tuple((int(n), None if b is None else int(b)) for n, b in specs)
-    totals = [np.zeros(buckets, dtype=np.int64) for _ in specs_t]
-    jobs = ((c, specs_t, buckets) for c in iter_chunks(texts, chunk_size))
-    for result in _map(_count_chunk, jobs, workers):
-        for total, (counts, _) in zip(totals, result):
-            total += counts
-    return totals
+
+    def jobs():
+        for c in _stream_chunks(texts, chunk_size):
+            if counter is not None:
+                counter[0] += len(c)
+            yield (c, specs_t, buckets)
+
+    def merge(parts):  # lists of count arrays add elementwise
+        return [sum(p[i] for p in parts) for i in range(len(specs_t))]
+
+    try:
+        out = map_merge(jobs(), _count_chunk_sums, merge, engine=engine, workers=workers, address=address)
+    except EmptyInputError:
+        return [np.zeros(buckets, dtype=np.int64) for _ in specs_t]
+    return [np.asarray(x, dtype=np.int64) for x in out]
+
+
+def _count_chunk_sums(args) -> List[np.ndarray]:
+    return [counts for counts, _ in _count_chunk(args)]
+
+
+def _stream_chunks(texts: Iterable[str], size: int) -> Iterator[List[str]]:
+    it = iter(texts)
+    while True:
+        chunk = list(islice(it, size))
+        if not chunk:
+            return
+        yield chunk
 
 
 def count_ngrams(
@@ -280,13 +357,15 @@ def load_pool_counts(
     limit: Optional[int] = 1_000_000,
     cache_dir: Optional[PathLike] = None,
     workers: int = 1,
+    engine: str = "local",
+    address: Optional[str] = None,
 ) -> PoolCounts:
-    """Counts of a pool file, cached as ``<cache_dir>/<name>.n<n>.<key>.npy`` (+ ``.json``).
+    """Counts of a pool file (streamed; ``engine``/``workers`` count its chunks), cached as ``<cache_dir>/<name>.n<n>.<key>.npy`` (+ ``.json``).
 
     The key hashes the file's bytes, ``ngram``, ``buckets``, ``field`` and ``limit``, so a cached
     array is reused across comparisons and runs, and never after the file changes.
     """
-    from capaudit.prompts.io import file_digest, load_prompts
+    from capaudit.prompts.io import file_digest, iter_prompts
     from capaudit.prompts.pools import verify_pool_file
 
     path = Path(path)
@@ -308,11 +387,13 @@ def load_pool_counts(
                 info, counts = {}, np.zeros(0)
             if counts.shape == (buckets,) and counts.dtype == np.int64 and "records" in info:
                 return PoolCounts(name, counts, int(info["records"]), ngram, buckets, str(path), digest)
-    prompts = load_prompts(path, field, fmt, limit)
-    if not prompts:
+    # streamed: a 1M-prompt pool is never held in memory
+    read = [0]
+    (counts,) = count_ngrams_multi(iter_prompts(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
+                                   workers, engine, address, counter=read)
+    if not read[0]:
         raise ValueError(f"{path}: prompt pool '{name}' has no non-empty prompts")
-    pool = pool_counts_from_prompts(name, prompts, ngram, buckets, workers, str(path))
-    pool.digest = digest
+    pool = PoolCounts(name, counts, read[0], ngram, buckets, str(path), digest)
     if npy is not None and meta is not None:
         with atomic_path(npy) as tmp, open(tmp, "wb") as fh:
             np.save(fh, pool.counts)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from capaudit.prompts.io import load_pairs, resolve_location
 from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, count_ngrams_multi, load_pool_counts
@@ -39,7 +39,7 @@ from capaudit.prompts.support import (
     BLOCK_SIZE,
     BOOTSTRAP_REPS,
     SENSITIVITY_COLUMNS,
-    compare_surfaces,
+    compare_pairs_file,
     direction_notes,
     whole_surface_metrics,
 )
@@ -100,6 +100,8 @@ class StageParams:
     max_prompt_records: Optional[int] = 1_000_000
     max_caption_records: Optional[int] = 250_000
     workers: int = 1
+    engine: str = "local"  # where pool chunks and caption block runs are counted (local | ray)
+    address: Optional[str] = None  # Ray cluster address (else RAY_ADDRESS, else a local cluster)
     cache_dir: Optional[Path] = None
     prepare_sources: List[Any] = field(default_factory=list)
     prepare_unions: List[UnionSpec] = field(default_factory=list)
@@ -135,7 +137,8 @@ def _int(section: Mapping[str, Any], key: str, default: Any, where: str, minimum
 def parse_params(section: Mapping[str, Any], where: str = SECTION) -> StageParams:
     """Validate the params section; errors name the offending key."""
     known = {"budget", "ngram", "hash_buckets", "alpha", "block_size", "reps", "seed", "max_prompt_records",
-             "max_caption_records", "workers", "cache_dir", "pools", "paper_pools", "comparisons", "sensitivity"}
+             "max_caption_records", "workers", "cache_dir", "pools", "paper_pools", "comparisons", "sensitivity",
+             "engine", "address"}
     unknown = sorted(set(section) - known)
     if unknown:
         raise ValueError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
@@ -153,6 +156,10 @@ def parse_params(section: Mapping[str, Any], where: str = SECTION) -> StageParam
     p.max_prompt_records = _int(section, "max_prompt_records", 1_000_000, where, 1)
     p.max_caption_records = _int(section, "max_caption_records", 250_000, where, 1)
     p.workers = _int(section, "workers", 1, where, 1)
+    from capaudit.engine.executors import check_engine
+
+    p.engine = check_engine(section.get("engine", "local"))
+    p.address = str(section["address"]) if section.get("address") else None
     if section.get("cache_dir"):
         p.cache_dir = Path(str(section["cache_dir"]))
     pools = section.get("pools") or {}
@@ -247,7 +254,8 @@ def _pool_specs(p: StageParams, prepared: Optional[PreparedPools]) -> List[PoolF
 
 def _load_pools(p: StageParams, specs: Sequence[PoolFileSpec], ngram: int, cache_dir: Path) -> List[PoolCounts]:
     return [
-        load_pool_counts(s.name, s.path, ngram, p.hash_buckets, s.field, s.fmt, p.max_prompt_records, cache_dir, p.workers)
+        load_pool_counts(s.name, s.path, ngram, p.hash_buckets, s.field, s.fmt, p.max_prompt_records, cache_dir, p.workers,
+                         p.engine, p.address)
         for s in specs
     ]
 
@@ -301,17 +309,16 @@ def run(cfg) -> StageResult:
     pools = _load_pools(p, specs, p.ngram, cache_dir)
 
     rows: List[PromptSupportRow] = []
-    loaded: Dict[str, Tuple[List[str], List[str]]] = {}
+    used: Dict[str, int] = {}
     skipped: Dict[str, int] = {}
-    for comp in p.comparisons:
-        pairs = load_pairs(comp.pairs, comp.local_field, comp.reference_field, p.max_caption_records,
-                           comp.skip_incomplete)
-        loaded[comp.name] = (pairs.local, pairs.reference)
-        skipped[comp.name] = pairs.skipped
-        rows += compare_surfaces(
-            pairs.local, pairs.reference, pools, comp.name, comp.local_surface, comp.reference_surface,
-            p.ngram, p.budget, comp.block_size or p.block_size, p.reps, p.seed, p.alpha, p.hash_buckets, p.workers,
+    for comp in p.comparisons:  # pairs streamed from disk, block run by block run
+        comp_rows, st = compare_pairs_file(
+            comp.pairs, pools, comp.name, comp.local_field, comp.reference_field, comp.local_surface,
+            comp.reference_surface, p.max_caption_records, comp.skip_incomplete, p.ngram, p.budget,
+            comp.block_size or p.block_size, p.reps, p.seed, p.alpha, p.hash_buckets, p.workers, p.engine, p.address,
         )
+        rows += comp_rows
+        used[comp.name], skipped[comp.name] = st.pairs, st.skipped
     with atomic_path(art / "prompt_support.tsv") as tmp:
         write_prompt_support_tsv(rows, tmp)
     paths["tsv"] = art / "prompt_support.tsv"
@@ -339,7 +346,9 @@ def run(cfg) -> StageResult:
     if p.sensitivity_budgets and p.sensitivity_ngrams:
         pools_by_n = {n: (pools if n == p.ngram else _load_pools(p, specs, n, cache_dir)) for n in p.sensitivity_ngrams}
         for comp in p.comparisons:
-            local, reference = loaded[comp.name]
+            pairs = load_pairs(comp.pairs, comp.local_field, comp.reference_field, p.max_caption_records,
+                               comp.skip_incomplete)  # whole surfaces: only the sensitivity variants need them
+            local, reference = pairs.local, pairs.reference
             sens += sensitivity_rows(comp, local, reference, pools_by_n, p.sensitivity_budgets,
                                      p.sensitivity_ngrams, p.hash_buckets, p.alpha, p.workers)
         paths["sensitivity"] = write_tsv(sens, SENSITIVITY_COLUMNS, art / "sensitivity.tsv")
@@ -354,7 +363,7 @@ def run(cfg) -> StageResult:
         "comparisons": [{"name": c.name, "pairs": str(c.pairs), "local_field": c.local_field,
                          "reference_field": c.reference_field, "local_surface": c.local_surface,
                          "reference_surface": c.reference_surface, "block_size": c.block_size or p.block_size,
-                         "pairs_used": len(loaded[c.name][0]), "incomplete_rows_skipped": skipped[c.name]}
+                         "pairs_used": used[c.name], "incomplete_rows_skipped": skipped[c.name]}
                         for c in p.comparisons],
         "pools": pool_info,
         "outputs": {k: str(v) for k, v in paths.items()},

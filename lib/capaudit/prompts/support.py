@@ -26,6 +26,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from capaudit.errors import EmptyInputError
+
 from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, ngram_buckets, tokenize_chunk
 from capaudit.summaries.prompt_support import JSD, METRICS, PROMPT_MASS, PromptSupportRow
 
@@ -253,6 +255,122 @@ def block_metrics(
             pool.name: {m: values[:, j, k].copy() for k, m in enumerate(METRICS)} for j, pool in enumerate(pools)
         })
     return out
+
+
+def _pairs_job(job, pools: Sequence[PreparedPool], ngram: int, budget: Optional[int], buckets: int,
+               alpha: float) -> Tuple[np.ndarray, np.ndarray]:
+    """Block values of one run of blocks, both sides (the engine's map)."""
+    local, reference, group = job
+    return (_group_values(local, group, pools, ngram, budget, buckets, alpha),
+            _group_values(reference, group, pools, ngram, budget, buckets, alpha))
+
+
+def _iter_pair_jobs(pairs, block_size: int, per_job: int):
+    """Runs of ``per_job`` consecutive blocks of a pair stream: (local, reference, block bounds)."""
+    size = block_size * per_job
+    local: List[str] = []
+    reference: List[str] = []
+    start = 0
+    for a, b in pairs:
+        local.append(a)
+        reference.append(b)
+        if len(local) == size:
+            yield local, reference, [(s, min(s + block_size, start + size)) for s in range(start, start + size, block_size)]
+            start += size
+            local, reference = [], []
+    if local:
+        end = start + len(local)
+        yield local, reference, [(s, min(s + block_size, end)) for s in range(start, end, block_size)]
+
+
+def block_metrics_stream(
+    pairs,
+    pools: Sequence[PreparedPool],
+    ngram: int = 2,
+    budget: Optional[int] = 64,
+    block_size: int = BLOCK_SIZE,
+    buckets: int = HASH_BUCKETS,
+    alpha: float = ALPHA,
+    chunk_target: int = 5_000,
+    workers: int = 1,
+    engine: str = "local",
+    address: Optional[str] = None,
+) -> BlockMetrics:
+    """:func:`block_metrics` of a stream of ``(local, reference)`` pairs (file order), holding only
+    the runs of blocks in flight; runs are the engine's shards (``local`` or ``ray``), merged in
+    order, so the values equal :func:`block_metrics`'s."""
+    from functools import partial
+
+    from capaudit.engine.executors import map_merge
+
+    for pool in pools:
+        if pool.counts.size != buckets:
+            raise ValueError(f"pool '{pool.name}': {pool.counts.size} buckets, expected {buckets}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    per_job = max(1, chunk_target // block_size)
+    fn = partial(_pairs_job, pools=list(pools), ngram=ngram, budget=budget, buckets=buckets, alpha=alpha)
+
+    def merge(parts):
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+    try:
+        local, reference = map_merge(_iter_pair_jobs(pairs, block_size, per_job), fn, merge, engine=engine,
+                                     workers=workers, address=address)
+    except EmptyInputError:
+        raise ValueError("no caption pairs") from None
+    blocks = local.shape[0]
+    out = BlockMetrics(0, block_size, blocks)  # records: set by the caller, which counts the stream
+    for side, values in (("local", local), ("reference", reference)):
+        setattr(out, side, {
+            pool.name: {m: values[:, j, k].copy() for k, m in enumerate(METRICS)} for j, pool in enumerate(pools)
+        })
+    return out
+
+
+def compare_pairs_file(
+    path,
+    pools: Sequence[PoolCounts],
+    comparison: str,
+    local_field: str = "local_caption",
+    reference_field: str = "reference_caption",
+    local_surface: str = "local",
+    reference_surface: str = "reference",
+    limit: Optional[int] = 250_000,
+    skip_incomplete: bool = False,
+    ngram: int = 2,
+    budget: Optional[int] = 64,
+    block_size: int = BLOCK_SIZE,
+    reps: int = BOOTSTRAP_REPS,
+    seed: int = 0,
+    alpha: float = ALPHA,
+    buckets: int = HASH_BUCKETS,
+    workers: int = 1,
+    engine: str = "local",
+    address: Optional[str] = None,
+):
+    """:func:`compare_surfaces` on a pairs file streamed from disk (memory independent of its
+    size); returns ``(rows, PairStats)``."""
+    from capaudit.prompts.io import PairStats, iter_pairs
+
+    for pool in pools:
+        if pool.ngram != ngram:
+            raise ValueError(f"pool '{pool.name}' was counted with n={pool.ngram}, captions use n={ngram}")
+    prepared = [PreparedPool.from_counts(p, alpha) for p in pools]
+    stats = PairStats()
+    pairs = iter_pairs(path, local_field, reference_field, limit, skip_incomplete, stats)
+    try:
+        metrics = block_metrics_stream(pairs, prepared, ngram, budget, block_size, buckets, alpha, workers=workers,
+                                       engine=engine, address=address)
+    except ValueError as exc:
+        if str(exc) == "no caption pairs":
+            from pathlib import Path
+
+            raise EmptyInputError("no caption pairs" + (f" ({stats.skipped} incomplete rows skipped)"
+                                                          if stats.skipped else ""), path=Path(path)) from None
+        raise
+    metrics.records = stats.pairs
+    return summarise_blocks(metrics, comparison, local_surface, reference_surface, reps, seed), stats
 
 
 def summarise_blocks(

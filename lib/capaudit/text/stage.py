@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -150,7 +150,49 @@ def survey_config(section: Dict[str, object], where: str = "text_stats") -> Surv
         repeat_orders=ints("repeat_orders", (3, 4, 5, 6)),
         top_k=top_k,
         marginal_gain_from_rounded=bool(section.get("marginal_gain_from_rounded", True)),
+        distinct=str(section.get("distinct", "exact")),
+        hll_precision=int(section.get("hll_precision", 14)),
     )
+
+
+def shardable(inputs) -> bool:
+    """True when ``inputs`` (paths, a folder, a glob, fsspec URLs) are JSONL / JSONL.gz / Parquet
+    files only, which the engine can cut into shards."""
+    from ..engine.shards import expand_inputs, file_format
+    from ..errors import InputError
+
+    try:
+        return all(file_format(f) for f in expand_inputs(inputs))
+    except (InputError, OSError, ValueError, ImportError):
+        return False
+
+
+def survey_input(inputs, config: SurveyConfig, engine: str = "local", workers: int = 1,
+                 address: Optional[str] = None, shards: Optional[int] = None, caption_field: Optional[str] = None,
+                 on_missing: str = "error", spill_dir: Optional[str] = None, max_keys: int = 8_000_000):
+    """:func:`capaudit.text.survey.survey_files` with the loader's "no caption at all" errors."""
+    from ..engine.shards import expand_inputs
+    from ..surfaces.surface import LoadStats, SourceFile, _no_records
+    from .survey import survey_files
+
+    summary = survey_files(inputs, config, engine=engine, workers=workers, address=address, shards=shards,
+                           caption_field=caption_field, spill_dir=spill_dir, max_keys=max_keys, on_missing=on_missing)
+    load = summary.load
+    if int(load.get("records", 0)) == 0:
+        stats = LoadStats(**{k: int(load.get(k, 0)) for k in
+                             ("rows", "rows_without_caption", "records", "rows_missing_field", "rows_empty_caption")})
+        spec = {"file": str(inputs), "caption_field": caption_field, "on_missing": on_missing}
+        raise _no_records(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats, list(load.get("fields", [])))
+    return summary
+
+
+def _spec_shards(spec: Dict[str, object], sources) -> Optional[List[str]]:
+    """The files of a surface spec when the engine can shard them (else None: stream it)."""
+    if spec.get("format") not in (None, "jsonl", "parquet") or spec.get("max_records") is not None \
+            or spec.get("records_field") or spec.get("format") == "hf":
+        return None
+    paths = [s.path for s in sources]
+    return paths if paths and shardable(paths) else None
 
 
 def write_table(rows: List[Dict[str, object]], tables: Path, stem: str = "text_stats") -> pd.DataFrame:
@@ -184,11 +226,13 @@ def run(cfg: RunConfig) -> Dict[str, object]:
     from ..surfaces.slices import SliceManifest
     from ..surfaces.stage import slice_dirs, surface_specs
 
+    from ..engine.executors import engine_from_params
+    from ..surfaces.surface import resolve_sources
+
     section = cfg.section("text_stats")
     scfg = survey_config(section, f"{cfg.path}: text_stats")
-    workers = section.get("workers", 1)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"{cfg.path}: text_stats.workers: expected a positive integer, got {workers!r}")
+    eng = engine_from_params(section, f"{cfg.path}: text_stats")
+    workers = eng["workers"]
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "text_stats"
     art.mkdir(parents=True, exist_ok=True)
@@ -197,9 +241,27 @@ def run(cfg: RunConfig) -> Dict[str, object]:
     for name in section.get("surfaces", list(specs)):
         if name not in specs:
             raise KeyError(f"{cfg.path}: text_stats surface '{name}' is not declared under 'surfaces'")
-        stats = LoadStats()
-        r = survey_captions((rec.caption for rec in iter_captions(specs[name], stats=stats)), scfg,
-                            workers=workers).finalize()
+        spec = specs[name]
+        files = _spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) else None
+        r = None
+        if files is not None:  # JSONL / Parquet: shards on the configured engine
+            try:
+                summary = survey_input(files, scfg, engine=eng["engine"], workers=workers, address=eng["address"],
+                                       shards=eng["shards"], caption_field=spec.get("caption_field"),
+                                       on_missing=spec.get("on_missing", "error"), spill_dir=section.get("spill_dir"),
+                                       max_keys=int(section.get("max_keys", 8_000_000)))
+            except Exception:  # noqa: BLE001 - locally, the loader below reports bad input canonically
+                if eng["engine"] != "local":
+                    raise
+            else:
+                stats = LoadStats(**{k: int(summary.load.get(k, 0)) for k in (
+                    "rows", "rows_without_caption", "records", "rows_missing_field", "rows_empty_caption")})
+                r = summary.finalize()
+        if r is None:  # other formats (or bad input) stream through the surfaces loader on this machine
+            stats = LoadStats()
+            r = survey_captions((rec.caption for rec in iter_captions(spec, stats=stats)), scfg,
+                                workers=workers, spill_dir=section.get("spill_dir"),
+                                max_keys=int(section.get("max_keys", 8_000_000))).finalize()
         r["surface"] = name
         r["input"] = load_counts(stats)
         r["notes"] = survey_notes(r, scfg.budgets, scfg.top_k)

@@ -1,11 +1,18 @@
 """Text budget and surface-concentration survey (reference-spec §1.3, §2.2–§2.6).
 
 The survey maps over chunks of captions and returns a :class:`SurveySummary` that merges
-associatively, so one worker, many workers or a cluster give the same numbers. Hot loops are
-vectorised: each caption is tokenised once (``LEX_RE.findall`` on the lower-cased caption),
-tokens become 64-bit hashes, and every n-gram, prefix and per-caption statistic for every
-budget is computed with numpy from those arrays in one pass (a window of B lexical units keeps
-exactly the n-grams that end at unit position <= B).
+associatively, so one worker, many workers or a cluster give the same numbers
+(:func:`survey_files` runs it over sharded inputs on the local or the Ray engine). Hot loops are
+vectorised: the lower-cased captions of a chunk are tokenised together in numpy
+(:func:`tokenize_batch`, identical to ``LEX_RE.findall``), tokens become 64-bit hashes, and every
+n-gram, prefix and per-caption statistic for every budget is computed from those arrays in one
+pass (a window of B lexical units keeps exactly the n-grams that end at unit position <= B). The
+violation catalog runs on each caption once and on its B-windows only where a window can differ
+from the caption (see ``_ChunkSurveyor._violations``).
+
+Memory: exact counts keep every distinct key; ``spill_dir`` bounds the keys held in memory
+(:class:`SurveySpill`: sorted, hash-partitioned runs on disk) and ``SurveyConfig(distinct="hll")``
+replaces the n-gram tables by HyperLogLog sketches.
 
 Exactness: counts are keyed by 64-bit polynomial hashes of the token sequences (token hash =
 blake2b-8 of the token). Two different n-grams collide with probability ~2^-64 per pair
@@ -17,17 +24,18 @@ most frequent prefixes only (descriptive; masses are exact).
 from __future__ import annotations
 
 import hashlib
+import re
 import math
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from itertools import chain, islice
+from itertools import islice
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
 from .lexical import LEX_RE
-from .violations import ALL_CODES, OpenerOptions, ViolationChecker
+from .violations import ALL_CODES, REPETITION_CODE, OpenerOptions, ViolationChecker, max_gram_count
 
 LEADING_STOPWORDS = frozenset(
     "a an the this that these those image picture photo photograph illustration artwork scene "
@@ -56,8 +64,17 @@ class SurveyConfig:
     #: computed from ``avg_budget_tokens`` already rounded to 2 decimals, as the reference does
     #: (§1.3). False uses the unrounded averages.
     marginal_gain_from_rounded: bool = True
+    #: ``exact`` (default) counts every distinct n-gram; ``hll`` estimates Distinct-n with a
+    #: HyperLogLog sketch of ``2**hll_precision`` registers per order and column (relative standard
+    #: error 1.04 / sqrt(2**p), 0.81 % at p = 14) and leaves n-gram top-k mass and entropy out.
+    distinct: str = "exact"
+    hll_precision: int = 14
 
     def __post_init__(self) -> None:
+        if self.distinct not in ("exact", "hll"):
+            raise ValueError(f"distinct must be 'exact' or 'hll', got {self.distinct!r}")
+        if not 4 <= int(self.hll_precision) <= 18:
+            raise ValueError(f"hll_precision must be in 4..18, got {self.hll_precision}")
         if list(self.budgets) != sorted(set(self.budgets)) or not self.budgets or self.budgets[0] < 1:
             raise ValueError(f"budgets must be strictly increasing positive integers, got {self.budgets}")
         for name in ("ngram_orders", "repeat_orders", "top_ks"):
@@ -189,6 +206,12 @@ class SurveySummary:
     violations: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (ncols, ncodes)
     violated_any: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (ncols,)
     dedup: Optional[KeyedCounts] = None
+    ngram_hll: Dict[int, np.ndarray] = field(default_factory=dict)  # distinct="hll": (ncols, 2**p) registers
+    ngram_totals: Dict[int, np.ndarray] = field(default_factory=dict)  # distinct="hll": occurrences per column
+    spill: Optional["SurveySpill"] = field(default=None, compare=False, repr=False)
+    #: rows read from sharded inputs (:func:`survey_files`): rows, records, rows_without_caption,
+    #: rows_missing_field, rows_empty_caption; ``fields``: field names seen
+    load: Dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         nc = self.ncols
@@ -205,6 +228,24 @@ class SurveySummary:
             self.violated_any = np.zeros(nc, np.int64)
         if self.dedup is None:
             self.dedup = KeyedCounts.empty(1)
+        if self.config.distinct == "hll":
+            m = 1 << self.config.hll_precision
+            for n in self.config.ngram_orders:
+                self.ngram_hll.setdefault(n, np.zeros((nc, m), np.uint8))
+                self.ngram_totals.setdefault(n, np.zeros(nc, np.int64))
+
+    def keyed_tables(self) -> Dict[str, KeyedCounts]:
+        """The exact keyed tables by name (what :class:`SurveySpill` moves to disk)."""
+        out = {f"ngram{n}": kc for n, kc in self.ngrams.items() if self.config.distinct == "exact"}
+        out.update(prefix_raw=self.prefix_raw, prefix_content=self.prefix_content, dedup=self.dedup)
+        return out
+
+    def clear_keyed_tables(self) -> None:
+        nc = self.ncols
+        self.ngrams = {n: KeyedCounts.empty(nc) for n in self.config.ngram_orders}
+        self.prefix_raw = KeyedCounts.empty(nc)
+        self.prefix_content = KeyedCounts.empty(nc)
+        self.dedup = KeyedCounts.empty(1)
 
     @property
     def ncols(self) -> int:
@@ -230,13 +271,17 @@ class SurveySummary:
             for k, v in p.prefix_strings.items():
                 strings.setdefault(k, v)
         merged = lambda get: KeyedCounts.merge_many([get(p) for p in parts])  # noqa: E731
+        spills = {id(p.spill): p.spill for p in parts if p.spill is not None}
+        if len(spills) > 1:
+            raise ValueError("cannot merge survey summaries spilled to different places")
+        hll = cfg.distinct == "hll"
         out = SurveySummary(
             config=cfg,
             records=sum(p.records for p in parts),
             with_units=sum(p.with_units for p in parts),
             lex_sum=sum(p.lex_sum for p in parts),
             lex_hist=hist,
-            ngrams={n: merged(lambda p, n=n: p.ngrams[n]) for n in cfg.ngram_orders},
+            ngrams={} if hll else {n: merged(lambda p, n=n: p.ngrams[n]) for n in cfg.ngram_orders},
             prefix_raw=merged(lambda p: p.prefix_raw),
             prefix_content=merged(lambda p: p.prefix_content),
             prefix_strings=strings,
@@ -244,6 +289,10 @@ class SurveySummary:
             violations=sum(p.violations for p in parts),
             violated_any=sum(p.violated_any for p in parts),
             dedup=merged(lambda p: p.dedup),
+            ngram_hll={n: np.maximum.reduce([p.ngram_hll[n] for p in parts]) for n in cfg.ngram_orders} if hll else {},
+            ngram_totals={n: sum(p.ngram_totals[n] for p in parts) for n in cfg.ngram_orders} if hll else {},
+            spill=next(iter(spills.values()), None),
+            load=_merge_load([p.load for p in parts]),
         )
         for name in ("prefix_raw", "prefix_content"):  # an all-empty merge yields 1 column
             if getattr(out, name).counts.shape[1] != out.ncols:
@@ -257,6 +306,13 @@ class SurveySummary:
     def finalize(self) -> Dict[str, object]:
         """Unrounded metrics; ``budgets[str(B)]`` for each budget and ``full`` for whole captions."""
         cfg = self.config
+        spilled = self.spill.stats(self) if self.spill is not None else None
+
+        def stats(table: str, kc: KeyedCounts, col: int) -> Dict[str, object]:
+            if spilled is not None and table in spilled:
+                return spilled[table][col]
+            return kc.column_stats(col, cfg.top_ks)
+
         lens = np.array(sorted(self.lex_hist), np.int64)
         freq = np.array([self.lex_hist[int(k)] for k in lens], np.int64)
         denom = max(self.with_units, 1)
@@ -292,26 +348,45 @@ class SurveySummary:
             block["opener_rate"] = float(self.violations[col, ALL_CODES.index("J_meta_statement")]) / denom
             block["violation_rate"] = float(self.violated_any[col]) / denom
             block["violation_code_rate"] = {c: float(self.violations[col, j]) / denom for j, c in enumerate(ALL_CODES)}
-            ng = {n: self.ngrams[n].column_stats(col, cfg.top_ks) for n in cfg.ngram_orders}
+            if cfg.distinct == "hll":
+                ng = {n: self._hll_stats(n, col) for n in cfg.ngram_orders}
+            else:
+                ng = {n: stats(f"ngram{n}", self.ngrams[n], col) for n in cfg.ngram_orders}
             block["distinct"] = {str(n): s["distinct"] / max(1, s["total"]) for n, s in ng.items()}
             block["ngram_top_k_mass"] = {str(n): s["top_k_mass"][str(cfg.top_k)] for n, s in ng.items()}
             block["rep"] = {str(n): float(self.repeat[n][col]) / denom for n in cfg.repeat_orders}
-            raw = self.prefix_raw.column_stats(col, cfg.top_ks)
-            content = self.prefix_content.column_stats(col, cfg.top_ks)
+            raw = stats("prefix_raw", self.prefix_raw, col)
+            content = stats("prefix_content", self.prefix_content, col)
             block["prefix_top_mass"] = {"raw": raw["top_k_mass"][str(cfg.top_k)],
                                         "content": content["top_k_mass"][str(cfg.top_k)]}
             block["prefix_raw"] = raw
             block["prefix_content"] = content
-            block["prefix_content_top_10"] = self._top_strings(self.prefix_content, col, 10)
+            if spilled is not None and "prefix_content_top_10" in spilled:
+                block["prefix_content_top_10"] = spilled["prefix_content_top_10"][col]
+            else:
+                block["prefix_content_top_10"] = self._top_strings(self.prefix_content, col, 10)
             out["budgets"][name] = block
-        d = self.dedup.counts[:, 0]
+        if spilled is not None:
+            unique, dup_mass, max_dup = spilled["dedup"]
+            self.spill.close()
+            self.spill = None
+        else:
+            d = self.dedup.counts[:, 0]
+            unique, dup_mass, max_dup = d.size, int(d[d > 1].sum()), (int(d.max()) if d.size else 0)
         out["dedup"] = {
-            "normalized_unique_rate": d.size / denom if self.with_units else 0.0,
-            "normalized_duplicate_rate": 1 - d.size / denom if self.with_units else 0.0,
-            "duplicate_mass_rate": float(d[d > 1].sum()) / denom if self.with_units else 0.0,
-            "max_duplicate_count": int(d.max()) if d.size else 0,
+            "normalized_unique_rate": unique / denom if self.with_units else 0.0,
+            "normalized_duplicate_rate": 1 - unique / denom if self.with_units else 0.0,
+            "duplicate_mass_rate": float(dup_mass) / denom if self.with_units else 0.0,
+            "max_duplicate_count": max_dup,
         }
         return out
+
+    def _hll_stats(self, n: int, col: int) -> Dict[str, object]:
+        from capaudit.engine.hll import HyperLogLog
+
+        est = HyperLogLog(self.config.hll_precision, self.ngram_hll[n][col]).estimate()
+        return {"distinct": est, "total": int(self.ngram_totals[n][col]), "distinct_estimate": "hll",
+                "top_k_mass": {str(k): None for k in self.config.top_ks}}
 
     def _top_strings(self, kc: KeyedCounts, col: int, k: int) -> List[Tuple[str, int]]:
         c = kc.counts[:, col]
@@ -323,12 +398,24 @@ class SurveySummary:
 # one chunk
 # ---------------------------------------------------------------------------------------------
 
+_REP_COL = ALL_CODES.index(REPETITION_CODE)
+_MIX1 = np.uint64(0xC2B2AE3D27D4EB4F)
+_MIX2 = np.uint64(0x165667B19E3779F9)
+_REP_N, _REP_AT = 5, 10  # F_repetition: a 5-gram of whitespace words occurring >= 10 times
+# ASCII bytes: whitespace, and "non-whitespace that is not a letter or digit"
+_WS = np.zeros(256, bool)
+_WS[[c for c in range(128) if chr(c).isspace()]] = True
+_UNITLESS_WORD = re.compile(r"(?<!\S)(?:[^\w\s]|_)+(?!\S)")  # a whitespace word without [^\W_]
+_PUNCT = np.zeros(256, bool)
+_PUNCT[[c for c in range(128) if not chr(c).isspace() and not chr(c).isalnum()]] = True
+
+
 class _ChunkSurveyor:
     def __init__(self, config: SurveyConfig):
         self.config = config
         self.checker = ViolationChecker(config.opener)
         self.hash_cache: Dict[str, int] = {}
-        self.stop_cache: Dict[str, bool] = {}
+        self.word_cache: Dict[str, int] = {}
         self.budgets = np.array(config.budgets, np.int64)
 
     def __call__(self, captions: Sequence[str]) -> SurveySummary:
@@ -341,9 +428,8 @@ class _ChunkSurveyor:
         summ.records = len(caps)
         if not caps:
             return summ
-        findall = LEX_RE.findall
-        toks = [findall(c.lower()) for c in caps]
-        lens = np.fromiter(map(len, toks), np.int64, len(toks))
+        lows = [c.lower() for c in caps]
+        lens, codes, uniq = tokenize_batch(lows)
         C = len(caps)
         has = lens > 0
         summ.with_units = int(has.sum())
@@ -353,127 +439,177 @@ class _ChunkSurveyor:
         T = int(lens.sum())
         if T == 0:
             return summ
-        flat = np.empty(T, dtype=object)
-        flat[:] = list(chain.from_iterable(toks))
-        codes, uniq = pd.factorize(flat)
         cache = self.hash_cache
         th = np.fromiter((cache[u] if u in cache else cache.setdefault(u, _token_hash(u)) for u in uniq),
                          np.uint64, len(uniq))
         stop_u = np.fromiter((u in LEADING_STOPWORDS for u in uniq), bool, len(uniq))
         h = th[codes]
+        unigram_ok = np.unique(th).size == th.size  # no 64-bit collision among this chunk's tokens
         starts = np.cumsum(lens) - lens
         cid = np.repeat(np.arange(C), lens)
         pos = np.arange(T) - starts[cid]
         clen = lens[cid]
+        left = clen - pos  # units from this one to the caption's end
 
-        # n-grams: occurrence (start i, order n) ends at unit pos+n; it lies in window B iff pos+n <= B
-        maxn = max(max(cfg.ngram_orders), max(cfg.repeat_orders))
-        powers = _powers(max(maxn, cfg.prefix_tokens) + 1)
-        for n in sorted(set(cfg.ngram_orders) | set(cfg.repeat_orders)):
-            valid = np.flatnonzero(pos + n <= clen)
-            key = np.zeros(valid.size, np.uint64)
-            for j in range(n):
-                key = key * _P + h[valid + j]
-            end = pos[valid] + n
-            col = np.searchsorted(self.budgets, end, side="left")
+        # n-grams: the occurrence starting at pos with order n ends at pos + n; in window B iff pos + n <= B
+        rep_orders = sorted(cfg.repeat_orders)
+        full_orders = sorted(set(cfg.ngram_orders) | {rep_orders[0]})
+        key = h.copy()
+        max_rep_count = np.full(C, _REP_AT, np.int64)
+        rep_pos = rep_cnt = None
+        for n in range(1, max(full_orders) + 1):
+            if n > 1:
+                key = key[:-1] * _P + h[n - 1:]
+            if n not in full_orders:
+                continue
+            valid = np.flatnonzero(left[: key.size] >= n)
+            k = key[valid]
+            col = np.searchsorted(self.budgets, pos[valid] + n, side="left")
             if n in cfg.ngram_orders:
-                summ.ngrams[n] = KeyedCounts.from_occurrences(key, col, ncols)
-            if n in cfg.repeat_orders:
-                summ.repeat[n] = self._repeats(key, cid[valid], col, C, ncols)
+                if cfg.distinct == "hll":
+                    summ.ngram_hll[n], summ.ngram_totals[n] = _hll_columns(k, col, ncols, cfg.hll_precision)
+                elif n == 1 and unigram_ok:  # unigram keys are the token hashes, numbered like the tokens
+                    summ.ngrams[n] = _counts_from_codes(codes, th, col, ncols)
+                else:
+                    summ.ngrams[n] = KeyedCounts.from_occurrences(k, col, ncols)
+            if n == rep_orders[0]:
+                summ.repeat[n], rep_cnt = self._repeats(k, cid[valid], col, C, ncols)
+                rep_pos = valid
+                if n <= _REP_N:  # (see _rep_candidates)
+                    max_rep_count = _max_per_caption(cid[valid], rep_cnt, C)
+        prev_n = rep_orders[0]
+        for n in rep_orders[1:]:
+            # an n-gram occurrence can repeat only if its first (n-1) units occur twice in the caption
+            # (orders in between are the prefixes of these, so the previous order bounds them too)
+            sel = rep_pos[(rep_cnt >= 2) & (left[rep_pos] >= n)] if n - prev_n == 1 else None
+            if sel is None:
+                sel = rep_pos[left[rep_pos] >= n]
+            k = np.zeros(sel.size, np.uint64)
+            for j in range(n):
+                k = k * _P + h[sel + j]
+            col = np.searchsorted(self.budgets, pos[sel] + n, side="left")
+            summ.repeat[n], rep_cnt = self._repeats(k, cid[sel], col, C, ncols)
+            rep_pos, prev_n = sel, n
 
-        # prefixes: raw = first k units of the window; content = after leading stopwords
-        k = cfg.prefix_tokens
+        # prefixes: raw = first k units of the window; content = after the leading stopwords
+        kp = cfg.prefix_tokens
+        powers = _powers(max(kp, 1) + 1)
         is_stop = stop_u[codes]
-        nonstop_pos = np.where(is_stop, np.iinfo(np.int64).max, pos)
-        first = np.full(C, np.iinfo(np.int64).max, np.int64)
+        big = np.iinfo(np.int64).max
+        nonstop_pos = np.where(is_stop, big, pos)
+        first = np.full(C, big, np.int64)
         first[has] = np.minimum.reduceat(nonstop_pos, starts[has])
-        s = np.minimum(first, lens)  # number of leading stopwords
+        s = np.minimum(first, lens)
+        near = np.flatnonzero(pos < (s + kp)[cid])  # the only tokens a prefix can use
+        hn, pn, cn = h[near], pos[near], cid[near]
+        sn = s[cn]
         raw_keys, content_keys = [], []
         for b in list(cfg.budgets) + [None]:
             lim = lens if b is None else np.minimum(lens, b)
-            raw_mask = pos < np.minimum(k, lim)[cid]
-            rk, _ = _segment_hash(h, pos, raw_mask, cid, C, powers)
-            sc = s[cid]
-            cmask = (pos >= sc) & (pos < np.minimum(sc + k, lim[cid]))
-            ck, clens = _segment_hash(h, np.maximum(pos - sc, 0), cmask, cid, C, powers)
+            raw_mask = pn < np.minimum(kp, lim)[cn]
+            rk, _ = _segment_hash(hn, pn, raw_mask, cn, C, powers)
+            cmask = (pn >= sn) & (pn < np.minimum(sn + kp, lim[cn]))
+            ck, cl = _segment_hash(hn, np.maximum(pn - sn, 0), cmask, cn, C, powers)
             raw_keys.append(np.where(has, rk, np.uint64(0)))
-            content_keys.append(np.where(clens > 0, ck, np.uint64(0)))
-        summ.prefix_raw = self._prefix_counts(raw_keys, ncols)
-        summ.prefix_content = self._prefix_counts(content_keys, ncols)
-        summ.prefix_strings = self._prefix_strings(summ.prefix_content, content_keys, toks, s)
+            content_keys.append(np.where(cl > 0, ck, np.uint64(0)))
+        summ.prefix_raw = _prefix_counts(raw_keys, ncols)
+        summ.prefix_content = _prefix_counts(content_keys, ncols)
+        summ.prefix_strings = self._prefix_strings(summ.prefix_content, content_keys, codes, uniq, starts, lens, s)
 
         # per-caption dedup hash over all units
         dk, _ = _segment_hash(h, pos, np.ones(T, bool), cid, C, _powers(int(lens.max()) + 1))
         summ.dedup = KeyedCounts.from_occurrences(dk[has], np.zeros(int(has.sum()), np.int64), 1)
 
-        # violation catalog on each distinct window text (lexical cut), captions with >= 1 unit
-        summ.violations, summ.violated_any = self._violations(caps, lens, ncols)
+        # which literal words of the catalog each caption's units hold (cached per distinct unit)
+        wcache = self.word_cache
+        um = np.fromiter((wcache[u] if u in wcache else wcache.setdefault(u, self.checker.unit_word_mask(u))
+                          for u in uniq), np.uint64, len(uniq))
+        word_masks = np.zeros(C, np.uint64)
+        word_masks[has] = np.bitwise_or.reduceat(um[codes], starts[has])
+        summ.violations, summ.violated_any = self._violations(caps, lows, lens, ncols, max_rep_count, word_masks)
         return summ
 
     @staticmethod
-    def _repeats(key: np.ndarray, cid: np.ndarray, col: np.ndarray, C: int, ncols: int) -> np.ndarray:
-        """Captions whose window holds some n-gram twice, per column (windows nest)."""
+    def _repeats(key, cid, col, C, ncols):
+        """Captions whose window holds some n-gram twice, per column (windows nest), and, per
+        occurrence, how often its n-gram occurs in its caption."""
         out = np.zeros(ncols, np.int64)
         if key.size == 0:
-            return out
-        ck = key ^ (cid.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F) + np.uint64(0x165667B19E3779F9))
-        dup_of_earlier = pd.Series(ck).duplicated().to_numpy()
-        dup = dup_of_earlier  # occurrences are in caption/position order: first = earliest end
+            return out, np.zeros(0, np.int64)
+        ck = key ^ (cid.astype(np.uint64) * _MIX1 + _MIX2)
+        codes, uniq = pd.factorize(ck)
+        counts = np.bincount(codes, minlength=len(uniq))[codes]
+        # codes number the distinct values by first occurrence: an occurrence repeats an earlier
+        # one iff its code is not larger than every code before it
+        prior = np.maximum.accumulate(np.concatenate([[-1], codes[:-1]]))
+        dup = codes <= prior
         if not dup.any():
-            return out
-        rep_col = np.full(C, ncols, np.int64)
-        np.minimum.at(rep_col, cid[dup], col[dup])
-        hist = np.bincount(rep_col, minlength=ncols + 1)[:ncols]
-        return np.cumsum(hist)
+            return out, counts
+        dc, dcol = cid[dup], col[dup]
+        _, first = np.unique(dc, return_index=True)  # columns grow with position: first = min
+        hist = np.bincount(dcol[first], minlength=ncols + 1)[:ncols]
+        return np.cumsum(hist), counts
 
-    @staticmethod
-    def _prefix_counts(keys_per_col: List[np.ndarray], ncols: int) -> KeyedCounts:
-        """One prefix per caption and column (0 = none); columns can differ, so count each."""
-        allk, allc = [], []
-        for col, kk in enumerate(keys_per_col):
-            valid = kk != 0
-            allk.append(kk[valid])
-            allc.append(np.full(int(valid.sum()), col, np.int64))
-        keys = np.concatenate(allk)
-        cols = np.concatenate(allc)
-        inv, uniq = pd.factorize(keys)
-        counts = np.bincount(inv * ncols + cols, minlength=len(uniq) * ncols).reshape(len(uniq), ncols)
-        return KeyedCounts(np.asarray(uniq, np.uint64), counts)
-
-    def _prefix_strings(self, kc: KeyedCounts, content_keys: List[np.ndarray], toks, s) -> Dict[int, str]:
+    def _prefix_strings(self, kc: KeyedCounts, content_keys: List[np.ndarray], codes, uniq, starts, lens,
+                        s) -> Dict[int, str]:
         keep = self.config.keep_prefix_strings
         if kc.keys.size == 0 or keep <= 0:
             return {}
         score = kc.counts.max(axis=1)
-        top = set(int(x) for x in kc.keys[np.argsort(-score, kind="stable")[:keep]])
+        top_arr = kc.keys[np.argsort(-score, kind="stable")[:keep]]
+        top = set(int(x) for x in top_arr)
         out: Dict[int, str] = {}
         k = self.config.prefix_tokens
         budgets = list(self.config.budgets) + [None]
         for col, ck in enumerate(content_keys):
             b = budgets[col]
-            for i in np.flatnonzero(np.isin(ck, np.fromiter(top, np.uint64, len(top)))):
+            hit = np.flatnonzero(pd.Series(ck).isin(top_arr).to_numpy())
+            keys_hit, first = np.unique(ck[hit], return_index=True)
+            for i in sorted(hit[first].tolist()):
                 key = int(ck[i])
                 if key in out:
                     continue
-                lim = len(toks[i]) if b is None else min(len(toks[i]), b)
-                out[key] = " ".join(toks[i][s[i]: min(s[i] + k, lim)])
+                lim = int(lens[i]) if b is None else min(int(lens[i]), b)
+                a = int(starts[i])
+                out[key] = " ".join(uniq[c] for c in codes[a + s[i]: a + min(s[i] + k, lim)].tolist())
             if len(out) >= len(top):
                 break
         return out
 
-    def _violations(self, caps: List[str], lens: np.ndarray, ncols: int) -> Tuple[np.ndarray, np.ndarray]:
-        """Codes per column: the catalog runs once per distinct window text of a caption."""
+    def _violations(self, caps, lows, lens, ncols, max_rep_count, word_masks=None):
+        """Codes per column. A window is a prefix of its caption that ends where a lexical unit
+        ends, so (regex semantics) a code can match a window only if it matches the caption,
+        unless a pattern looks past the end of its match (\\b: only when a cut is followed by "_"),
+        and a 5-gram of whitespace words can occur in a window at most once more than in the
+        caption (the last, possibly cut, word). Windows are therefore checked only for captions
+        that have a code, contain "_", or have a 5-gram occurring >= 9 times."""
         budgets = list(self.config.budgets)
-        # every column whose budget covers the caption uses the caption itself (window index i)
-        windows: List[str] = list(caps)
-        win_of = np.repeat(np.arange(len(caps))[:, None], ncols, axis=1)
-        for i in np.flatnonzero(lens > budgets[0]).tolist():
+        C = len(caps)
+        full = self.checker.matrix(caps, lows, repetition=False, word_masks=word_masks)
+        # F_repetition on the whole caption, and near misses (count 9) whose windows may reach 10
+        rep_cands = self._rep_candidates(lows, lens, max_rep_count)
+        near = np.zeros(C, bool)
+        for i in rep_cands:
+            m = max_gram_count(lows[i], _REP_AT - 1, _REP_N)
+            if m >= _REP_AT:
+                full[i, _REP_COL] = True
+            if m >= _REP_AT - 1:
+                near[i] = True
+        need = full.any(axis=1) | near
+        if self.checker.end_sensitivity == "any":
+            need[:] = True
+        elif self.checker.end_sensitivity == "word":  # a cut is followed by "_" only if the caption has one
+            need |= np.fromiter(("_" in c for c in caps), bool, C)
+        need &= lens > budgets[0]
+        windows: List[str] = []
+        win_of = np.repeat(np.arange(C)[:, None], ncols, axis=1)
+        for i in np.flatnonzero(need).tolist():
             text, n = caps[i], int(lens[i])
             cut = [c for c, b in enumerate(budgets) if n > b]
             for c, e in zip(cut, _unit_ends(text, [budgets[c] for c in cut])):
-                win_of[i, c] = len(windows)
+                win_of[i, c] = C + len(windows)
                 windows.append(text[:e].strip())
-        found = self.checker.matrix(windows)
+        found = np.concatenate([full, self.checker.matrix(windows)]) if windows else full
         counts = np.zeros((ncols, len(ALL_CODES)), np.int64)
         anyv = np.zeros(ncols, np.int64)
         has = lens > 0
@@ -483,6 +619,210 @@ class _ChunkSurveyor:
             counts[col] = found[idx].sum(axis=0)
             anyv[col] = int(any_found[idx].sum())
         return counts, anyv
+
+    @staticmethod
+    def _rep_candidates(lows, lens, max_rep_count) -> List[int]:
+        """Captions that may hold a 5-gram of whitespace words occurring >= 9 times. Such a 5-gram
+        has >= 3 lexical units (its first three then form a lexical 3-gram occurring >= 9 times in
+        the caption) or >= 3 words without a unit (then >= 9 such words, each preceded by
+        whitespace or the start and beginning with a non-alphanumeric character)."""
+        at = _REP_AT - 1
+        out = set(np.flatnonzero(max_rep_count >= at).tolist())
+        C = len(lows)
+        ascii_ = np.fromiter(map(str.isascii, lows), bool, C)
+        long_ = np.fromiter(map(len, lows), np.int64, C) >= 2 * (_REP_N + at - 1) - 1
+        for i in np.flatnonzero(long_ & ~ascii_).tolist():  # count the words without a unit
+            if len(_UNITLESS_WORD.findall(lows[i])) >= at:
+                out.add(i)
+        idx = np.flatnonzero(long_ & ascii_)
+        if idx.size:
+            texts = [lows[i] for i in idx.tolist()]
+            buf = np.frombuffer(("\x00" + "\x00".join(texts)).encode("ascii"), np.uint8)
+            starts = np.zeros(len(texts), np.int64)
+            starts[1:] = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts))[:-1] + 1)
+            # position j starts a unit-less candidate if buf[j] is punctuation and buf[j-1] is
+            # whitespace or the NUL before the text
+            hit = _PUNCT[buf[1:]] & (_WS[buf[:-1]] | (buf[:-1] == 0))
+            where = np.flatnonzero(hit)
+            owner = np.searchsorted(starts, where, side="right") - 1
+            cnt = np.bincount(owner, minlength=len(texts))
+            out.update(idx[cnt >= at].tolist())
+        return sorted(out)
+
+
+def _hll_columns(keys: np.ndarray, cols: np.ndarray, ncols: int, p: int) -> Tuple[np.ndarray, np.ndarray]:
+    """HyperLogLog registers per window column (an occurrence counts in its column and every
+    wider one) and the occurrences per column."""
+    from capaudit.engine.hll import register_updates
+
+    regs = np.zeros((ncols, 1 << p), np.uint8)
+    if keys.size:
+        idx, rank = register_updates(keys, p)
+        np.maximum.at(regs, (cols, idx), rank)
+        np.maximum.accumulate(regs, axis=0, out=regs)
+    return regs, np.cumsum(np.bincount(cols, minlength=ncols)[:ncols])
+
+
+def _counts_from_codes(codes: np.ndarray, keys: np.ndarray, cols: np.ndarray, ncols: int) -> KeyedCounts:
+    """``KeyedCounts.from_occurrences`` when the occurrences are already numbered by first appearance."""
+    counts = np.bincount(codes * ncols + cols, minlength=keys.size * ncols).reshape(keys.size, ncols)
+    return KeyedCounts(np.asarray(keys, np.uint64), np.cumsum(counts, axis=1))
+
+
+def _max_per_caption(cid: np.ndarray, values: np.ndarray, C: int) -> np.ndarray:
+    out = np.zeros(C, np.int64)
+    if values.size:
+        starts = np.flatnonzero(np.r_[True, cid[1:] != cid[:-1]])
+        out[cid[starts]] = np.maximum.reduceat(values, starts)
+    return out
+
+
+def _prefix_counts(keys_per_col: List[np.ndarray], ncols: int) -> KeyedCounts:
+    allk, allc = [], []
+    for col, kk in enumerate(keys_per_col):
+        valid = kk != 0
+        allk.append(kk[valid])
+        allc.append(np.full(int(valid.sum()), col, np.int64))
+    keys = np.concatenate(allk)
+    cols = np.concatenate(allc)
+    inv, uniq = pd.factorize(keys)
+    counts = np.bincount(inv * ncols + cols, minlength=len(uniq) * ncols).reshape(len(uniq), ncols)
+    return KeyedCounts(np.asarray(uniq, np.uint64), counts)
+
+
+# ---------------------------------------------------------------------------------------------
+# vectorised tokenisation (ASCII texts) -- identical to LEX_RE.findall on every text
+# ---------------------------------------------------------------------------------------------
+_ASCII_LOWER = np.arange(256, dtype=np.uint8)
+_ASCII_LOWER[65:91] += 32
+_ALNUM = np.zeros(256, bool)
+_ALNUM[[c for c in range(128) if chr(c).isalnum()]] = True
+_TOKP = 0x100000001B3
+_SHORT = 7  # units of up to 7 bytes are keyed exactly: their bytes and their length
+_LOW_MASK = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
+
+
+def _run_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A 64-bit key per byte run: exact for runs of <= 7 bytes (the bytes, length in the top
+    byte), a 56-bit hash of its 8-byte words and length, top byte 0xFF, for longer runs."""
+    ln = ends - starts
+    padded = np.zeros(buf.size + 8, np.uint8)
+    padded[: buf.size] = buf
+    # word[i] = the 8 bytes from position i (little-endian): an unaligned strided view
+    word = np.ndarray((buf.size + 1,), dtype="<u8", buffer=padded, strides=(1,))
+    key = word[starts] & _LOW_MASK[np.minimum(ln, _SHORT)]
+    key |= ln.astype(np.uint64) << np.uint64(56)
+    long_ = np.flatnonzero(ln > _SHORT)
+    if long_.size:
+        st, ll = starts[long_], ln[long_]
+        h = ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+        for k in range(0, int(ll.max()), 8):
+            act = np.flatnonzero(ll > k)
+            w = word[st[act] + k] & _LOW_MASK[np.minimum(ll[act] - k, 8)]
+            x = (h[act] ^ w) * np.uint64(0xBF58476D1CE4E5B9)
+            h[act] = x ^ (x >> np.uint64(31))  # fold the high bits down before the next word
+        key[long_] = _mix(h) >> np.uint64(8) | np.uint64(0xFF << 56)
+    return key
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser (every input bit reaches every output bit)."""
+    z = z ^ (z >> np.uint64(30))
+    z = z * np.uint64(0xBF58476D1CE4E5B9)
+    z = z ^ (z >> np.uint64(27))
+    z = z * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _run_hash(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """64-bit polynomial hash of each run of code points, with its length mixed in."""
+    ll = ends - starts
+    h = np.zeros(starts.size, np.uint64)
+    for k in range(int(ll.max()) if ll.size else 0):
+        act = np.flatnonzero(ll > k)
+        h[act] = h[act] * np.uint64(_TOKP) + cp[starts[act] + k].astype(np.uint64)
+    return _mix(h ^ (ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)))
+
+
+def _unit_runs(cp: np.ndarray, alnum: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Start/end of every lexical unit: maximal runs of alphanumeric characters in which an ASCII
+    apostrophe between two alphanumerics counts as one (``[^\\W_]+(?:'[^\\W_]+)*``)."""
+    m = alnum
+    if cp.size > 2:
+        m = m.copy()
+        m[1:-1] |= (cp[1:-1] == 39) & alnum[:-2] & alnum[2:]
+    edge = np.diff(np.concatenate([[False], m, [False]]).view(np.int8))
+    return np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+
+
+def tokenize_batch(lows: Sequence[str], lower_units: bool = False) -> Tuple[np.ndarray, np.ndarray, List[str]]:
+    """Lexical units of each text: ``(lens, codes, vocab)`` where ``codes`` numbers
+    every unit occurrence (text order, then position) by first appearance and ``vocab[code]`` is
+    the unit: exactly what ``LEX_RE.findall`` gives (a test checks it on the registry's captions);
+    with ``lower_units`` each unit is lower-cased (prompt support lowers per match, spec §3.2).
+
+    Texts are tokenised in numpy: ASCII ones as bytes, the others as UTF-32 code points. ``[^\\W_]``
+    is exactly ``str.isalnum`` (sre's word test is ``isalnum or "_"``), decided per distinct code
+    point with Python's own tables; the only joiner is the ASCII apostrophe. A unit is keyed by its
+    bytes when it is ASCII and at most 7 long, else by a 64-bit polynomial hash and its length, and
+    decoded once per distinct key (a hash collision between two different units of one batch would
+    merge them: odds about n^2 / 2^57 for n distinct units longer than 7 bytes).
+    """
+    n = len(lows)
+    lens = np.zeros(n, np.int64)
+    ascii_ = np.fromiter(map(str.isascii, lows), bool, n)
+    vocab: Dict[str, int] = {}
+    occ_text: List[np.ndarray] = []
+    occ_ids: List[np.ndarray] = []
+    for is_ascii in (True, False):
+        idx = np.flatnonzero(ascii_ if is_ascii else ~ascii_)
+        if idx.size == 0:
+            continue
+        texts = [lows[i] for i in idx.tolist()]
+        joined = "\n".join(texts)
+        if is_ascii:
+            cp = np.frombuffer(joined.encode("ascii"), np.uint8)
+            if lower_units:  # ASCII: lowering each unit is lowering the text
+                cp = _ASCII_LOWER[cp]
+                joined = joined.lower()
+            alnum = _ALNUM[cp]
+        else:
+            cp = np.frombuffer(joined.encode("utf-32-le"), np.uint32)
+            alnum = _ALNUM[np.minimum(cp, 255)] & (cp < 128)
+            hi = np.flatnonzero(cp >= 128)
+            if hi.size:
+                u, inv = np.unique(cp[hi], return_inverse=True)
+                alnum[hi] = np.fromiter((chr(c).isalnum() for c in u.tolist()), bool, u.size)[inv]
+        starts, ends = _unit_runs(cp, alnum)
+        if starts.size == 0:
+            continue
+        key = _run_keys(cp, starts, ends) if is_ascii else _run_hash(cp, starts, ends)
+        codes, uniq = pd.factorize(key)
+        firsts = np.full(len(uniq), -1, np.int64)
+        firsts[codes[::-1]] = np.arange(codes.size - 1, -1, -1)
+        fs, fe = starts[firsts].tolist(), ends[firsts].tolist()
+        if lower_units and not is_ascii:
+            ids = np.fromiter((vocab.setdefault(joined[a:b].lower(), len(vocab)) for a, b in zip(fs, fe)),
+                              np.int64, len(fs))
+        else:
+            ids = np.fromiter((vocab.setdefault(joined[a:b], len(vocab)) for a, b in zip(fs, fe)), np.int64, len(fs))
+        tstart = np.zeros(len(texts), np.int64)
+        tstart[1:] = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts))[:-1] + 1)
+        owner = np.searchsorted(tstart, starts, side="right") - 1
+        lens[idx] = np.bincount(owner, minlength=len(texts))
+        occ_text.append(idx[owner])
+        occ_ids.append(ids[codes])
+    if not occ_ids:
+        return lens, np.zeros(0, np.int64), []
+    words = list(vocab)
+    if len(occ_ids) == 1:  # one group: ids already number the units by first appearance
+        return lens, occ_ids[0], words
+    ids = np.concatenate(occ_ids)[np.argsort(np.concatenate(occ_text), kind="stable")]
+    first = np.full(len(words), ids.size, np.int64)
+    np.minimum.at(first, ids, np.arange(ids.size))
+    rank = np.empty(len(words), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(words))
+    return lens, rank[ids], [words[i] for i in np.argsort(first, kind="stable").tolist()]
 
 
 def _unit_ends(text: str, budgets: List[int]) -> List[int]:
@@ -525,19 +865,21 @@ def _chunks(captions: Iterable[str], size: int) -> Iterator[List[str]]:
 
 
 def survey_captions(captions: Iterable[str], config: SurveyConfig = SurveyConfig(), workers: int = 1,
-                    chunk_size: int = 50_000, merge_every: int = 8) -> SurveySummary:
+                    chunk_size: int = 50_000, merge_every: int = 8, spill_dir: Optional[str] = None,
+                    max_keys: int = 8_000_000) -> SurveySummary:
     """Survey a stream of captions; the result does not depend on ``workers`` or ``chunk_size``.
 
     The input is consumed lazily (at most ``2 * workers`` chunks in flight) and partial
     summaries are merged every ``merge_every`` chunks, so memory is bounded by the number of
     distinct n-grams, not by the corpus.
     """
+    merge = _SpillingMerge(SurveySpill(spill_dir, max_keys)) if spill_dir else SurveySummary.merge_all
     pending: List[SurveySummary] = [SurveySummary(config=config)]
 
     def add(part: SurveySummary) -> None:
         pending.append(part)
         if len(pending) > merge_every:
-            pending[:] = [SurveySummary.merge_all(pending)]
+            pending[:] = [merge(pending)]
 
     if workers <= 1:
         surveyor = _ChunkSurveyor(config)
@@ -552,9 +894,211 @@ def survey_captions(captions: Iterable[str], config: SurveyConfig = SurveyConfig
                     add(inflight.pop(0).result())
             for fut in inflight:
                 add(fut.result())
-    return SurveySummary.merge_all(pending)
+    return merge(pending)
 
 
 def survey_surface(captions: Iterable[str], config: SurveyConfig = SurveyConfig(), workers: int = 1) -> Dict[str, object]:
     """Convenience wrapper: survey and finalize."""
     return survey_captions(captions, config, workers).finalize()
+
+
+# ---------------------------------------------------------------------------------------------
+# bounded memory: spilled exact counts
+# ---------------------------------------------------------------------------------------------
+
+class SurveySpill:
+    """Exact keyed tables of a survey spilled to disk once they hold more than ``max_keys`` keys.
+
+    Each table (n-grams per order, raw and content prefixes, dedup) becomes sorted,
+    hash-partitioned runs (:class:`capaudit.engine.spill.SpilledCounts`); :meth:`stats` reads one
+    partition at a time. Integer results (distinct counts, totals, top-k masses, dedup rates, rep,
+    violations) equal the in-memory ones; float sums (entropy, HHI) are taken per partition in key
+    order, and ties among the listed top-10 prefixes are broken by key rather than by first
+    appearance, so those detail fields can differ from an in-memory run in the last bits / tie
+    order (they are the same whatever the sharding or spill timing).
+    """
+
+    def __init__(self, directory: str, max_keys: int = 8_000_000, partitions: int = 16):
+        from capaudit.engine.spill import SpillDir
+
+        self._dir = SpillDir(directory)
+        self.max_keys = int(max_keys)
+        self.partitions = partitions
+        self.tables: Dict[str, object] = {}
+        self.spills = 0
+
+    @property
+    def path(self):
+        return self._dir.path
+
+    def close(self) -> None:
+        self._dir.close()
+
+    def _table(self, name: str, ncols: int):
+        from capaudit.engine.spill import SpilledCounts
+
+        if name not in self.tables:
+            self.tables[name] = SpilledCounts(self._dir.path, name, ncols, self.partitions)
+        return self.tables[name]
+
+    def maybe_spill(self, summ: "SurveySummary", force: bool = False) -> None:
+        """Move every in-memory table of ``summ`` to disk when they hold more than ``max_keys`` keys."""
+        tables = summ.keyed_tables()
+        if not force and sum(kc.keys.size for kc in tables.values()) <= self.max_keys:
+            return
+        for name, kc in tables.items():
+            if kc.keys.size:
+                self._table(name, kc.counts.shape[1]).spill(kc.keys, kc.counts)
+        summ.clear_keyed_tables()
+        self.spills += 1
+
+    def stats(self, summ: "SurveySummary") -> Dict[str, object]:
+        """Per table and column the ``column_stats`` of the in-memory path, the top-10 content
+        prefixes per column and the dedup numbers, from the spilled runs."""
+        self.maybe_spill(summ, force=True)
+        cfg = summ.config
+        ncols = summ.ncols
+        kmax = max(cfg.top_ks)
+        out: Dict[str, object] = {}
+        for name, sc in self.tables.items():
+            if name == "dedup":
+                continue
+            distinct = np.zeros(ncols, np.int64)
+            total = np.zeros(ncols, np.int64)
+            tops: List[List[np.ndarray]] = [[] for _ in range(ncols)]
+            cand: List[List[Tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(ncols)]
+            for keys, counts in sc.partitions_iter():
+                for col in range(ncols):
+                    c = counts[:, col]
+                    pos = c > 0
+                    cc = c[pos]
+                    distinct[col] += cc.size
+                    total[col] += int(cc.sum())
+                    tops[col].append(np.sort(cc)[::-1][:kmax])
+                    if name == "prefix_content" and cc.size:
+                        kk = keys[pos]
+                        order = np.lexsort((kk, -cc))[:10]
+                        cand[col].append((kk[order], cc[order]))
+            h = np.zeros(ncols)
+            hhi = np.zeros(ncols)
+            for keys, counts in sc.partitions_iter():  # second pass: needs the totals
+                for col in range(ncols):
+                    c = counts[:, col]
+                    c = c[c > 0]
+                    if c.size and total[col]:
+                        p = c / total[col]
+                        h[col] += float(-(p * np.log(p)).sum())
+                        hhi[col] += float((p * p).sum())
+            per_col = []
+            for col in range(ncols):
+                st: Dict[str, object] = {"distinct": int(distinct[col]), "total": int(total[col])}
+                desc = np.sort(np.concatenate(tops[col]) if tops[col] else np.zeros(0, np.int64))[::-1]
+                cum = np.cumsum(desc)
+                tt = int(total[col])
+                st["top_k_mass"] = {str(k): (float(cum[min(k, desc.size) - 1]) / tt if tt else 0.0) for k in cfg.top_ks}
+                if tt:
+                    st["entropy"] = float(h[col])
+                    st["entropy_miller_madow"] = float(h[col]) + (int(distinct[col]) - 1) / (2 * tt)
+                    st["effective_vocab"] = math.exp(st["entropy"])
+                    st["effective_vocab_miller_madow"] = math.exp(st["entropy_miller_madow"])
+                    st["hhi"] = float(hhi[col])
+                    st["effective_simpson"] = 1.0 / st["hhi"]
+                per_col.append(st)
+            out[name] = per_col
+            if name == "prefix_content":
+                top10 = []
+                for col in range(ncols):
+                    if cand[col]:
+                        kk = np.concatenate([a for a, _ in cand[col]])
+                        cc = np.concatenate([b for _, b in cand[col]])
+                        order = np.lexsort((kk, -cc))[:10]
+                        top10.append([(summ.prefix_strings.get(int(kk[i]), "<unlisted>"), int(cc[i])) for i in order])
+                    else:
+                        top10.append([])
+                out["prefix_content_top_10"] = top10
+        unique = dup_mass = maxd = 0
+        if "dedup" in self.tables:
+            for _, counts in self.tables["dedup"].partitions_iter():
+                d = counts[:, 0]
+                unique += d.size
+                dup_mass += int(d[d > 1].sum())
+                maxd = max(maxd, int(d.max()) if d.size else 0)
+        out["dedup"] = (unique, dup_mass, maxd)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# sharded inputs: the engine's map (one shard) and merge
+# ---------------------------------------------------------------------------------------------
+
+def survey_shard(shard, config: SurveyConfig = SurveyConfig(), caption_field: Optional[str] = None,
+                 on_missing: str = "error", chunk_size: int = 20_000, merge_every: int = 8) -> SurveySummary:
+    """The survey of one input shard (:class:`capaudit.engine.Shard`): the engine's map."""
+    from capaudit.engine.shards import iter_shard_captions
+
+    surveyor = _ChunkSurveyor(config)
+    pending: List[SurveySummary] = [SurveySummary(config=config)]
+    stats: Dict[str, object] = {}
+    for chunk in _chunks(iter_shard_captions(shard, caption_field, on_missing, stats), chunk_size):
+        pending.append(surveyor(chunk))
+        if len(pending) > merge_every:
+            pending[:] = [SurveySummary.merge_all(pending)]
+    out = SurveySummary.merge_all(pending)
+    stats["fields"] = list(stats.get("fields", {}))[:200]
+    out.load = stats
+    return out
+
+
+def _merge_load(loads: List[Dict[str, object]]) -> Dict[str, object]:
+    out: Dict[str, object] = {}
+    for d in loads:
+        for k, v in d.items():
+            if k == "fields":
+                seen = out.setdefault("fields", [])
+                seen += [f for f in v if f not in seen][: max(0, 200 - len(seen))]
+            else:
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+class _SpillingMerge:
+    """``merge_fn`` for the engine that keeps at most ``max_keys`` keys in memory (the rest is
+    spilled by :class:`SurveySpill`)."""
+
+    def __init__(self, spill: "SurveySpill"):
+        self.spill = spill
+
+    def __call__(self, parts: List[SurveySummary]) -> SurveySummary:
+        out = SurveySummary.merge_all(parts)
+        out.spill = self.spill
+        self.spill.maybe_spill(out)
+        return out
+
+
+def survey_files(inputs, config: SurveyConfig = SurveyConfig(), engine: str = "local", workers: int = 1,
+                 address: Optional[str] = None, shards: Optional[int] = None, caption_field: Optional[str] = None,
+                 spill_dir: Optional[str] = None, max_keys: int = 8_000_000,
+                 chunk_size: int = 20_000, on_missing: str = "error") -> SurveySummary:
+    """Survey JSONL / Parquet inputs (paths, folders, globs, fsspec URLs) on ``engine``.
+
+    The inputs are cut into ``shards`` (default: one per worker locally, up to 1 GiB each; ~128 MiB
+    pieces on Ray);
+    each shard is surveyed where the engine runs it (``local``: this process or a pool of
+    ``workers`` processes; ``ray``: tasks on the cluster at ``address`` / ``RAY_ADDRESS``, else a
+    local one) and the summaries are merged in shard order, so the result does not depend on the
+    engine, the workers or the shards. ``spill_dir``: keep at most ``max_keys`` keyed counts in
+    memory and spill the rest there (:class:`SurveySpill`; the folder is removed by ``finalize``).
+    """
+    from functools import partial
+
+    from capaudit.engine.executors import map_merge
+    from capaudit.engine.shards import default_num_shards, list_shards
+
+    # local: one shard per worker (pieces of up to 1 GiB); Ray: ~128 MiB tasks the cluster can spread
+    target = (1 << 30) if engine == "local" else (128 << 20)
+    n = shards if shards is not None else default_num_shards(inputs, workers, target)
+    parts = list_shards(inputs, num_shards=n)
+    fn = partial(survey_shard, config=config, caption_field=caption_field, on_missing=on_missing,
+                 chunk_size=chunk_size)
+    merge = _SpillingMerge(SurveySpill(spill_dir, max_keys)) if spill_dir else SurveySummary.merge_all
+    return map_merge(parts, fn, merge, engine=engine, workers=workers, address=address)
