@@ -3,11 +3,16 @@
 1. **build → summarize → cells** for ``--responses`` synthetic judge responses of ``--questions``
    questions each, split over two judges (one caption = one request per judge): synthetic claim
    requests/responses and a caption file over 16 small images are generated first (not timed); then
-   each phase runs in its own processes (timed, wall clock; peak RSS from each process's
-   ``getrusage``): ``build`` (``judges build``, file mode) and ``summarize`` run one process per
-   judge, the two at once (two cores, as two independent commands would), ``cells`` one process
-   (intersection, 2,000-replicate caption bootstrap per cell, agreement). Synthetic answers are
-   generated from the built requests between build and summarize (not timed).
+   each phase runs in its own processes (timed, wall clock): ``build`` (``judges build``, file
+   mode) and ``summarize`` run one process per judge, the two at once (two cores, as two
+   independent commands would), ``cells`` one process (intersection, 2,000-replicate caption
+   bootstrap per cell, agreement), which forks workers for the judges' answers and the bootstrap
+   blocks. Synthetic answers are generated from the built requests between build and summarize
+   (not timed). Per phase: ``peak RSS`` = the largest process's ``getrusage`` peak plus that of
+   its largest worker (an upper bound: copy-on-write pages shared with the worker count twice),
+   ``peak_pss_mb`` = the sampled peak of all the phase's processes together (PSS, Linux),
+   ``cpu_s`` (user + system, workers included) and ``steal_s`` (CPU time the hypervisor gave to
+   other guests meanwhile, from ``/proc/stat``: a loaded host shows here).
 2. **offline judges**: images per second of each offline judge on the 159 COCO-MINI images (five
    questions per image, in-process calls), and through ``capaudit serve`` over HTTP.
 
@@ -108,16 +113,80 @@ def phase(name: str, work: Path, judge: str = "") -> dict:
     else:
         raise SystemExit(f"unknown phase {name}")
     out["seconds"] = round(time.perf_counter() - t0, 2)
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    # this process, plus its largest worker (cells forks one per judge / bootstrap block; they run
+    # beside this one, so the sum bounds the peak of the pair)
+    out["peak_rss_mb"] = round((me.ru_maxrss + kids.ru_maxrss) / 1024, 1)
+    out["cpu_s"] = round(me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 2)
     return out
+
+
+def steal_seconds() -> float:
+    """CPU time the hypervisor gave to others (``steal`` of ``/proc/stat``), all CPUs; 0 elsewhere."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class PssSampler:
+    """Peak of the summed proportional set size (PSS: shared pages split between their users) of a
+    set of process trees, polled from ``/proc/<pid>/smaps_rollup`` (Linux; None elsewhere)."""
+
+    def __init__(self, pids: list, every: float = 0.5):
+        import threading
+
+        self.pids, self.every, self.peak_kb = pids, every, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _tree(pid: int) -> list:
+        out = [pid]
+        try:
+            for t in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{t}/children") as fh:
+                    for c in fh.read().split():
+                        out += PssSampler._tree(int(c))
+        except OSError:
+            pass
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total, seen = 0, False
+            for root in self.pids:
+                for pid in self._tree(root):
+                    try:
+                        with open(f"/proc/{pid}/smaps_rollup") as fh:
+                            for line in fh:
+                                if line.startswith("Pss:"):
+                                    total += int(line.split()[1])
+                                    seen = True
+                                    break
+                    except OSError:
+                        pass
+            if seen:
+                self.peak_kb = max(self.peak_kb or 0, total)
+            self._stop.wait(self.every)
+
+    def stop(self) -> "float | None":
+        self._stop.set()
+        self._thread.join()
+        return None if self.peak_kb is None else round(self.peak_kb / 1024, 1)
 
 
 def run_phase(name: str, work: Path) -> dict:
     """Run a phase: per judge in parallel processes (build, summarize) or once (cells); wall time."""
     judges = JUDGES if name in ("build", "summarize") else ("",)
+    st0 = steal_seconds()
     t0 = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, __file__, "--phase", name, "--work", str(work), "--judge", j],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for j in judges]
+    sampler = PssSampler([p.pid for p in procs])
     results = []
     for p in procs:
         out, err = p.communicate()
@@ -126,8 +195,9 @@ def run_phase(name: str, work: Path) -> dict:
         results.append(json.loads(out.strip().splitlines()[-1]))
     wall = time.perf_counter() - t0
     merged = {"seconds": round(wall, 2), "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
-              "processes": len(results)}
-    merged.update({k: v for k, v in results[0].items() if k not in ("seconds", "peak_rss_mb")})
+              "peak_pss_mb": sampler.stop(), "processes": len(results),
+              "cpu_s": round(sum(r["cpu_s"] for r in results), 2), "steal_s": round(steal_seconds() - st0, 2)}
+    merged.update({k: v for k, v in results[0].items() if k not in ("seconds", "peak_rss_mb", "cpu_s")})
     return merged
 
 
@@ -210,9 +280,13 @@ def main() -> int:
     res["cells"] = run_phase("cells", work)
     total = sum(r["seconds"] for r in res.values())
     for k, r in res.items():
-        print(f"{k:10s} {r['seconds']:8.2f} s  peak RSS {r['peak_rss_mb']:8.1f} MB  {json.dumps({x: y for x, y in r.items() if x not in ('seconds', 'peak_rss_mb')})}")
+        print(f"{k:10s} {r['seconds']:8.2f} s  peak RSS {r['peak_rss_mb']:8.1f} MB  "
+              f"{json.dumps({x: y for x, y in r.items() if x not in ('seconds', 'peak_rss_mb')})}")
+    pss = [r["peak_pss_mb"] for r in res.values() if r["peak_pss_mb"] is not None]
     print(f"build + summarize + cells: {total:.1f} s for {args.responses:,} responses x {args.questions} questions; "
-          f"max peak RSS {max(r['peak_rss_mb'] for r in res.values()):.0f} MB")
+          f"max peak RSS {max(r['peak_rss_mb'] for r in res.values()):.0f} MB per process"
+          + (f" (all processes of a phase together, PSS: {max(pss):.0f} MB)" if pss else "")
+          + f"; CPU {sum(r['cpu_s'] for r in res.values()):.1f} s; steal {sum(r['steal_s'] for r in res.values()):.1f} s")
     if not args.skip_offline:
         for k, r in offline_throughput().items():
             print(f"offline {k}: {r['images_per_s']} images/s ({r['images']} images, {r['seconds']} s)")

@@ -1,25 +1,32 @@
-"""Judge requests and answers in compact form, shared by the per-judge summary and the cells.
+"""Judge requests and answers in compact, columnar form, shared by the per-judge summary and the cells.
 
-A :class:`RequestIndex` keeps per request id only ``(surface, caption_id, categories, raw unit
-indices)`` — one byte per question for the category and two for the index — so a million
-requests of ten questions fit in a few hundred MB. :func:`load_answers` merges a judge's response
-store(s) answered-wins (:mod:`._stream`), validates every answered row against its request
-(:func:`capaudit.judges.rules.answer_errors`: exactly one in-enum answer per expected id) and keeps
-one byte per question (0 yes, 1 no, 2 uncertain) in the request's question order.
+A :class:`RequestIndex` numbers the request ids (rows) and keeps per row only ``(surface,
+caption_id, caption key, first question, question count)`` in flat arrays, and per question one
+byte for the category and two for the raw unit index — so a million requests of ten questions fit
+in a few hundred MB and the summaries count with numpy. :func:`load_answers` merges a judge's
+response store(s) answered-wins (:mod:`._stream`), validates every answered row against its
+request (:func:`capaudit.judges.rules.answer_errors`: exactly one in-enum answer per expected id)
+and keeps one byte per question (0 yes, 1 no, 2 uncertain) at the request's question positions.
+``index.rows`` and ``answers.answered`` are read-only mapping views by request id
+(:class:`RequestInfo`, answer code bytes) over those arrays.
 """
 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from capaudit.errors import InputError
-from capaudit.llm._json import loads
+from capaudit.llm._json import dumps_line, loads
 from capaudit.summaries._common import UNIT_CATEGORIES
 
-from ._stream import expand, read_at
+from ._stream import _parse, expand, gc_paused, read_at
 from .rules import answer_errors
 
 PathLike = Union[str, Path]
@@ -27,6 +34,7 @@ CAT_CODE: Dict[str, int] = {c: i for i, c in enumerate(UNIT_CATEGORIES)}
 ANSWER_CODE: Dict[str, int] = {"yes": 0, "no": 1, "uncertain": 2}
 ANSWER_NAMES = ("yes", "no", "uncertain")
 _DIGIT_CODES = bytes.maketrans(b"0123456789", bytes(range(10)))
+_WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
 
 
 class RequestInfo:
@@ -56,23 +64,101 @@ def index_path(requests_path: PathLike) -> Path:
     return p.with_name(stem + ".index.jsonl")
 
 
+_CAT_DIGIT: Dict[str, str] = {c: str(i) for c, i in CAT_CODE.items()}
+
+
 def index_line(request_id: str, caption_id: str, surface: str, categories: Sequence[str], indices: Sequence[int]) -> bytes:
     """One sidecar line: ``[request_id, caption_id, surface, category codes, raw unit indices]``."""
-    from capaudit.llm._json import dumps_line
+    digit = _CAT_DIGIT
+    return dumps_line([request_id, caption_id, surface, "".join([digit[c] for c in categories]), list(indices)])
 
-    return dumps_line([request_id, caption_id, surface, "".join(str(CAT_CODE[c]) for c in categories), list(indices)])
+
+#: distinct question-index patterns whose ``:u<index>`` suffixes a RequestIndex keeps
+_SUFFIX_CACHE = 4096
+
+
+class _RowsView(_MappingABC):
+    """``index.rows``: request id → :class:`RequestInfo`, built on access (insertion order)."""
+
+    __slots__ = ("_ix",)
+
+    def __init__(self, ix: "RequestIndex"):
+        self._ix = ix
+
+    def __getitem__(self, rid: str) -> RequestInfo:
+        return self._ix.info(self._ix.ids[rid])
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._ix.ids
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ix.ids)
+
+    def __len__(self) -> int:
+        return len(self._ix.ids)
 
 
 class RequestIndex:
-    """Judge requests by id (module docstring); ``order`` = first-seen ordinal of (surface, caption_id)."""
+    """Judge requests by id (module docstring).
+
+    Per row ``r`` (numbered in first-seen order of the request id): ``request_ids[r]``,
+    ``caption_ids[r]``, ``surface_of[r]`` (index into ``surfaces``), ``key_of[r]`` (ordinal of the
+    caption key ``(surface, caption_id)`` in first-seen order: ``order``), ``qoff[r]``/``qlen[r]``
+    (its questions' positions in ``cats``/``qidx``). A request id seen again replaces the row's
+    data (last wins), as a dict of rows would.
+    """
 
     def __init__(self) -> None:
         self.surfaces: List[str] = []
         self._surface_idx: Dict[str, int] = {}
-        self.rows: Dict[str, RequestInfo] = {}
+        self.ids: Dict[str, int] = {}
+        self.request_ids: List[str] = []
+        self.caption_ids: List[str] = []
+        self.surface_of = array("l")
+        self.key_of = array("l")
+        self.qoff = array("q")
+        self.qlen = array("l")
+        self.cats = bytearray()
+        self.qidx = array("H")
+        #: ``(surface index, caption_id)`` → first-seen ordinal; ``key_surface[ordinal]`` = surface
         self.order: Dict[Tuple[int, str], int] = {}
+        self.key_surface = array("l")
         self.models: Dict[str, int] = {}
         self.files: List[str] = []
+        self._suffixes: Dict[bytes, Tuple[Tuple[str, ...], bool]] = {}
+
+    @property
+    def rows(self) -> Mapping[str, RequestInfo]:
+        """Request id → :class:`RequestInfo` (a view)."""
+        return _RowsView(self)
+
+    def info(self, r: int) -> RequestInfo:
+        o, n = self.qoff[r], self.qlen[r]
+        return RequestInfo(self.surface_of[r], self.caption_ids[r], bytes(self.cats[o:o + n]),
+                           self.qidx[o:o + n].tobytes())
+
+    def pattern(self, r: int) -> Tuple[Tuple[str, ...], bool]:
+        """The ``:u<index:04d>`` suffixes of row ``r``'s question ids and whether they are distinct
+        (cached per index pattern: almost every request has questions ``0..n-1``)."""
+        o = self.qoff[r]
+        indices = self.qidx[o:o + self.qlen[r]]
+        key = indices.tobytes()
+        hit = self._suffixes.get(key)
+        if hit is None:
+            sufs = tuple(f":u{i:04d}" for i in indices)
+            hit = (sufs, len(set(sufs)) == len(sufs))
+            if len(self._suffixes) < _SUFFIX_CACHE:
+                self._suffixes[key] = hit
+        return hit
+
+    def suffixes(self, r: int) -> Tuple[str, ...]:
+        """The ``:u<index:04d>`` suffixes of row ``r``'s question ids."""
+        return self.pattern(r)[0]
+
+    def qids(self, r: int) -> List[str]:
+        """Question ids of row ``r`` in question order."""
+        cid = self.caption_ids[r]
+        return [cid + x for x in self.suffixes(r)]
 
     def surface_index(self, name: str) -> int:
         i = self._surface_idx.get(name)
@@ -106,15 +192,38 @@ class RequestIndex:
                 raise InputError(f"{where}: input.questions[{k}].question_id {qid!r} is not '<caption id {cid!r}>:u<index>'")
             cats.append(code)
             idx.append(int(qid[n:]))
-        self._put(rid, str(inp.get("surface", "")), cid, bytes(cats), idx.tobytes())
+        self._put(rid, str(inp.get("surface", "")), cid, bytes(cats), idx)
         model = row.get("model_hint")
         if isinstance(model, str):
             self.models[model] = self.models.get(model, 0) + 1
 
-    def _put(self, rid: str, surface: str, cid: str, cats: bytes, idx: bytes) -> None:
-        s = self.surface_index(surface)
-        self.rows[rid] = RequestInfo(s, cid, cats, idx)
-        self.order.setdefault((s, cid), len(self.order))
+    def _put(self, rid: str, surface: str, cid: str, cats: bytes, idx: array) -> None:
+        s = self._surface_idx.get(surface)
+        if s is None:
+            s = self.surface_index(surface)
+        key = (s, cid)
+        k = self.order.get(key)
+        if k is None:
+            k = self.order[key] = len(self.key_surface)
+            self.key_surface.append(s)
+        off = len(self.cats)
+        self.cats += cats
+        self.qidx += idx
+        r = self.ids.get(rid)
+        if r is None:
+            self.ids[rid] = len(self.request_ids)
+            self.request_ids.append(rid)
+            self.caption_ids.append(cid)
+            self.surface_of.append(s)
+            self.key_of.append(k)
+            self.qoff.append(off)
+            self.qlen.append(len(cats))
+        else:  # the same id again: its latest data wins
+            self.caption_ids[r] = cid
+            self.surface_of[r] = s
+            self.key_of[r] = k
+            self.qoff[r] = off
+            self.qlen[r] = len(cats)
 
     def _load_sidecar(self, requests: Path) -> bool:
         """Load ``requests``' compact sidecar when it describes the file as it is now (same size)."""
@@ -129,44 +238,97 @@ class RequestIndex:
             return False
         if not isinstance(trailer, dict) or trailer.get("bytes") != requests.stat().st_size:
             return False
-        for lineno, line in enumerate(lines[:-1], 1):
+        with gc_paused():
+            self._sidecar_lines(lines[:-1], side, 0)
+        return True
+
+    def _sidecar_lines(self, lines: Sequence[bytes], side: Path, first: int) -> None:
+        """Sidecar lines (``first`` = 0-based number of the first line): :meth:`_put` each, with its
+        common case (a new request id, a known surface) inlined."""
+        digits = _DIGIT_CODES
+        ids, surface_idx, order = self.ids, self._surface_idx, self.order
+        rids, cids = self.request_ids, self.caption_ids
+        surface_of, key_of, qoff, qlen, key_surface = self.surface_of, self.key_of, self.qoff, self.qlen, self.key_surface
+        cats_all, qidx = self.cats, self.qidx
+        for lineno, line in enumerate(lines, first + 1):
             try:
                 rid, cid, surface, cats, indices = loads(line)
-                idx = array("H", indices)
-                codes = cats.encode("ascii").translate(_DIGIT_CODES)
-                if len(codes) != len(idx) or max(codes) > 7:
+                codes = cats.encode("ascii").translate(digits)
+                if len(codes) != len(indices) or max(codes) > 7:
                     raise ValueError("bad category codes")
+                s = surface_idx.get(surface) if type(surface) is str and type(rid) is str and rid not in ids else None
+                if s is None:  # a new surface, a repeated or odd request id: the general path
+                    idx = array("H", indices)
+                else:
+                    qidx.extend(indices)  # checks each index as array("H", ...) would
             except (ValueError, TypeError, OverflowError, AttributeError):
                 raise InputError("unreadable request index line (delete it to read the requests instead)",
                                  path=side, line=lineno) from None
-            self._put(rid, surface, cid, codes, idx.tobytes())
-        return True
+            if s is None:
+                self._put(rid, surface, cid, codes, idx)
+                continue
+            key = (s, cid)
+            k = order.get(key)
+            if k is None:
+                k = order[key] = len(key_surface)
+                key_surface.append(s)
+            ids[rid] = len(rids)
+            rids.append(rid)
+            cids.append(cid)
+            surface_of.append(s)
+            key_of.append(k)
+            qoff.append(len(cats_all))
+            qlen.append(len(codes))
+            cats_all += codes
 
     @classmethod
     def from_files(cls, paths: Sequence[PathLike]) -> "RequestIndex":
         """Index judge request files (their ``.index.jsonl`` sidecar when it is current)."""
         idx = cls()
         for p in paths:
-            p = Path(p)
-            if not p.is_file():
-                raise InputError("judge requests file not found", path=p)
-            idx.files.append(str(p))
-            if idx._load_sidecar(p):
-                continue
-            with open(p, "rb") as fh:
-                for lineno, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = loads(line)
-                    except ValueError as exc:
-                        raise InputError(f"invalid JSON ({exc})", path=p, line=lineno) from None
-                    if not isinstance(row, dict):
-                        raise InputError("request row is not a JSON object", path=p, line=lineno)
-                    idx.add(row, f"{p}:{lineno}")
-        if not idx.rows:
+            idx._load_file(Path(p))
+        if not idx.ids:
             raise InputError("no judge request in the requests file(s)", path=", ".join(map(str, paths)))
         return idx
+
+    def _load_file(self, p: Path) -> None:
+        if not p.is_file():
+            raise InputError("judge requests file not found", path=p)
+        self.files.append(str(p))
+        if self._load_sidecar(p):
+            return
+        with open(p, "rb") as fh, gc_paused():
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = loads(line)
+                except ValueError as exc:
+                    raise InputError(f"invalid JSON ({exc})", path=p, line=lineno) from None
+                if not isinstance(row, dict):
+                    raise InputError("request row is not a JSON object", path=p, line=lineno)
+                self.add(row, f"{p}:{lineno}")
+
+    def arrays(self) -> Dict[str, np.ndarray]:
+        """numpy views of the per-row and per-question arrays (no copies)."""
+        return {"surface_of": np.frombuffer(self.surface_of, dtype=np.dtype(self.surface_of.typecode)),
+                "key_of": np.frombuffer(self.key_of, dtype=np.dtype(self.key_of.typecode)),
+                "qoff": np.frombuffer(self.qoff, dtype=np.dtype(self.qoff.typecode)),
+                "qlen": np.frombuffer(self.qlen, dtype=np.dtype(self.qlen.typecode)),
+                "cats": np.frombuffer(self.cats, dtype=np.uint8),
+                "qidx": np.frombuffer(self.qidx, dtype=np.uint16),
+                "key_surface": np.frombuffer(self.key_surface, dtype=np.dtype(self.key_surface.typecode))}
+
+
+def question_positions(qoff: np.ndarray, qlen: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions (into the per-question arrays) of the questions of ``rows``, row after row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    lens = qlen[rows].astype(np.int64)
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.cumsum(lens) - lens
+    return np.repeat(qoff[rows].astype(np.int64) - starts, lens) + np.arange(total, dtype=np.int64)
 
 
 @dataclass
@@ -184,11 +346,52 @@ class Failure:
                 "file": self.file, "line": self.line, "kind": self.kind, "error": self.error[:500]}
 
 
+class _AnsweredView(_MappingABC):
+    """``answers.answered``: request id → answer codes (bytes, question order), merge order."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a: "JudgeAnswers"):
+        self._a = a
+
+    def __getitem__(self, rid: str) -> bytes:
+        a = self._a
+        ix = a.index
+        r = ix.ids[rid] if ix is not None else None
+        if r is None or not a.flags[r]:
+            raise KeyError(rid)
+        o = ix.qoff[r]
+        return bytes(a.codes[o:o + ix.qlen[r]])
+
+    def __contains__(self, rid: object) -> bool:
+        ix = self._a.index
+        r = ix.ids.get(rid) if ix is not None and isinstance(rid, str) else None
+        return r is not None and bool(self._a.flags[r])
+
+    def __iter__(self) -> Iterator[str]:
+        ix = self._a.index
+        if ix is None:
+            return iter(())
+        rids = ix.request_ids
+        return (rids[r] for r in self._a.answered_rows)
+
+    def __len__(self) -> int:
+        return len(self._a.answered_rows)
+
+
 @dataclass
 class JudgeAnswers:
-    """One judge's merged, validated answers over a :class:`RequestIndex`."""
+    """One judge's merged, validated answers over a :class:`RequestIndex` (``index``).
 
-    answered: Dict[str, bytes] = field(default_factory=dict)
+    ``answered_rows``: index rows with a valid answer, in merge order (first appearance in the
+    response files); ``codes``: one byte per question position of ``index`` (valid where the row
+    is answered); ``flags[row]``: 1 when answered. ``answered`` is the id → codes view.
+    """
+
+    index: Optional[RequestIndex] = field(default=None, repr=False, compare=False)
+    codes: bytearray = field(default_factory=bytearray, repr=False)
+    flags: bytearray = field(default_factory=bytearray, repr=False)
+    answered_rows: array = field(default_factory=lambda: array("l"), repr=False)
     #: ``no`` / ``uncertain`` → up to ``keep_examples`` ``(request_id, question position, result item)``
     examples: Dict[str, List[Tuple[str, int, Dict[str, Any]]]] = field(default_factory=dict)
     failures: List[Failure] = field(default_factory=list)
@@ -196,24 +399,44 @@ class JudgeAnswers:
     unknown: int = 0
     model_names: Dict[str, int] = field(default_factory=dict)
 
+    @property
+    def answered(self) -> Mapping[str, bytes]:
+        return _AnsweredView(self)
+
     def failed_ids(self) -> List[str]:
         return [f.request_id for f in self.failures]
 
+    def detached(self) -> "JudgeAnswers":
+        """A copy without the index reference (to send between processes); see :meth:`attach`."""
+        return JudgeAnswers(None, self.codes, self.flags, self.answered_rows, self.examples, self.failures,
+                            self.responses, self.unknown, self.model_names)
 
-_NUMBER = (int, float)
+    def attach(self, index: RequestIndex) -> "JudgeAnswers":
+        self.index = index
+        return self
 
 
-def _codes(info: RequestInfo, parsed: Any) -> Optional[bytes]:
-    """Fast path: answer codes in question order when the answer is exactly valid, else ``None``."""
+_NUMBER_TYPES = frozenset({int, float})
+_QID, _ANSWER, _CONFIDENCE = itemgetter("question_id"), itemgetter("answer"), itemgetter("confidence")
+
+
+def _codes(caption_id: str, qids: Sequence[str], parsed: Any, distinct: bool = False) -> Optional[bytes]:
+    """Fast path: answer codes in question order when the answer is exactly valid, else ``None``
+    (the same decision as :func:`capaudit.judges.rules.answer_errors` returning no error).
+    ``distinct``: the expected ids are known to be distinct, so answers given in question order
+    need no id → answer map."""
     try:
         res = parsed["question_results"]
         cid = parsed["caption_id"]
-        if cid != info.caption_id and (not isinstance(cid, str) or cid.strip() != info.caption_id.strip()):
+        if cid != caption_id and (not isinstance(cid, str) or cid.strip() != caption_id.strip()):
             return None
-        got = {r["question_id"]: ANSWER_CODE[r["answer"]] for r in res}
-        if len(got) != len(res) or not all(type(r["confidence"]) in _NUMBER for r in res):
+        ans = ANSWER_CODE
+        if distinct and list(map(_QID, res)) == qids:
+            codes = bytes(map(ans.__getitem__, map(_ANSWER, res)))
+            return codes if set(map(type, map(_CONFIDENCE, res))) <= _NUMBER_TYPES else None
+        got = {r["question_id"]: ans[r["answer"]] for r in res}
+        if len(got) != len(res) or not {type(r["confidence"]) for r in res} <= _NUMBER_TYPES:
             return None
-        qids = info.qids()
         if len(qids) != len(got):
             return None
         return bytes([got[q] for q in qids])
@@ -232,71 +455,98 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
     """
     from capaudit.llm._json import canonical
 
-    from ._stream import _lines, _parse
-
     files = expand(responses)
     if not files:
         raise InputError("no response file found", path=", ".join(map(str, responses)))
-    win: Dict[str, Tuple[bool, str, int, int, Any, Any]] = {}
+    # row -> (ok, started_at, file index, offset, payload (None = valid answer, its codes stored), model)
+    win: Dict[int, Tuple[bool, str, int, int, Any, Any]] = {}
     unknown: set = set()
-    rows_get = index.rows.get
-    for fi, file in enumerate(files):
-        for off, lineno, line in _lines(file):
-            row = _parse(line, file, lineno)
-            if row is None:
-                break
-            rid = row["request_id"]
-            info = rows_get(rid)
-            if info is None:
-                unknown.add(rid)
-                continue
-            ok = row["ok"]
-            sa = str(row.get("started_at") or "")
-            cur = win.get(rid)
-            if cur is not None:
-                if ok != cur[0]:
-                    better = ok
-                elif sa != cur[1]:
-                    better = sa < cur[1] if ok else sa > cur[1]
-                else:
-                    better = canonical(row) < canonical(read_at(files, cur[2], cur[3]))
-                if not better:
-                    continue
-            if ok:
-                codes = _codes(info, row.get("parsed"))
-                if codes is None:
-                    errs = answer_errors(row.get("parsed"), info.qids(), info.caption_id) or ["answer does not match the request"]
-                    payload: Any = ("ids", "; ".join(errs), lineno, str(file))
-                else:
-                    payload = codes
-            else:
-                payload = (str(row.get("error_kind") or "failed"), str(row.get("error") or row.get("status") or "failed"),
-                           lineno, str(file))
-            win[rid] = (ok, sa, fi, off, payload, row.get("model"))
-    out = JudgeAnswers()
+    ids_get = index.ids.get
+    cids, qoff, qlen = index.caption_ids, index.qoff, index.qlen
+    pattern = index.pattern
+    codes_buf = bytearray(len(index.cats))
+    models: Dict[Any, Any] = {}
+    ws = _WHITESPACE
+    with gc_paused():
+        for fi, file in enumerate(files):
+            fname = str(file)
+            with open(file, "rb", buffering=1 << 20) as fh:
+                lines = enumerate(fh, 1)
+                end = 0
+                for lineno, line in lines:
+                    off = end
+                    end += len(line)
+                    if line[0] in ws and not line.strip():
+                        continue
+                    row = _parse(line, file, lineno)
+                    if row is None:
+                        break
+                    rid = row["request_id"]
+                    r = ids_get(rid)
+                    if r is None:
+                        unknown.add(rid)
+                        continue
+                    ok = row["ok"]
+                    sa = str(row.get("started_at") or "")
+                    cur = win.get(r)
+                    if cur is not None:
+                        if ok != cur[0]:
+                            better = ok
+                        elif sa != cur[1]:
+                            better = sa < cur[1] if ok else sa > cur[1]
+                        else:
+                            better = canonical(row) < canonical(read_at(files, cur[2], cur[3]))
+                        if not better:
+                            continue
+                    if ok:
+                        cid = cids[r]
+                        sufs, distinct = pattern(r)
+                        qids = list(map(cid.__add__, sufs))
+                        codes = _codes(cid, qids, row.get("parsed"), distinct)
+                        if codes is None:
+                            errs = answer_errors(row.get("parsed"), qids, cid) or ["answer does not match the request"]
+                            payload: Any = ("ids", "; ".join(errs), lineno, fname)
+                        else:
+                            o = qoff[r]
+                            codes_buf[o:o + len(codes)] = codes
+                            payload = None
+                    else:
+                        payload = (str(row.get("error_kind") or "failed"), str(row.get("error") or row.get("status") or "failed"),
+                                   lineno, fname)
+                    model = row.get("model")
+                    if isinstance(model, str):
+                        model = models.setdefault(model, model)
+                    win[r] = (ok, sa, fi, off, payload, model)
+    out = JudgeAnswers(index=index, codes=codes_buf, flags=bytearray(len(index.request_ids)))
     out.unknown = len(unknown)
-    for rid, (ok, sa, fi, off, payload, model) in win.items():
-        out.responses += 1
+    out.responses = len(win)
+    names = out.model_names
+    rows_out = out.answered_rows
+    flags = out.flags
+    surfaces, rids = index.surfaces, index.request_ids
+    for r, (ok, sa, fi, off, payload, model) in win.items():
         if isinstance(model, str):
-            out.model_names[model] = out.model_names.get(model, 0) + 1
-        if isinstance(payload, bytes):
-            out.answered[rid] = payload
+            names[model] = names.get(model, 0) + 1
+        if payload is None:
+            rows_out.append(r)
+            flags[r] = 1
         else:
-            info = index.rows[rid]
             kind, err, lineno, file = payload
-            out.failures.append(Failure(rid, index.surfaces[info.surface], info.caption_id, file, lineno, kind, err))
+            out.failures.append(Failure(rids[r], surfaces[index.surface_of[r]], cids[r], file, lineno, kind, err))
     if keep_examples:
         for a in (1, 2):
             lst = out.examples.setdefault(ANSWER_NAMES[a], [])
-            for rid, codes in out.answered.items():
+            for r in rows_out:
                 if len(lst) >= keep_examples:
                     break
+                o = qoff[r]
+                codes = codes_buf[o:o + qlen[r]]
                 if a in codes:
                     k = codes.index(a)
-                    qid = index.rows[rid].qids()[k]
-                    row = read_at(files, win[rid][2], win[rid][3])
-                    item = next((r for r in row["parsed"]["question_results"] if r.get("question_id") == qid), {})
-                    lst.append((rid, k, dict(item)))
+                    qid = index.qids(r)[k]
+                    row = read_at(files, win[r][2], win[r][3])
+                    item = next((x for x in row["parsed"]["question_results"] if x.get("question_id") == qid), {})
+                    lst.append((rids[r], k, dict(item)))
     if out.unknown and not out.responses:
         raise InputError(f"none of the {out.unknown} responses belongs to the given judge requests "
                          "(wrong --requests file?)", path=", ".join(map(str, responses)))
@@ -332,4 +582,4 @@ def iter_request_rows(paths: Sequence[PathLike], ids: Optional[set] = None) -> I
 
 
 __all__ = ["CAT_CODE", "ANSWER_CODE", "ANSWER_NAMES", "RequestInfo", "RequestIndex", "Failure", "JudgeAnswers",
-           "load_answers", "iter_request_rows"]
+           "load_answers", "iter_request_rows", "question_positions"]

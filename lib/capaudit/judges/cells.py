@@ -16,7 +16,11 @@ For one slice and its judges:
    Σno/Σquestions; ``*_std`` = sample std (ddof = 1). :func:`bootstrap_stds` computes every view
    of one (slice, surface) from the same draws — identical to
    :func:`capaudit.stats.bootstrap.caption_bootstrap` per view (tested bit for bit), because each
-   cell's fresh generator with the same seed and the same n draws the same indices;
+   cell's fresh generator with the same seed and the same n draws the same indices; for the same
+   reason surfaces with equal caption counts share one pass. Replicate sums are exact integers
+   (float32 matrix products while every partial sum stays below 2**24, else float64), and a large
+   bootstrap is cut into replicate blocks run in worker processes, each drawing and dropping the
+   replicates before its block so the draws are those of one sequential run;
 5. judge agreement (first two judges): join answers on question id over the intersection, per
    category and ``__all__``: ``joined``, ``exact``, ``exact_rate``;
 6. extraction accounting per surface from the claims run: ``requests``, ``valid`` (an ok answer),
@@ -46,45 +50,103 @@ from capaudit.summaries.cells import (
     TypeCounts,
 )
 
+from ._parallel import default_workers, run_tasks
 from ._stream import RowReader, expand, scan_winners
-from .answers import CAT_CODE, JudgeAnswers, RequestIndex, load_answers
+from .answers import CAT_CODE, JudgeAnswers, RequestIndex, load_answers, question_positions
 from .questions import questions_from_units
 from .requests import iter_claims_requests
 
 PathLike = Union[str, Path]
 _EXCL = frozenset(CAT_CODE[t] for t in EXCLUDED_TYPES)
-#: Memory budget of one batch of bootstrap count vectors (float64).
+#: Memory budget of one batch of bootstrap count vectors.
 _BATCH_BYTES = 1 << 26
+#: float32 sums are exact while every partial sum stays below 2**24
+_F32_EXACT = 1 << 24
+#: bootstraps of at least this many draws (n * reps) are split over the workers
+_PARALLEL_DRAWS = 50_000_000
+#: cost of drawing (and dropping) one replicate, relative to a full replicate
+_SKIP = 0.4
+#: response stores at least this large (all judges) are loaded one judge per worker process
+_PARALLEL_BYTES = 32 << 20
 
 
-def bootstrap_stds(columns: np.ndarray, views: Sequence[Tuple[int, int, int]], reps: int = CAPTION_REPS,
-                   seed: int = CAPTION_SEED) -> List[Tuple[float, float]]:
-    """Caption-bootstrap ``(supported_cap_std, risk_std)`` of several views sharing one row set.
+def _heap_hint() -> None:
+    """Free one 31 MiB block: glibc's malloc then serves the per-replicate arrays (2 MB at n =
+    250,000) from its heap instead of a fresh ``mmap`` each time (mallopt(3), dynamic
+    ``M_MMAP_THRESHOLD``), which costs a page fault per 4 KiB — seconds per million captions. A
+    no-op for results, and elsewhere."""
+    block = np.empty(31 << 20, dtype=np.uint8)
+    del block
 
-    ``columns`` is an ``(n, k)`` integer array of per-caption counts; each view is the column
-    indices ``(yes, no, questions)``. Equal, bit for bit, to calling ``caption_bootstrap`` with a
-    fresh ``default_rng(seed)`` on each view's triples: the draws depend only on (seed, n, reps).
-    Counts of each replicate are ``bincount`` vectors, summed against the columns by one matrix
-    product per batch (exact in float64 for counts below 2**53).
-    """
-    cols = np.asarray(columns, dtype=np.int64)
-    if cols.ndim != 2:
-        raise ValueError(f"bootstrap_stds: expected an (n, k) array, got shape {cols.shape}")
-    n = cols.shape[0]
-    if n == 0:
-        return [(0.0, 0.0) for _ in views]
-    if reps < 2:
-        raise ValueError(f"bootstrap_stds: reps must be >= 2, got {reps}")
-    m = cols.astype(np.float64)
+
+def _bootstrap_sums(m: np.ndarray, reps: int, seed: int, start: int = 0, stop: Optional[int] = None) -> np.ndarray:
+    """Per replicate ``start..stop-1`` of the caption bootstrap, the column sums of ``m`` over the
+    resampled rows (``rng = default_rng(seed)``, one ``rng.integers(0, n, size=n)`` per replicate;
+    the replicates before ``start`` are drawn and dropped). Exact integers, as float64."""
+    n = m.shape[0]
+    stop = reps if stop is None else stop
+    _heap_hint()
     rng = np.random.default_rng(seed)
-    sums = np.empty((reps, cols.shape[1]))
-    batch = max(1, min(reps, _BATCH_BYTES // (8 * n)))
-    counts = np.empty((batch, n))
-    for start in range(0, reps, batch):
-        b = min(batch, reps - start)
+    for _ in range(start):
+        rng.integers(0, n, size=n)
+    sums = np.empty((stop - start, m.shape[1]))
+    batch = max(1, min(stop - start, _BATCH_BYTES // (m.itemsize * n)))
+    counts = np.empty((batch, n), dtype=m.dtype)
+    for b0 in range(0, stop - start, batch):
+        b = min(batch, stop - start - b0)
         for j in range(b):
             counts[j] = np.bincount(rng.integers(0, n, size=n), minlength=n)
-        sums[start:start + b] = counts[:b] @ m
+        sums[b0:b0 + b] = counts[:b] @ m
+    return sums
+
+
+def _count_matrix(cols: np.ndarray) -> np.ndarray:
+    """The columns as the float type whose matrix products stay exact (module docstring, item 4)."""
+    n = cols.shape[0]
+    top = int(np.abs(cols).max()) if cols.size else 0
+    return cols.astype(np.float32 if n * max(top, 1) < _F32_EXACT else np.float64)
+
+
+def bootstrap_sums(columns: np.ndarray, reps: int = CAPTION_REPS, seed: int = CAPTION_SEED,
+                   workers: Optional[int] = None) -> np.ndarray:
+    """``(reps, k)`` bootstrap column sums of an ``(n, k)`` integer array (see :func:`bootstrap_stds`).
+
+    With ``workers`` > 1 the replicates are cut into one block per worker (each block draws and
+    drops the replicates before it, so the draws are those of one sequential run); the blocks are
+    sized so that the later ones, which draw more to skip ahead, finish together.
+    """
+    cols = np.asarray(columns, dtype=np.int64)
+    n = cols.shape[0]
+    m = _count_matrix(cols)
+    workers = default_workers() if workers is None else max(1, int(workers))
+    if workers <= 1 or reps < 64 or n * reps < _PARALLEL_DRAWS:
+        return _bootstrap_sums(m, reps, seed)
+    w = min(workers, 8)
+    # block k starts at replicate s_k and takes ~ SKIP * s_k + (s_{k+1} - s_k); equal times T give
+    # s_{k+1} = (1 - SKIP) s_k + T, hence T = reps * SKIP / (1 - (1 - SKIP) ** w)
+    t = reps * _SKIP / (1 - (1 - _SKIP) ** w)
+    cuts = [0]
+    for _ in range(w - 1):
+        cuts.append(min(reps, int(round((1 - _SKIP) * cuts[-1] + t))))
+    cuts.append(reps)
+    blocks = [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+    parts = run_tasks([lambda a=a, b=b: _one_blas_thread(_bootstrap_sums, m, reps, seed, a, b) for a, b in blocks], w)
+    return np.concatenate(parts, axis=0)
+
+
+def _one_blas_thread(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with the BLAS pool at one thread (one block per core already; a multi-threaded
+    BLAS in every block would oversubscribe the cores)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn brings it
+        return fn(*args)
+    with threadpool_limits(1, user_api="blas"):
+        return fn(*args)
+
+
+def _stds_from_sums(sums: np.ndarray, n: int, views: Sequence[Tuple[int, int, int]]) -> List[Tuple[float, float]]:
+    reps = sums.shape[0]
     out = []
     for y, no, q in views:
         sup = sums[:, y] / n
@@ -94,19 +156,41 @@ def bootstrap_stds(columns: np.ndarray, views: Sequence[Tuple[int, int, int]], r
     return out
 
 
-def _per_caption(rids: Sequence[str], answered: Mapping[str, bytes], index: RequestIndex) -> Tuple[np.ndarray, np.ndarray]:
+def bootstrap_stds(columns: np.ndarray, views: Sequence[Tuple[int, int, int]], reps: int = CAPTION_REPS,
+                   seed: int = CAPTION_SEED, workers: Optional[int] = 1) -> List[Tuple[float, float]]:
+    """Caption-bootstrap ``(supported_cap_std, risk_std)`` of several views sharing one row set.
+
+    ``columns`` is an ``(n, k)`` integer array of per-caption counts; each view is the column
+    indices ``(yes, no, questions)``. Equal, bit for bit, to calling ``caption_bootstrap`` with a
+    fresh ``default_rng(seed)`` on each view's triples: the draws depend only on (seed, n, reps).
+    Counts of each replicate are ``bincount`` vectors, summed against the columns by one matrix
+    product per batch — in float32 when every partial sum stays below 2**24, else float64 (exact
+    for counts below 2**53), so the sums are the exact integers either way.
+    """
+    cols = np.asarray(columns, dtype=np.int64)
+    if cols.ndim != 2:
+        raise ValueError(f"bootstrap_stds: expected an (n, k) array, got shape {cols.shape}")
+    n = cols.shape[0]
+    if n == 0:
+        return [(0.0, 0.0) for _ in views]
+    if reps < 2:
+        raise ValueError(f"bootstrap_stds: reps must be >= 2, got {reps}")
+    return _stds_from_sums(bootstrap_sums(cols, reps, seed, workers), n, views)
+
+
+def _per_caption(rows: np.ndarray, codes_all: np.ndarray, arr: Mapping[str, np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
     """Per caption (row) ``(yes, no, questions, yes_excl, no_excl, questions_excl)`` and the
     ``(type, answer)`` count table of one judge, vectorised over all rows."""
-    n = len(rids)
+    n = len(rows)
     out = np.zeros((n, 6), dtype=np.int64)
     tc = np.zeros((len(UNIT_CATEGORIES), 3), dtype=np.int64)
     if n == 0:
         return out, tc
-    codes_l = [answered[r] for r in rids]
-    lengths = np.fromiter((len(c) for c in codes_l), dtype=np.int64, count=n)
-    codes = np.frombuffer(b"".join(codes_l), dtype=np.uint8)
-    cats = np.frombuffer(b"".join(index.rows[r].cats for r in rids), dtype=np.uint8)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    lengths = arr["qlen"][rows].astype(np.int64)
+    pos = question_positions(arr["qoff"], arr["qlen"], rows)
+    codes = codes_all[pos]
+    cats = arr["cats"][pos]
+    starts = np.cumsum(lengths) - lengths
     keep = ~np.isin(cats, np.fromiter(_EXCL, dtype=np.uint8))
     yes, no = codes == 0, codes == 1
     out[:, 0] = np.add.reduceat(yes, starts)
@@ -119,14 +203,38 @@ def _per_caption(rids: Sequence[str], answered: Mapping[str, bytes], index: Requ
     return out, tc
 
 
+def _rows(a: JudgeAnswers) -> np.ndarray:
+    return np.frombuffer(a.answered_rows, dtype=np.dtype(a.answered_rows.typecode)).astype(np.int64)
+
+
+def _intersection(index: RequestIndex, answers: Sequence[JudgeAnswers]) -> Tuple[np.ndarray, List[np.ndarray]]:
+    """Caption-key ordinals answered by every judge (ascending = ``index.order``) and, per judge,
+    the index row answering each (the last in merge order when a judge answered a key twice)."""
+    key_of = index.arrays()["key_of"]
+    nk = len(index.key_surface)
+    common = np.ones(nk, dtype=bool)
+    per: List[np.ndarray] = []
+    for a in answers:
+        rows = _rows(a)
+        keyrow = np.full(nk, -1, dtype=np.int64)
+        if len(rows):
+            rev = rows[::-1]
+            uk, first = np.unique(key_of[rev], return_index=True)
+            keyrow[uk] = rev[first]
+        per.append(keyrow)
+        common &= keyrow >= 0
+    keys = np.flatnonzero(common)
+    return keys, [k[keys] for k in per]
+
+
 def intersect(index: RequestIndex, answers: Sequence[JudgeAnswers]) -> Tuple[List[Tuple[int, str]], List[Dict[Tuple[int, str], str]]]:
     """Captions answered by every judge (ordered by ``index.order``) and, per judge, key → request id."""
     per_judge: List[Dict[Tuple[int, str], str]] = []
+    surface_of, cids, rids = index.surface_of, index.caption_ids, index.request_ids
     for a in answers:
         m: Dict[Tuple[int, str], str] = {}
-        for rid in a.answered:
-            info = index.rows[rid]
-            m[(info.surface, info.caption_id)] = rid
+        for r in a.answered_rows:
+            m[(surface_of[r], cids[r])] = rids[r]
         per_judge.append(m)
     common = set(per_judge[0])
     for m in per_judge[1:]:
@@ -138,61 +246,99 @@ def intersect(index: RequestIndex, answers: Sequence[JudgeAnswers]) -> Tuple[Lis
 def build_cells(slice_name: str, judges: Sequence[Tuple[str, Sequence[PathLike]]], requests: Sequence[PathLike],
                 reps: int = CAPTION_REPS, seed: int = CAPTION_SEED,
                 extraction: Optional[Mapping[str, Extraction]] = None,
-                surfaces: Optional[Sequence[str]] = None) -> Tuple[CellsFile, Dict[str, Any]]:
+                surfaces: Optional[Sequence[str]] = None, workers: Optional[int] = None) -> Tuple[CellsFile, Dict[str, Any]]:
     """Cells of one slice (module docstring) and a report ``{judge: {responses, answered, failed, unknown}}``.
 
     ``surfaces`` fixes the cell order (default: request order); a listed surface with no answered
-    caption gets an empty cell (0 responses) so every judge has one.
+    caption gets an empty cell (0 responses) so every judge has one. ``workers`` (default: the CPU
+    count) load the judges' answers and run the bootstrap blocks in parallel; results do not
+    depend on it.
     """
-    index, answers = load_slice(judges, requests)
-    return cells_from_answers(slice_name, [j for j, _ in judges], index, answers, reps, seed, extraction, surfaces)
+    index, answers = load_slice(judges, requests, workers=workers)
+    return cells_from_answers(slice_name, [j for j, _ in judges], index, answers, reps, seed, extraction, surfaces,
+                              workers=workers)
+
+
+def _load_detached(index: RequestIndex, paths: Sequence[PathLike], keep_examples: int) -> JudgeAnswers:
+    return load_answers(index, paths, keep_examples).detached()
 
 
 def load_slice(judges: Sequence[Tuple[str, Sequence[PathLike]]], requests: Sequence[PathLike],
-               keep_examples: int = 0) -> Tuple[RequestIndex, List[JudgeAnswers]]:
-    """The request index of all judges' requests and each judge's validated answers."""
+               keep_examples: int = 0, workers: Optional[int] = None) -> Tuple[RequestIndex, List[JudgeAnswers]]:
+    """The request index of all judges' requests and each judge's validated answers (one judge
+    per worker process where ``fork`` is available and the stores are large — ``workers=None`` —
+    or ``workers`` > 1; the same answers either way)."""
     if not judges:
         raise InputError("at least one --judge NAME=RESPONSES is needed")
     names = [j for j, _ in judges]
     if len(set(names)) != len(names):
         raise InputError(f"judge names must be distinct, got {names}")
     index = RequestIndex.from_files(requests)
-    return index, [load_answers(index, paths, keep_examples) for _, paths in judges]
+    if workers is None:  # worker processes only where they pay (not for the demo's few hundred rows)
+        try:
+            size = sum(f.stat().st_size for _, paths in judges for f in expand(paths))
+        except (OSError, ValueError):
+            size = 0
+        workers = default_workers() if size >= _PARALLEL_BYTES else 1
+    tasks = [lambda p=paths: _load_detached(index, p, keep_examples) for _, paths in judges]
+    return index, [a.attach(index) for a in run_tasks(tasks, workers)]
 
 
 def cells_from_answers(slice_name: str, names: Sequence[str], index: RequestIndex, answers: Sequence[JudgeAnswers],
                        reps: int = CAPTION_REPS, seed: int = CAPTION_SEED,
                        extraction: Optional[Mapping[str, Extraction]] = None,
-                       surfaces: Optional[Sequence[str]] = None) -> Tuple[CellsFile, Dict[str, Any]]:
+                       surfaces: Optional[Sequence[str]] = None,
+                       workers: Optional[int] = None) -> Tuple[CellsFile, Dict[str, Any]]:
     """:func:`build_cells` on loaded answers (``names[i]`` is the judge of ``answers[i]``)."""
-    judges = [(n, ()) for n in names]
     names = list(names)
-    keys, per_judge = intersect(index, answers)
+    nj = len(names)
+    arr = index.arrays()
+    keys, krows = _intersection(index, answers)
+    key_surface = arr["key_surface"][keys]
     order = list(surfaces) if surfaces else list(index.surfaces)
     unknown = [s for s in order if s not in index.surfaces]
-    by_surface: Dict[int, List[Tuple[int, str]]] = {index.surfaces.index(s): [] for s in order if s not in unknown}
-    for k in keys:
-        if k[0] in by_surface:
-            by_surface[k[0]].append(k)
-    cells: List[Cell] = []
-    stats: Dict[Tuple[str, str], Tuple[CellStats, CellStats, Dict[str, TypeCounts]]] = {}
+    by_surface: Dict[int, np.ndarray] = {index.surfaces.index(s): np.flatnonzero(key_surface == index.surfaces.index(s))
+                                         for s in order if s not in unknown}
+    codes = [np.frombuffer(a.codes, dtype=np.uint8) for a in answers]
+    # per surface: per-caption columns (6 per judge) and per-judge type tables
+    per_surface: Dict[str, Tuple[int, np.ndarray, List[np.ndarray]]] = {}
     for s_name in order:
         s = index.surfaces.index(s_name) if s_name not in unknown else None
-        rows = by_surface.get(s, []) if s is not None else []
-        n = len(rows)
-        cols = np.zeros((n, 6 * len(judges)), dtype=np.int64)
+        sel = by_surface.get(s, np.zeros(0, dtype=np.int64)) if s is not None else np.zeros(0, dtype=np.int64)
+        n = len(sel)
+        cols = np.zeros((n, 6 * nj), dtype=np.int64)
         type_counts: List[np.ndarray] = []
-        for ji in range(len(judges)):
-            rids = [per_judge[ji][key] for key in rows]
-            cols[:, 6 * ji:6 * ji + 6], tc = _per_caption(rids, answers[ji].answered, index)
+        for ji in range(nj):
+            cols[:, 6 * ji:6 * ji + 6], tc = _per_caption(krows[ji][sel], codes[ji], arr)
             type_counts.append(tc)
-        views = [(6 * ji + o, 6 * ji + o + 1, 6 * ji + o + 2) for ji in range(len(judges)) for o in (0, 3)]
-        stds = bootstrap_stds(cols, views, reps, seed)
-        for ji, (jname, _) in enumerate(judges):
+        per_surface[s_name] = (n, cols, type_counts)
+    # caption bootstrap: the draws depend only on (seed, n, reps), so surfaces with the same
+    # caption count share one pass (their columns side by side)
+    views = [(6 * ji + o, 6 * ji + o + 1, 6 * ji + o + 2) for ji in range(nj) for o in (0, 3)]
+    stds: Dict[str, List[Tuple[float, float]]] = {}
+    groups: Dict[int, List[str]] = {}
+    for s_name, (n, _, _) in per_surface.items():
+        if n == 0:
+            stds[s_name] = [(0.0, 0.0) for _ in views]
+        else:
+            groups.setdefault(n, []).append(s_name)
+    if groups and reps < 2:
+        raise ValueError(f"bootstrap_stds: reps must be >= 2, got {reps}")
+    for n, members in groups.items():
+        big = np.concatenate([per_surface[s][1] for s in members], axis=1)
+        sums = bootstrap_sums(big, reps, seed, workers)
+        width = 6 * nj
+        for g, s_name in enumerate(members):
+            stds[s_name] = _stds_from_sums(sums[:, g * width:(g + 1) * width], n, views)
+    cells: List[Cell] = []
+    for s_name in order:
+        n, cols, type_counts = per_surface[s_name]
+        st = stds[s_name]
+        for ji, jname in enumerate(names):
             tot = cols[:, 6 * ji:6 * ji + 6].sum(axis=0) if n else np.zeros(6, dtype=np.int64)
             y, no, q, ye, ne, qe = (int(v) for v in tot)
-            all_t = CellStats.from_counts(n, y, no, q - y - no, *stds[2 * ji])
-            excl = CellStats.from_counts(n, ye, ne, qe - ye - ne, *stds[2 * ji + 1])
+            all_t = CellStats.from_counts(n, y, no, q - y - no, *st[2 * ji])
+            excl = CellStats.from_counts(n, ye, ne, qe - ye - ne, *st[2 * ji + 1])
             tc = type_counts[ji]
             by_type = {t: TypeCounts(int(tc[i, 0]), int(tc[i, 1]), int(tc[i, 2]))
                        for t, i in sorted((t, CAT_CODE[t]) for t in UNIT_CATEGORIES) if tc[i].sum()}
@@ -200,13 +346,14 @@ def cells_from_answers(slice_name: str, names: Sequence[str], index: RequestInde
     # order cells judge-major, like the reference file (all surfaces of judge 1, then judge 2)
     cells.sort(key=lambda c: (names.index(c.judge), order.index(c.surface)))
     agreement: Dict[str, SliceAgreement] = {}
-    if len(judges) >= 2:
-        agreement[slice_name] = SliceAgreement((names[0], names[1]), judge_agreement(index, answers[0], answers[1],
-                                                                                     per_judge[0], per_judge[1], keys))
-    report = {name: {"responses": a.responses, "answered": len(a.answered), "failed": len(a.failures),
+    if nj >= 2:
+        agreement[slice_name] = SliceAgreement((names[0], names[1]),
+                                               _agreement(index, answers[0], answers[1], krows[0], krows[1]))
+    report = {name: {"responses": a.responses, "answered": len(a.answered_rows), "failed": len(a.failures),
                      "unknown": a.unknown, "failures": [f.example() for f in a.failures[:20]]}
               for name, a in zip(names, answers)}
-    report["__intersection__"] = {"captions": len(keys), "surfaces": {index.surfaces[s]: len(v) for s, v in by_surface.items()}}
+    report["__intersection__"] = {"captions": len(keys),
+                                  "surfaces": {index.surfaces[s]: len(v) for s, v in by_surface.items()}}
     out = CellsFile(cells=cells, judge_agreement=agreement,
                     extraction={slice_name: dict(extraction)} if extraction else {})
     out.validate(f"cells of slice {slice_name!r}")
@@ -216,32 +363,48 @@ def cells_from_answers(slice_name: str, names: Sequence[str], index: RequestInde
 def judge_agreement(index: RequestIndex, a: JudgeAnswers, b: JudgeAnswers, ka: Mapping[Tuple[int, str], str],
                     kb: Mapping[Tuple[int, str], str], keys: Sequence[Tuple[int, str]]) -> Dict[str, Agreement]:
     """Exact agreement joined on question id over ``keys`` (the intersection), per type and ``__all__``."""
-    joined = np.zeros(len(UNIT_CATEGORIES), dtype=np.int64)
-    exact = np.zeros(len(UNIT_CATEGORIES), dtype=np.int64)
-    same_a: List[bytes] = []
-    same_b: List[bytes] = []
-    same_t: List[bytes] = []
-    for key in keys:
-        ra, rb = ka[key], kb[key]
-        ia, ib = index.rows[ra], index.rows[rb]
-        if ia.idx == ib.idx:  # the same questions (the usual case): compare position by position
-            same_a.append(a.answered[ra])
-            same_b.append(b.answered[rb])
-            same_t.append(ia.cats)
-            continue
-        ca, cb = a.answered[ra], b.answered[rb]
-        pos_b = {i: k for k, i in enumerate(ib.indices())}
-        for k, i in enumerate(ia.indices()):
-            if i in pos_b:
-                t = ia.cats[k]
+    ra = np.array([index.ids[ka[k]] for k in keys], dtype=np.int64)
+    rb = np.array([index.ids[kb[k]] for k in keys], dtype=np.int64)
+    return _agreement(index, a, b, ra, rb)
+
+
+def _agreement(index: RequestIndex, a: JudgeAnswers, b: JudgeAnswers, ra: np.ndarray,
+               rb: np.ndarray) -> Dict[str, Agreement]:
+    """:func:`judge_agreement` on aligned index rows (``ra[i]``, ``rb[i]``: the two judges'
+    requests of one caption): rows with the same question indices compare position by position
+    (vectorised), the others join on the raw unit index."""
+    nt = len(UNIT_CATEGORIES)
+    arr = index.arrays()
+    qoff, qlen, qidx, cats = arr["qoff"], arr["qlen"], arr["qidx"], arr["cats"]
+    ca, cb = np.frombuffer(a.codes, dtype=np.uint8), np.frombuffer(b.codes, dtype=np.uint8)
+    joined = np.zeros(nt, dtype=np.int64)
+    exact = np.zeros(nt, dtype=np.int64)
+    ra = np.asarray(ra, dtype=np.int64)
+    rb = np.asarray(rb, dtype=np.int64)
+    same = qlen[ra] == qlen[rb]
+    cand = np.flatnonzero(same)
+    if len(cand):
+        pa = question_positions(qoff, qlen, ra[cand])
+        pb = question_positions(qoff, qlen, rb[cand])
+        lens = qlen[ra[cand]].astype(np.int64)
+        starts = np.cumsum(lens) - lens
+        differ = np.add.reduceat((qidx[pa] != qidx[pb]).astype(np.int64), starts)
+        same[cand[differ > 0]] = False
+        ok = np.repeat(differ == 0, lens)
+        t = cats[pa[ok]].astype(np.int64)
+        joined += np.bincount(t, minlength=nt)
+        exact += np.bincount(t[ca[pa[ok]] == cb[pb[ok]]], minlength=nt)
+    for i in np.flatnonzero(~same):
+        x, y = int(ra[i]), int(rb[i])
+        oa, ob = int(qoff[x]), int(qoff[y])
+        ia = qidx[oa:oa + int(qlen[x])].tolist()
+        ib = qidx[ob:ob + int(qlen[y])].tolist()
+        pos_b = {u: k for k, u in enumerate(ib)}
+        for k, u in enumerate(ia):
+            if u in pos_b:
+                t = int(cats[oa + k])
                 joined[t] += 1
-                exact[t] += ca[k] == cb[pos_b[i]]
-    if same_t:
-        xa = np.frombuffer(b"".join(same_a), dtype=np.uint8)
-        xb = np.frombuffer(b"".join(same_b), dtype=np.uint8)
-        xt = np.frombuffer(b"".join(same_t), dtype=np.uint8)
-        joined += np.bincount(xt, minlength=len(UNIT_CATEGORIES))
-        exact += np.bincount(xt[xa == xb], minlength=len(UNIT_CATEGORIES))
+                exact[t] += int(ca[oa + k] == cb[ob + pos_b[u]])
     out: Dict[str, Agreement] = {}
     tj, te = int(joined.sum()), int(exact.sum())
     out[AGREEMENT_ALL] = Agreement(tj, te, te / tj if tj else 0.0)
@@ -290,5 +453,5 @@ def extraction_accounting(claims_responses: Sequence[PathLike], claims_requests:
                           invalid_at_token_cap=acc[s][4]) for s in names if s in acc}
 
 
-__all__ = ["bootstrap_stds", "build_cells", "load_slice", "cells_from_answers", "judge_agreement", "extraction_accounting",
-           "intersect"]
+__all__ = ["bootstrap_stds", "bootstrap_sums", "build_cells", "load_slice", "cells_from_answers", "judge_agreement",
+           "extraction_accounting", "intersect"]

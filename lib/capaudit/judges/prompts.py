@@ -33,17 +33,26 @@ EVIDENCE_RULE = "- Keep evidence short (a few words naming what is visible)."
 NO_EVIDENCE_RULE = "- For each question return only question_id, answer and confidence."
 
 
+#: the user message is ``prompt_head(evidence) + <schema JSON> + CAPTION_LINE + <caption id> +
+#: QUESTIONS_LINE + <questions JSON>`` (the request builder's byte-level fast path relies on it)
+CAPTION_LINE = "\ncaption_id="
+QUESTIONS_LINE = "\nquestions="
+
+
+def prompt_head(evidence: bool = False) -> str:
+    """The fixed start of the user message, up to and including the newline before the schema."""
+    lines = list(_RULES)
+    lines.append(EVIDENCE_RULE if evidence else NO_EVIDENCE_RULE)
+    lines.append("Return only JSON matching this schema:")
+    return "\n".join(lines) + "\n"
+
+
 def user_prompt(caption_id: str, questions: Sequence[Mapping[str, Any]], schema: Mapping[str, Any],
                 evidence: bool = False) -> str:
     """The user message text (module docstring); ``questions`` = ``[{question_id, category, question}]``."""
     qs = [{"question_id": q["question_id"], "category": q["category"], "question": q["question"]} for q in questions]
-    lines = list(_RULES)
-    lines.append(EVIDENCE_RULE if evidence else NO_EVIDENCE_RULE)
-    lines.append("Return only JSON matching this schema:")
-    lines.append(dumps_bytes(schema).decode("utf-8"))
-    lines.append(f"caption_id={caption_id}")
-    lines.append("questions=" + dumps_bytes(qs).decode("utf-8"))
-    return "\n".join(lines)
+    return (prompt_head(evidence) + dumps_bytes(schema).decode("utf-8") + CAPTION_LINE + f"{caption_id}"
+            + QUESTIONS_LINE + dumps_bytes(qs).decode("utf-8"))
 
 
 _CAPTION_ID = re.compile(r"^caption_id=(.*)$", re.M)
@@ -90,4 +99,5 @@ def parse_user_prompt(text: str) -> Tuple[Optional[str], List[Dict[str, Any]]]:
     return (c.group(1).strip() if c else None), qs
 
 
-__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "user_prompt", "parse_user_prompt", "message_text", "message_image_urls"]
+__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "user_prompt", "prompt_head", "CAPTION_LINE", "QUESTIONS_LINE",
+           "parse_user_prompt", "message_text", "message_image_urls"]

@@ -91,18 +91,26 @@ def _s(v: Any) -> str:
     return v.strip() if isinstance(v, str) else ""
 
 
+#: ``:u<index:04d>`` suffixes of the first question indices (question ids are built per request)
+_SUFFIX = tuple(f":u{i:04d}" for i in range(1000))
+_new_question = tuple.__new__
+
+
 def questions_from_units(caption_id: str, claimed_units: Any) -> List[Question]:
     """Questions for one caption's raw ``claimed_units`` list (module docstring)."""
     if not isinstance(claimed_units, list):
         return []
     out: List[Question] = []
     cats = _CATS
+    suffix = _SUFFIX
+    cid = f"{caption_id}"
     for i, item in enumerate(claimed_units):
         if not isinstance(item, dict):
             if not isinstance(item, Mapping):
                 continue
             item = dict(item)
-        cat, unit = item.get("category"), item.get("unit")
+        cat = item.get("category")
+        unit = item.get("unit")
         if cat not in cats or not isinstance(unit, str):
             continue
         unit = unit.strip()
@@ -117,8 +125,8 @@ def questions_from_units(caption_id: str, claimed_units: Any) -> List[Question]:
             text = f"Is the visual claim '{target}: {unit}' supported by the image?"
         else:
             text = f"Is the visual claim '{unit}' supported by the image?"
-        out.append(Question(f"{caption_id}:u{i:04d}", cat, text, unit, target,
-                            span.strip() if isinstance(span, str) else "", i))
+        out.append(_new_question(Question, (cid + suffix[i] if i < 1000 else f"{cid}:u{i:04d}", cat, text, unit,
+                                            target, span.strip() if isinstance(span, str) else "", i)))
     return out
 
 

@@ -15,42 +15,44 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+import numpy as np
+
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.summaries.vqa import MAX_EXAMPLES, AnswerCounts, VqaSummary, VqaSurface, write_vqa_summary
 
-from .answers import JudgeAnswers, RequestIndex, iter_request_rows, load_answers
+from .answers import JudgeAnswers, RequestIndex, iter_request_rows, load_answers, question_positions
 
 PathLike = Union[str, Path]
 
 
 def summarize_judge(index: RequestIndex, answers: JudgeAnswers, request_paths: Sequence[PathLike] = (),
                     input_label: Any = None) -> VqaSummary:
-    """The §5.3 summary of one judge's answers over ``index``."""
+    """The §5.3 summary of one judge's answers over ``index`` (counted with numpy over the
+    compact arrays of :mod:`.answers`)."""
     ns = len(index.surfaces)
-    resp = [0] * ns
-    ok = [0] * ns
-    counts = [[0, 0, 0] for _ in range(ns)]
-    cats = [[0, 0, 0] for _ in UNIT_CATEGORIES]
-    for rid, codes in answers.answered.items():
-        info = index.rows[rid]
-        s = info.surface
-        resp[s] += 1
-        ok[s] += 1
-        c = counts[s]
-        for k, (a, t) in enumerate(zip(codes, info.cats)):
-            c[a] += 1
-            cats[t][a] += 1
+    nt = len(UNIT_CATEGORIES)
+    arr = index.arrays()
+    arows = np.frombuffer(answers.answered_rows, dtype=np.dtype(answers.answered_rows.typecode))
+    surf = arr["surface_of"][arows].astype(np.int64)
+    ok = np.bincount(surf, minlength=ns)
+    resp = ok.copy()
     for f in answers.failures:
-        resp[index.rows[f.request_id].surface] += 1
+        resp[index.surface_of[index.ids[f.request_id]]] += 1
+    pos = question_positions(arr["qoff"], arr["qlen"], arows)
+    codes = np.frombuffer(answers.codes, dtype=np.uint8)[pos].astype(np.int64)
+    qsurf = np.repeat(surf, arr["qlen"][arows].astype(np.int64))
+    counts = np.bincount(qsurf * 3 + codes, minlength=3 * ns).reshape(ns, 3)
+    cats = np.bincount(arr["cats"][pos].astype(np.int64) * 3 + codes, minlength=3 * nt).reshape(nt, 3)
     surfaces: Dict[str, VqaSurface] = {}
     for s, name in enumerate(index.surfaces):
         if resp[s] == 0:
             continue
-        y, n, u = counts[s]
-        surfaces[name] = VqaSurface(responses=resp[s], ok=ok[s], bad=resp[s] - ok[s],
+        y, n, u = (int(v) for v in counts[s])
+        surfaces[name] = VqaSurface(responses=int(resp[s]), ok=int(ok[s]), bad=int(resp[s] - ok[s]),
                                     counts=AnswerCounts(questions=y + n + u, yes=y, no=n, uncertain=u))
-    categories = {t: AnswerCounts(questions=sum(cats[i]), yes=cats[i][0], no=cats[i][1], uncertain=cats[i][2])
-                  for i, t in enumerate(UNIT_CATEGORIES) if sum(cats[i])}
+    categories = {t: AnswerCounts(questions=int(cats[i].sum()), yes=int(cats[i][0]), no=int(cats[i][1]),
+                                  uncertain=int(cats[i][2]))
+                  for i, t in enumerate(UNIT_CATEGORIES) if cats[i].sum()}
     examples: Dict[str, List[Dict[str, Any]]] = {"bad_response": [f.example() for f in answers.failures[:MAX_EXAMPLES]]}
     wanted = {rid for lst in answers.examples.values() for rid, _, _ in lst}
     if wanted and request_paths:
@@ -65,8 +67,8 @@ def summarize_judge(index: RequestIndex, answers: JudgeAnswers, request_paths: S
                 examples[kind].append({"surface": req["input"].get("surface"), "caption_id": req["input"]["caption_id"],
                                        "category": q["category"], "question": q["question"], "answer": kind,
                                        "confidence": res.get("confidence"), "evidence": res.get("evidence")})
-    total = sum(resp)
-    n_ok = sum(ok)
+    total = int(resp.sum())
+    n_ok = int(ok.sum())
     out = VqaSummary(responses=total, ok=n_ok, bad=total - n_ok, surfaces=surfaces, categories=categories,
                      examples={k: v for k, v in examples.items() if v}, latest_by_request=True, input=input_label)
     out.validate()

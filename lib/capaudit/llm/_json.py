@@ -1,7 +1,15 @@
 """JSON helpers for the model-call layer: orjson when installed, the standard library otherwise.
 
-Canonical JSON (``canonical``) is the standard library's ``json.dumps(sort_keys=True,
-separators=(",", ":"), ensure_ascii=False)`` so ids never depend on whether orjson is present.
+Canonical JSON (``canonical``, ``canonical_bytes``) is *defined* as the standard library's
+``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``, so ids
+never depend on whether orjson is present. With orjson installed the same text is produced by
+``orjson.dumps(OPT_SORT_KEYS)`` (several times faster) only for values where the two are proven to
+agree (:func:`_orjson_safe`): exact ``dict`` (str keys) / ``list`` / ``tuple`` / ``str`` / ``int`` /
+``bool`` / ``None`` trees, and floats whose orjson text equals ``float.__repr__`` (orjson writes
+``1e-05`` as ``0.00001``; such floats, NaN and infinities take the standard library). Anything else
+— subclasses, enums, dataclasses, datetimes, UUIDs, numpy scalars, non-str keys, ints beyond 64
+bits, lone surrogates, nesting deeper than orjson allows — falls back to the standard library, which
+then returns its text or raises its error exactly as before (tests/test_judges_perf_equivalence.py).
 """
 
 from __future__ import annotations
@@ -17,9 +25,89 @@ except ImportError:  # pragma: no cover - exercised only without orjson
 HAVE_ORJSON = _orjson is not None
 
 
-def canonical(obj: Any) -> str:
-    """Canonical JSON text: sorted keys, compact separators, UTF-8 (not ASCII-escaped)."""
+def canonical_stdlib(obj: Any) -> str:
+    """The definition of canonical JSON (module docstring): the standard library's text."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+#: orjson's nesting limit is 255 levels; deeper values take the standard library
+_MAX_DEPTH = 250
+_ATOMS = frozenset({str, int, bool, type(None)})
+
+
+def _float_ok(v: float) -> bool:
+    """orjson writes this float exactly as ``json.dumps`` does (``float.__repr__``; finite)."""
+    return _orjson is not None and _orjson.dumps(v) == float.__repr__(v).encode("ascii")
+
+
+def _orjson_safe(obj: Any, depth: int = 0) -> bool:
+    """True when ``obj`` is a plain JSON tree on which orjson and ``json.dumps`` provably agree
+    (module docstring); False sends the value to the standard library."""
+    t = type(obj)
+    if t is dict:
+        if depth > _MAX_DEPTH:
+            return False
+        atoms = _ATOMS
+        for k, v in obj.items():
+            if type(k) is not str:
+                return False
+            tv = type(v)
+            if tv in atoms:
+                continue
+            if tv is float:
+                if not _float_ok(v):
+                    return False
+            elif not _orjson_safe(v, depth + 1):
+                return False
+        return True
+    if t is list or t is tuple:
+        if depth > _MAX_DEPTH:
+            return False
+        atoms = _ATOMS
+        for v in obj:
+            tv = type(v)
+            if tv in atoms:
+                continue
+            if tv is float:
+                if not _float_ok(v):
+                    return False
+            elif not _orjson_safe(v, depth + 1):
+                return False
+        return True
+    if t in _ATOMS:
+        return True
+    if t is float:
+        return _float_ok(obj)
+    return False
+
+
+def _canonical_fast(obj: Any) -> Any:
+    """orjson's canonical bytes when provably equal to the standard library's, else ``None``."""
+    if _orjson is None or not _orjson_safe(obj):
+        return None
+    try:
+        return _orjson.dumps(obj, option=_orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError: lone surrogate, int beyond 64 bits
+        return None
+
+
+def canonical(obj: Any) -> str:
+    """Canonical JSON text: sorted keys, compact separators, UTF-8 (not ASCII-escaped).
+
+    Byte for byte :func:`canonical_stdlib` (module docstring); orjson computes it when it provably
+    agrees."""
+    fast = _canonical_fast(obj)
+    if fast is not None:
+        return fast.decode("utf-8")
+    return canonical_stdlib(obj)
+
+
+def canonical_bytes(obj: Any) -> bytes:
+    """``canonical(obj).encode("utf-8")`` without the round trip through ``str`` on the fast path."""
+    fast = _canonical_fast(obj)
+    if fast is not None:
+        return fast
+    return canonical_stdlib(obj).encode("utf-8")
 
 
 if _orjson is not None:

@@ -18,7 +18,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from capaudit.llm._json import canonical, loads
+from capaudit.llm._json import canonical, canonical_bytes, loads
 
 REQUIRED_FIELDS: Tuple[str, ...] = (
     "request_id",
@@ -58,7 +58,51 @@ def request_id(
         "decoding": decoding,
         "input": input,
     }
-    return hashlib.blake2b(canonical(payload).encode("utf-8"), digest_size=16).hexdigest()
+    return hashlib.blake2b(canonical_bytes(payload), digest_size=16).hexdigest()
+
+
+_SCHEMA_MARK = "\u0000capaudit-schema\u0000"
+_INPUT_MARK = "\u0000capaudit-input\u0000"
+
+
+class RequestIdTemplate:
+    """:func:`request_id` for many requests that share task, version, model, revision, prompt
+    version and decoding: the canonical text of the payload is cut around the schema and the input,
+    so each id only needs those two values' canonical bytes (the caller's fast path).
+
+    The fixed parts come from :func:`capaudit.llm._json.canonical` itself (same key order, same
+    float text), so ``tmpl.request_id(canonical_bytes(schema), canonical_bytes(input)) ==
+    request_id(..., schema, decoding, input)`` for every value (tested).
+    """
+
+    __slots__ = ("_parts", "_schema_first")
+
+    def __init__(self, task: str, task_version: str | int, model: str, revision: Optional[str],
+                 prompt_version: str | int, decoding: Mapping[str, Any]):
+        text = canonical({"task": task, "task_version": task_version, "model": model, "revision": revision,
+                          "prompt_version": prompt_version, "schema": _SCHEMA_MARK, "decoding": decoding,
+                          "input": _INPUT_MARK}).encode("utf-8")
+        ms, mi = canonical(_SCHEMA_MARK).encode("utf-8"), canonical(_INPUT_MARK).encode("utf-8")
+        if text.count(ms) != 1 or text.count(mi) != 1:
+            raise ValueError("request-id template: a marker occurs in the fixed fields")
+        i_s, i_i = text.index(ms), text.index(mi)
+        self._schema_first = i_s < i_i
+        a, b = (ms, mi) if self._schema_first else (mi, ms)
+        head, _, rest = text.partition(a)
+        mid, _, tail = rest.partition(b)
+        self._parts = (head, mid, tail)
+
+    def canonical_payload(self, schema_canonical: bytes, input_canonical: bytes) -> bytes:
+        """The canonical payload bytes, given the canonical bytes of the schema and of the input."""
+        head, mid, tail = self._parts
+        if self._schema_first:
+            return b"".join((head, schema_canonical, mid, input_canonical, tail))
+        return b"".join((head, input_canonical, mid, schema_canonical, tail))
+
+    def request_id(self, schema_canonical: bytes, input_canonical: bytes) -> str:
+        """:func:`request_id` from the canonical bytes of the schema and of the input."""
+        return hashlib.blake2b(self.canonical_payload(schema_canonical, input_canonical),
+                               digest_size=16).hexdigest()
 
 
 def make_request(
@@ -186,6 +230,7 @@ def count_lines(path: str | Path) -> int:
 __all__: List[str] = [
     "REQUIRED_FIELDS",
     "request_id",
+    "RequestIdTemplate",
     "make_request",
     "check_request",
     "iter_request_lines",
