@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lib"))
 
+from _common import start_server as start_chat_server  # noqa: E402
 from capaudit.llm.requests import make_request  # noqa: E402
 from capaudit.llm._json import dumps_line  # noqa: E402
 
@@ -62,33 +62,6 @@ ANSWER = json.dumps({"caption_id": "bench", "claimed_units": [
 CAPTION = ("A brown dog chasing a red frisbee across a sunlit beach, waves breaking behind it, "
            "footprints in the wet sand, a lighthouse on the distant headland under a pale blue sky.")
 
-SERVER = r'''
-import sys
-from aiohttp import web
-body = sys.stdin.buffer.read()
-async def chat(request):
-    await request.read()
-    return web.Response(body=body, content_type="application/json")
-async def health(request):
-    return web.Response(text="ok")
-app = web.Application()
-app.router.add_post("/v1/chat/completions", chat)
-app.router.add_get("/health", health)
-try:
-    import uvloop
-    uvloop.install()
-except ImportError:
-    pass
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None, backlog=4096)
-'''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def write_requests(path: Path, n: int, model: str) -> None:
     with open(path, "wb") as fh:
         for i in range(n):
@@ -101,23 +74,7 @@ def write_requests(path: Path, n: int, model: str) -> None:
 
 
 def start_server() -> tuple:
-    port = free_port()
-    body = json.dumps({"id": "x", "object": "chat.completion", "model": "bench-model",
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER},
-                                    "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 90, "completion_tokens": 80, "total_tokens": 170}}).encode()
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], stdin=subprocess.PIPE)
-    proc.stdin.write(body)
-    proc.stdin.close()
-    import urllib.request
-
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5)
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("benchmark server did not start")
+    return start_chat_server(ANSWER, {"prompt_tokens": 90, "completion_tokens": 80, "total_tokens": 170})
 
 
 def run_once(n: int, concurrency: int, url: str, tmp: Path, progress: bool, transport: str = "fast",

@@ -22,7 +22,6 @@ import concurrent.futures as cf
 import json
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,28 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lib"))
 os.environ.setdefault("CAPAUDIT_DATA_DIR", str(REPO.parent / "shared" / "data"))
 
+from _common import start_server as start_chat_server  # noqa: E402
 from capaudit.recap.policies import load_policy  # noqa: E402
 from capaudit.recap.preprocess import Job, PrepOptions, init_worker, prepare_in_worker  # noqa: E402
 
-SERVER = r'''
-import sys
-from aiohttp import web
-body = sys.stdin.buffer.read()
-async def chat(request):
-    await request.read()
-    return web.Response(body=body, content_type="application/json")
-async def health(request):
-    return web.Response(text="ok")
-app = web.Application(client_max_size=64 * 1024 * 1024)
-app.router.add_post("/v1/chat/completions", chat)
-app.router.add_get("/health", health)
-try:
-    import uvloop
-    uvloop.install()
-except ImportError:
-    pass
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None, backlog=4096)
-'''
 CAPTION = ("A brown dog runs across a sunlit beach toward the water, a red frisbee in its mouth, wet sand "
            "glistening under a pale blue sky.\n\nTEXT: none")
 
@@ -103,30 +84,9 @@ def bench_prep(n: int, workers: int, files: list) -> dict:
             "mean_data_url_kib": round(sent / 1024, 1)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server() -> tuple:
-    import urllib.request
-
-    port = free_port()
-    body = json.dumps({"id": "x", "object": "chat.completion", "model": "bench-model",
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": CAPTION},
-                                    "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 900, "completion_tokens": 30, "total_tokens": 930}}).encode()
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], stdin=subprocess.PIPE)
-    proc.stdin.write(body)
-    proc.stdin.close()
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5)
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("benchmark server did not start")
+    return start_chat_server(CAPTION, {"prompt_tokens": 900, "completion_tokens": 30, "total_tokens": 930},
+                             max_request_bytes=64 * 1024 * 1024)
 
 
 def _vm_hwm_kib(pid: int) -> int:

@@ -8,11 +8,7 @@ import pytest
 
 from capaudit.cli import main
 
-W, H = 20, 10
-
-
-def rect(x0, y0, x1, y1):
-    return [[x0, y0, x1, y0, x1, y1, x0, y1]]
+from _detail_data import rect, two_image_instances
 
 
 def write_jsonl(path, rows):
@@ -26,18 +22,7 @@ def read_jsonl(path):
 
 @pytest.fixture()
 def files(tmp_path):
-    inst = {
-        "images": [{"id": 1, "file_name": "a.jpg", "width": W, "height": H},
-                   {"id": 2, "file_name": "empty.jpg", "width": W, "height": H}],
-        "categories": [{"id": 1, "name": "person"}, {"id": 17, "name": "cat"}, {"id": 18, "name": "dog"}],
-        "annotations": [
-            {"id": 1, "image_id": 1, "category_id": 18, "iscrowd": 0, "segmentation": rect(0, 0, 10, 10)},
-            {"id": 2, "image_id": 1, "category_id": 18, "iscrowd": 0, "segmentation": rect(5, 0, 15, 4)},
-            {"id": 3, "image_id": 1, "category_id": 1, "iscrowd": 1,
-             "segmentation": {"size": [H, W], "counts": [160, 5, 5, 5, 5, 5, 5, 5, 5]}},
-            {"id": 4, "image_id": 1, "category_id": 1, "iscrowd": 0, "segmentation": rect(8, 5, 12, 10)},
-            {"id": 5, "image_id": 1, "category_id": 17, "iscrowd": 0, "segmentation": rect(12, 6, 20, 10)},
-        ]}
+    inst = two_image_instances(rect(12, 6, 20, 10))
     more = {"images": [{"id": 3, "file_name": "b.jpg", "width": 10, "height": 10}],
             "categories": [{"id": 18, "name": "dog"}],
             "annotations": [{"id": 9, "image_id": 3, "category_id": 18, "iscrowd": 0,

@@ -14,12 +14,7 @@ from capaudit.detail.metrics import aod, caption_length, cd, icr, object_detail,
 from capaudit.errors import InputError
 from capaudit.lexicons import load_noun_lexicon
 
-W, H = 20, 10  # image area 200
-
-
-def rect(x0, y0, x1, y1):
-    """Polygon of pixels x0..x1-1, y0..y1-1 (pycocotools rasterisation of integer rectangles)."""
-    return [[x0, y0, x1, y0, x1, y1, x0, y1]]
+from _detail_data import H, W, two_image_instances
 
 
 def dense(x0, y0, x1, y1):
@@ -44,23 +39,7 @@ def instances(tmp_path):
 
     cat_rle = m.encode(np.asfortranarray(dense(12, 6, 20, 10).astype(np.uint8)))
     cat_rle["counts"] = cat_rle["counts"].decode("ascii")  # compressed RLE as stored in JSON
-    data = {
-        "images": [{"id": 1, "file_name": "a.jpg", "width": W, "height": H},
-                   {"id": 2, "file_name": "empty.jpg", "width": W, "height": H}],
-        "categories": [{"id": 1, "name": "person"}, {"id": 18, "name": "dog"}, {"id": 17, "name": "cat"}],
-        "annotations": [
-            # two dogs: 100 px + 40 px, overlapping in 20 px -> union 120
-            {"id": 1, "image_id": 1, "category_id": 18, "iscrowd": 0, "segmentation": rect(0, 0, 10, 10)},
-            {"id": 2, "image_id": 1, "category_id": 18, "iscrowd": 0, "segmentation": rect(5, 0, 15, 4)},
-            # a person crowd region (uncompressed RLE, column-major): x 16..19, y 0..4 -> 20 px
-            {"id": 3, "image_id": 1, "category_id": 1, "iscrowd": 1,
-             "segmentation": {"size": [H, W], "counts": [160, 5, 5, 5, 5, 5, 5, 5, 5]}},
-            # one person polygon x 8..11, y 5..9 -> 20 px, 10 of them on the first dog
-            {"id": 4, "image_id": 1, "category_id": 1, "iscrowd": 0, "segmentation": rect(8, 5, 12, 10)},
-            # a cat as compressed RLE: x 12..19, y 6..9 -> 32 px, no overlap
-            {"id": 5, "image_id": 1, "category_id": 17, "iscrowd": 0, "segmentation": cat_rle},
-        ],
-    }
+    data = two_image_instances(cat_rle)
     p = tmp_path / "instances.json"
     p.write_text(json.dumps(data), encoding="utf-8")
     return p

@@ -7,10 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,31 +17,9 @@ from capaudit.human.protocol import claim_text
 from capaudit.human.serve import prepare_notebook, voila_command
 from capaudit.human.simulate import fixture_study
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
+from _browser import CHROMIUM, FLAGS, free_port, stop_group, wait_http
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"voila exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:  # 127.0.0.1 only
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError(f"voila did not answer on {url}")
 
 
 def _kernels(pid: int):
@@ -77,7 +53,7 @@ def test_browser_answers_three_items_then_resumes_at_the_fourth(tmp_path: Path) 
     session = st.login(code)
     tasks = [t for t in session.tasks() if t.phase == "caption"]
     ipynb = prepare_notebook(st.path, tmp_path / "serve")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/"
     log = open(tmp_path / "voila.log", "w")
     proc = subprocess.Popen(voila_command(ipynb, port=port), stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
@@ -85,7 +61,7 @@ def test_browser_answers_three_items_then_resumes_at_the_fourth(tmp_path: Path) 
     shots = tmp_path / "outputs" / "human_e2e" / "figures"
     shots.mkdir(parents=True)
     try:
-        _wait_http(url, proc)
+        wait_http(url, proc)
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1200, "height": 1000})
@@ -132,10 +108,6 @@ def test_browser_answers_three_items_then_resumes_at_the_fourth(tmp_path: Path) 
         assert st.store.one("SELECT COUNT(*) AS k FROM annotations")["k"] == 3
         assert (shots / "human_annotation_resume.png").stat().st_size > 10_000
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
         log.close()
         st.close()

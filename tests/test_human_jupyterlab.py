@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pytest
 
 from capaudit.human.simulate import fixture_study
 
-from test_human_e2e import CHROMIUM, FLAGS, _free_port, _wait_http
+from _browser import CHROMIUM, FLAGS, free_port, stop_group, wait_http
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +36,7 @@ def test_widget_keys_do_not_trigger_jupyterlab_shortcuts(tmp_path: Path) -> None
     root = tmp_path / "lab"
     root.mkdir()
     nbformat.write(nb, root / "nb.ipynb")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
            "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
@@ -51,7 +50,7 @@ def test_widget_keys_do_not_trigger_jupyterlab_shortcuts(tmp_path: Path) -> None
         return st.store.one(sql)["k"]
 
     try:
-        _wait_http(f"http://127.0.0.1:{port}/api/status", proc, timeout=120)
+        wait_http(f"http://127.0.0.1:{port}/api/status", proc, timeout=120, name="jupyter lab")
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -95,10 +94,6 @@ def test_widget_keys_do_not_trigger_jupyterlab_shortcuts(tmp_path: Path) -> None
             assert count("SELECT COUNT(*) AS k FROM annotations") == 2
             browser.close()
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
         log.close()
         st.close()

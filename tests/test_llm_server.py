@@ -127,3 +127,13 @@ def test_background_server_serves_then_stops(tmp_path):
     with background_server([name]) as u1, pytest.raises(RuntimeError, match="could not start"):
         with background_server([name], port=int(u1.rsplit(":", 1)[1])):
             pass
+
+
+def test_serve_list_names_what_the_command_line_would_serve(capsys):
+    from capaudit.cli import main
+
+    assert main(["serve", "--list", "--backend", "echo-list-test=json:dumps"]) == 0
+    assert capsys.readouterr().out.split() == ["echo-list-test"]
+    assert main(["serve", "--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert "capaudit-offline-annotation-judge" in listed and "capaudit-heuristic-extractor" in listed

@@ -19,6 +19,7 @@ from capaudit.paper.vqa_generic import (
     all_generic_tables,
     comparison_rows,
     headline_tex,
+    policy_control_tex,
     policy_rows,
     vqa_by_type_tex,
     vqa_mean_std_tex,
@@ -166,9 +167,15 @@ def test_run_dir_placeholder_and_elements(tmp_path: Path) -> None:
     assert paper_inputs(cfg).path("cells") == art / "cells.json"
     tables = run_vqa_tables(cfg).paths
     assert "policy_control.tex" in tables and (cfg.out_dir / "tables" / "vqa_by_type.tex").exists()
-    assert run_headline(cfg).paths["headline.tex"].read_text().startswith("B vs A & $5.10")
+    judges_line = (f"% judges: A = {JA} (annotation judge (offline); an offline heuristic, not a VLM); "
+                   f"B = {JB} (reference-caption judge (offline); an offline heuristic, not a VLM)\n")
+    for path in tables.values():  # every table of our own run names its judges
+        assert path.read_text().startswith(judges_line), path
+    assert tables["policy_control.tex"].read_text() == judges_line + policy_control_tex(policy_rows(cells, layout))
+    assert run_headline(cfg).paths["headline.tex"].read_text().startswith(judges_line + "B vs A & $5.10")
     pc = run_policy_cbu(cfg)
-    assert pc.paths["policy_cbu.tex"].read_text() == "COCO & Naive & $4$ & $3.50$ & $40.00$ \\\\\n"
+    assert pc.paths["policy_cbu.tex"].read_text().endswith("\nCOCO & Naive & $4$ & $3.50$ & $40.00$ \\\\\n")
+    assert pc.paths["policy_cbu.tex"].read_text().startswith("% claimed CBU")
     fig = run_fig2(cfg)
     assert "left_pdf" in fig.paths and "right_pdf" not in fig.paths  # no frontier in this run
     run_numbers(cfg)

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Optional
+from typing import Optional, Tuple
+
+
+def _int_at_least(text: str, minimum: int, expected: str) -> int:
+    """``int(text)`` if it is >= ``minimum``; else an ArgumentTypeError ``expected <expected>, got ...``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+    return value
 
 
 def budget(text: str) -> Optional[int]:
@@ -21,24 +32,12 @@ def budget(text: str) -> Optional[int]:
 
 def positive_int(text: str) -> int:
     """An integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def nonnegative_int(text: str) -> int:
     """An integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 def positive_float(text: str) -> float:
@@ -50,3 +49,32 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
+
+
+def positive_ints(text: str) -> Tuple[int, ...]:
+    """Comma-separated positive integers (at least one), e.g. ``16,32,64``."""
+    message = f"expected comma-separated positive integers, got {text!r}"
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(message) from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(message)
+    return values
+
+
+def name_value(text: str) -> Tuple[str, str]:
+    """``NAME=VALUE`` with both parts non-empty."""
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def name_positive_int(text: str) -> Tuple[str, int]:
+    """``NAME=N`` with N a positive integer."""
+    name, value = name_value(text)
+    try:
+        return name, positive_int(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected NAME=N with a positive integer N, got {text!r}") from None

@@ -84,19 +84,7 @@ class CoverageCounter:
         return self._matcher
 
     def add(self, text: str, url: Optional[str] = None) -> None:
-        words = lex_units(text)
-        self.records += 1
-        self.words += len(words)
-        self.tokens.update(words)
-        classes = self.vocab.classes
-        for _, _, ci in self.matcher.find(words):
-            self.mentions[classes[ci].name] += 1
-        if url is not None:
-            host, site = site_of(url)
-            if host:
-                self.urls += 1
-                self.hosts[host] += 1
-                self.sites[site] += 1
+        _add_words(self, lex_units(text), url, count_text=True)
 
     def update(self, texts: Iterable[Union[str, Tuple[str, Optional[str]]]]) -> "CoverageCounter":
         for t in texts:
@@ -220,7 +208,7 @@ def _add_words(c: CoverageCounter, words: List[str], url: Optional[str], count_t
 def coverage_file(source: Any, text_field: str, vocabulary: str, out: Union[str, Path], *, url_field: Optional[str] = None,
                   detail: bool = False, lemmatiser: str = "wordnet", max_records: Optional[int] = None) -> Dict[str, Any]:
     """``capaudit coverage``: count one vocabulary over a file's text field; write ``COVERAGE.json``."""
-    from .rows import RowSource, get_field
+    from .rows import RowSource, get_field, optional_str_field
 
     src = source if isinstance(source, RowSource) else RowSource.from_spec(source)
     vocab = load_vocabulary(vocabulary)
@@ -242,14 +230,9 @@ def coverage_file(source: Any, text_field: str, vocabulary: str, out: Union[str,
                 vals = [v]
             else:
                 raise InputError(f"{where}: text is {type(v).__name__}, not a string", field=text_field)
-            url = None
-            if url_field:
-                try:
-                    url = get_field(row, url_field)
-                except KeyError:
-                    url = None
+            url = optional_str_field(row, url_field)
             for x in vals:
-                yield (x, url if isinstance(url, str) else None)
+                yield (x, url)
                 n += 1
                 if max_records is not None and n >= max_records:
                     return

@@ -250,6 +250,18 @@ def get_field(row: Mapping[str, Any], name: str) -> Any:
     return obj
 
 
+def optional_str_field(row: Mapping[str, Any], name: Optional[str]) -> Optional[str]:
+    """The string value of field ``name`` (:func:`get_field`); None when ``name`` is not given, the
+    field is absent or its value is not a string (an optional URL column)."""
+    if not name:
+        return None
+    try:
+        value = get_field(row, name)
+    except KeyError:
+        return None
+    return value if isinstance(value, str) else None
+
+
 def json_default(obj: Any) -> Any:
     """JSON fallback for row values (bytes → length note, numpy scalars → Python, else ``str``)."""
     if isinstance(obj, (bytes, bytearray)):

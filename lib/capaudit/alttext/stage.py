@@ -46,7 +46,7 @@ from capaudit.summaries.numbers_fragments import write_numbers_fragment
 from .coverage import CONTRACT_KS, CoverageCounter, at_least_curve, coverage_of_texts, hypernym_share
 from .funnel import Funnel, build_pipeline, filter_file
 from .resources import data_file
-from .rows import RowSource, get_field
+from .rows import RowSource, get_field, optional_str_field
 from .vocab import load_vocabulary, nocaps_ood_accounting
 
 DEFAULT_PIPELINES = ("cc3m", "cc12m")
@@ -255,13 +255,7 @@ def _corpus_texts(cfg: RunConfig, spec: Mapping[str, Any]) -> Tuple[str, Optiona
             except KeyError:
                 raise InputError(f"{where}: no field {text_field!r}", field=text_field) from None
             if isinstance(v, str) and v.strip():
-                url = None
-                if url_field:
-                    try:
-                        url = get_field(row, url_field)
-                    except KeyError:
-                        url = None
-                yield v, url if isinstance(url, str) else None
+                yield v, optional_str_field(row, url_field)
     return name, gen(), "rows"
 
 

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from capaudit.llm._json import dumps_bytes
 
-from .prompts import parse_user_prompt
+from .prompts import parse_user_prompt, user_message_text
 
 BACKEND_NAME = "capaudit-heuristic-extractor"
 BACKEND_LABEL = "capaudit-heuristic-extractor (heuristic baseline)"
@@ -660,13 +660,7 @@ class ExtractorBackend:
         return {"caption_id": caption_id, "claimed_units": self.extractor.extract(caption)}
 
     def __call__(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
-        user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-        content = user.get("content") if user else None
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-        if not isinstance(content, str):
-            raise ValueError("no user message text")
-        caption_id, caption = parse_user_prompt(content)
+        caption_id, caption = parse_user_prompt(user_message_text(messages))
         return dumps_bytes(self.answer(caption_id, caption)).decode("utf-8")
 
 

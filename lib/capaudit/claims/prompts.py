@@ -10,7 +10,7 @@ hashes the prompt version, so a changed prompt can never reuse an old answer.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from capaudit.llm._json import canonical
 
@@ -89,4 +89,17 @@ def parse_user_prompt(text: str) -> tuple[str, str]:
     return caption_id, caption
 
 
-__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "CATEGORY_HELP", "user_prompt", "parse_user_prompt"]
+
+def user_message_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Text of the last user message of a chat request (a list content's parts' ``text`` joined);
+    ``ValueError`` when there is none (the offline ``capaudit serve`` backends)."""
+    user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    content = user.get("content") if user else None
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    if not isinstance(content, str):
+        raise ValueError("no user message text")
+    return content
+
+__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "CATEGORY_HELP", "user_prompt", "parse_user_prompt",
+           "user_message_text"]

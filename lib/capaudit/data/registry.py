@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from capaudit.io.manifest import sha256_of
+
 REGISTRY_PATH = Path(__file__).with_name("registry.json")
 ENV_DATA_DIR = "CAPAUDIT_DATA_DIR"
 ENV_OFFLINE = "CAPAUDIT_OFFLINE"
@@ -141,12 +143,7 @@ def entry(dataset: str, path: str, *, registry_path: Optional[Path] = None) -> R
         raise KeyError(f"{dataset}/{path} is not in the data registry{hint}") from None
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+sha256_file = sha256_of  # one implementation: capaudit.io.manifest.sha256_of
 
 
 # --- verified-hash sidecar -----------------------------------------------------------------------

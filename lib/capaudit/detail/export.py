@@ -15,13 +15,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from capaudit.io.atomic import atomic_path, write_json_atomic
+from capaudit.io.manifest import sha256_of
 
 from .selection import Selection
 
@@ -49,14 +49,6 @@ def output_paths(out: Union[str, Path]) -> Dict[str, Path]:
     stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.stem if p.suffix else p.name
     return {"jsonl": p.with_name(stem + ".jsonl"), "parquet": p.with_name(stem + ".parquet"),
             "manifest": p.with_name(stem + ".wds.json")}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def export_subset(rows: Sequence[Mapping[str, Any]], selection: Selection, out: Union[str, Path],
@@ -101,7 +93,7 @@ def export_subset(rows: Sequence[Mapping[str, Any]], selection: Selection, out: 
         "selection": selection.to_dict(),
         "backends": dict(backends or {}),
         **({"extra": dict(extra)} if extra else {}),
-        "files": {name: {"path": paths[name].name, "sha256": _sha256(paths[name]), "rows": len(recs)}
+        "files": {name: {"path": paths[name].name, "sha256": sha256_of(paths[name]), "rows": len(recs)}
                   for name in ("jsonl", "parquet")},
         "samples": samples,
     }

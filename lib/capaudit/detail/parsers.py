@@ -337,15 +337,9 @@ class SceneGraphBackend:
         return self._parser
 
     def __call__(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
-        from capaudit.claims.prompts import parse_user_prompt
+        from capaudit.claims.prompts import parse_user_prompt, user_message_text
 
-        user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-        content = user.get("content") if user else None
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-        if not isinstance(content, str):
-            raise ValueError("no user message text")
-        _, caption = parse_user_prompt(content)
+        _, caption = parse_user_prompt(user_message_text(messages))
         return dumps_bytes(graph_to_llm(self.parser.parse(caption))).decode("utf-8")
 
 

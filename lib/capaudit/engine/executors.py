@@ -105,27 +105,41 @@ def map_merge(shards: Iterable[S], map_fn: Callable[[S], P], merge_fn: Callable[
     return merger.result()
 
 
+def _bounded_map(shards: Iterable[Any], merger: _OrderedMerger, limit: int, pending: Dict[Any, int],
+                 submit: Callable[[Any], Any], wait_some: Callable[[Dict[Any, int]], Iterable[Any]],
+                 result: Callable[[Any], Any]) -> None:
+    """Submit shards while fewer than ``limit`` are pending or unmerged; merge each finished one.
+
+    ``pending`` (task handle → shard index) belongs to the caller, which can cancel what is left.
+    """
+    it = iter(enumerate(shards))
+    exhausted = False
+    while pending or not exhausted:
+        while not exhausted and len(pending) + merger.backlog < limit:
+            try:
+                i, shard = next(it)
+            except StopIteration:
+                exhausted = True
+                break
+            pending[submit(shard)] = i
+        if not pending:
+            continue
+        for handle in wait_some(pending):
+            i = pending.pop(handle)
+            merger.add(i, result(handle))
+
+
 def _map_pool(shards: Iterable[Any], map_fn: Callable, merger: _OrderedMerger, workers: int,
               max_in_flight: Optional[int], initializer: Optional[Callable], initargs: tuple) -> None:
     limit = max(1, max_in_flight or 2 * workers)
     with ProcessPoolExecutor(max_workers=workers, initializer=initializer,
                              initargs=initargs) as pool:
-        pending: Dict[Any, int] = {}
-        it = iter(enumerate(shards))
-        exhausted = False
-        while pending or not exhausted:
-            while not exhausted and len(pending) + merger.backlog < limit:
-                try:
-                    i, shard = next(it)
-                except StopIteration:
-                    exhausted = True
-                    break
-                pending[pool.submit(map_fn, shard)] = i
-            if not pending:
-                continue
+        def wait_some(pending: Dict[Any, int]) -> List[Any]:
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=pending.__getitem__):
-                merger.add(pending.pop(fut), fut.result())
+            return sorted(done, key=pending.__getitem__)
+
+        _bounded_map(shards, merger, limit, {}, lambda shard: pool.submit(map_fn, shard), wait_some,
+                     lambda fut: fut.result())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,28 +216,17 @@ def _map_ray(shards: Iterable[Any], map_fn: Callable, merger: _OrderedMerger, wo
     parallel = workers if not (address or os.environ.get("RAY_ADDRESS")) else max(workers, ray_cluster_cpus())
     limit = max(1, max_in_flight or 2 * parallel)
     pending: Dict[Any, int] = {}
-    it = iter(enumerate(shards))
-    exhausted = False
+
+    def result(ref: Any) -> Any:
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:  # re-raise the task's own error
+            cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
+            raise cause from None
+
     try:
-        while pending or not exhausted:
-            while not exhausted and len(pending) + merger.backlog < limit:
-                try:
-                    i, shard = next(it)
-                except StopIteration:
-                    exhausted = True
-                    break
-                pending[remote.remote(fn_ref, shard)] = i
-            if not pending:
-                continue
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                i = pending.pop(ref)
-                try:
-                    part = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:  # re-raise the task's own error
-                    cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
-                    raise cause from None
-                merger.add(i, part)
+        _bounded_map(shards, merger, limit, pending, lambda shard: remote.remote(fn_ref, shard),
+                     lambda p: ray.wait(list(p), num_returns=1)[0], result)
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)

@@ -214,28 +214,25 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_seal(args: argparse.Namespace) -> int:
+def _lifecycle(args: argparse.Namespace, method: str, message: str) -> int:
+    """Call the study's ``method`` and say ``message`` formatted with its result."""
     db, st = _open(args)
     with st:
-        d = st.seal()
-        _say(args, db, f"sealed; items sha256 {d}")
+        result = getattr(st, method)()
+        _say(args, db, message.format(result))
     return 0
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    return _lifecycle(args, "seal", "sealed; items sha256 {}")
 
 
 def cmd_open(args: argparse.Namespace) -> int:
-    db, st = _open(args)
-    with st:
-        st.open()
-        _say(args, db, "open for annotation")
-    return 0
+    return _lifecycle(args, "open", "open for annotation")
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    db, st = _open(args)
-    with st:
-        st.close_study()
-        _say(args, db, "closed")
-    return 0
+    return _lifecycle(args, "close_study", "closed")
 
 
 def cmd_invite(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
+from capaudit.io.manifest import sha256_of
 
 from .protocol import CATEGORIES, JUDGE_ANSWERS, StudyConfig
 
@@ -263,12 +264,7 @@ def sample_items(claims: Sequence[Claim], config: StudyConfig) -> Tuple[List[Sam
     return final, report
 
 
-def file_digest(path: PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+file_digest = sha256_of  # sha256 hex of a file's bytes (capaudit.io.manifest)
 
 
 def resolve_image(path: Optional[str], image_root: str = "", base: Optional[Path] = None) -> Optional[Path]:

@@ -206,6 +206,20 @@ def _parse(line: bytes, file: Path, lineno: int) -> Any:
     return row
 
 
+def json_lines(path: Path) -> Iterator[Tuple[int, Any]]:
+    """``(lineno, value)`` of the non-blank lines of a JSONL file; a line that is not JSON is an
+    :class:`InputError` naming file and line (no torn-tail tolerance: these are inputs, not stores)."""
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                value = loads(line)
+            except ValueError as exc:
+                raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
+            yield lineno, value
+
+
 def _lines(file: Path) -> Iterator[Tuple[int, int, bytes]]:
     """``(offset, lineno, line)`` of the non-blank lines of ``file``."""
     ws = _WHITESPACE

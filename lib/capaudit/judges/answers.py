@@ -26,7 +26,7 @@ from capaudit.errors import InputError
 from capaudit.llm._json import dumps_line, loads
 from capaudit.summaries._common import UNIT_CATEGORIES
 
-from ._stream import _parse, expand, gc_paused, read_at
+from ._stream import _parse, expand, gc_paused, json_lines, read_at
 from .rules import answer_errors
 
 PathLike = Union[str, Path]
@@ -297,14 +297,8 @@ class RequestIndex:
         self.files.append(str(p))
         if self._load_sidecar(p):
             return
-        with open(p, "rb") as fh, gc_paused():
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = loads(line)
-                except ValueError as exc:
-                    raise InputError(f"invalid JSON ({exc})", path=p, line=lineno) from None
+        with gc_paused():
+            for lineno, row in json_lines(p):
                 if not isinstance(row, dict):
                     raise InputError("request row is not a JSON object", path=p, line=lineno)
                 self.add(row, f"{p}:{lineno}")

@@ -59,10 +59,10 @@ from urllib.parse import unquote, urlparse
 from capaudit.errors import InputError
 from capaudit.io.atomic import atomic_path, write_json_atomic
 from capaudit.llm import _json
-from capaudit.llm._json import dumps_line, loads
+from capaudit.llm._json import dumps_line
 from capaudit.llm.requests import RequestIdTemplate, make_request
 
-from ._stream import BlockWriter, RowReader, expand, gc_paused, scan_winners
+from ._stream import BlockWriter, RowReader, expand, gc_paused, json_lines, scan_winners
 from .prompts import CAPTION_LINE, PROMPT_VERSION, QUESTIONS_LINE, SYSTEM_PROMPT, prompt_head, user_prompt
 from .questions import Question, questions_from_units
 
@@ -467,25 +467,18 @@ def read_caption_index(path: Path, id_field: str, image_field: str) -> Dict[str,
     if not path.is_file():
         raise InputError("caption file not found", path=path)
     out: Dict[str, Tuple[int, Optional[str]]] = {}
-    with open(path, "rb") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = loads(line)
-            except ValueError as exc:
-                raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
-            if not isinstance(row, dict):
-                raise InputError("row is not a JSON object", path=path, line=lineno)
-            cid = row.get(id_field)
-            if cid is None or (isinstance(cid, str) and not cid.strip()):
-                raise InputError("id field is missing or empty", path=path, line=lineno, field=id_field)
-            cid = str(cid)
-            if cid in out:
-                raise InputError(f"caption id {cid!r} also on line {out[cid][0] + 1}", path=path, line=lineno,
-                                 field=id_field)
-            img = row.get(image_field)
-            out[cid] = (lineno - 1, img if isinstance(img, str) and img.strip() else None)
+    for lineno, row in json_lines(path):
+        if not isinstance(row, dict):
+            raise InputError("row is not a JSON object", path=path, line=lineno)
+        cid = row.get(id_field)
+        if cid is None or (isinstance(cid, str) and not cid.strip()):
+            raise InputError("id field is missing or empty", path=path, line=lineno, field=id_field)
+        cid = str(cid)
+        if cid in out:
+            raise InputError(f"caption id {cid!r} also on line {out[cid][0] + 1}", path=path, line=lineno,
+                             field=id_field)
+        img = row.get(image_field)
+        out[cid] = (lineno - 1, img if isinstance(img, str) and img.strip() else None)
     return out
 
 
@@ -514,21 +507,14 @@ def iter_claims_requests(paths: Sequence[PathLike]) -> Iterator[Tuple[Path, int,
         p = Path(p)
         if not p.is_file():
             raise InputError("claims requests file not found", path=p)
-        with open(p, "rb") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = loads(line)
-                except ValueError as exc:
-                    raise InputError(f"invalid JSON ({exc})", path=p, line=lineno) from None
-                inp = row.get("input") if isinstance(row, dict) else None
-                if not isinstance(row, dict) or not isinstance(row.get("request_id"), str) or not isinstance(inp, dict):
-                    raise InputError("claims request needs 'request_id' and an 'input' object", path=p, line=lineno)
-                if not isinstance(inp.get("caption_id"), str):
-                    raise InputError("claims request has no string input.caption_id", path=p, line=lineno,
-                                     field="input.caption_id")
-                yield p, lineno, row
+        for lineno, row in json_lines(p):
+            inp = row.get("input") if isinstance(row, dict) else None
+            if not isinstance(row, dict) or not isinstance(row.get("request_id"), str) or not isinstance(inp, dict):
+                raise InputError("claims request needs 'request_id' and an 'input' object", path=p, line=lineno)
+            if not isinstance(inp.get("caption_id"), str):
+                raise InputError("claims request has no string input.caption_id", path=p, line=lineno,
+                                 field="input.caption_id")
+            yield p, lineno, row
 
 
 def build_judge_requests(

@@ -123,7 +123,7 @@ def sugarcrepe_rows(name: str, side: str, types: Optional[Sequence[str]] = None)
 
 def jsonl_rows(name: str, params: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """``jsonl`` rows (module docstring)."""
-    from capaudit.llm._json import loads
+    from ._stream import json_lines
 
     if not params.get("path"):
         raise InputError(f"surface {name!r}: source jsonl needs 'path'", field="path")
@@ -135,37 +135,30 @@ def jsonl_rows(name: str, params: Mapping[str, Any]) -> List[Dict[str, Any]]:
     idf = params.get("id_field")
     iidf = str(params.get("image_id_field", "image_id"))
     out = []
-    with open(path, "rb") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = loads(line)
-            except ValueError as exc:
-                raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
-            cap = row.get(cf) if isinstance(row, dict) else None
-            if not isinstance(cap, str) or not cap.strip():
-                continue
-            if idf:
-                if row.get(idf) in (None, ""):
-                    raise InputError("id field is missing or empty", path=path, line=lineno, field=str(idf))
-                cid = f"{name}:{row[idf]}"
-            elif row.get(iidf) not in (None, ""):
-                cid = f"{name}:{row[iidf]}"
-            else:
-                cid = f"{name}:{lineno - 1}"
-            img = row.get(imf)
-            if isinstance(img, str) and img and not img.startswith(("http://", "https://", "data:", "file://")):
-                p = Path(img)
-                if not p.is_absolute():
-                    p = (path.parent / p) if (path.parent / p).exists() else p
-                img = str(p.resolve())
-            item = {"caption_id": cid, "surface": name, "caption": cap.strip(), "image_id": row.get(iidf),
-                    "image_path": img if isinstance(img, str) and img else None, "source_row": lineno - 1}
-            for k in ("policy", "model"):
-                if row.get(k) is not None:
-                    item[k] = row[k]
-            out.append(item)
+    for lineno, row in json_lines(path):
+        cap = row.get(cf) if isinstance(row, dict) else None
+        if not isinstance(cap, str) or not cap.strip():
+            continue
+        if idf:
+            if row.get(idf) in (None, ""):
+                raise InputError("id field is missing or empty", path=path, line=lineno, field=str(idf))
+            cid = f"{name}:{row[idf]}"
+        elif row.get(iidf) not in (None, ""):
+            cid = f"{name}:{row[iidf]}"
+        else:
+            cid = f"{name}:{lineno - 1}"
+        img = row.get(imf)
+        if isinstance(img, str) and img and not img.startswith(("http://", "https://", "data:", "file://")):
+            p = Path(img)
+            if not p.is_absolute():
+                p = (path.parent / p) if (path.parent / p).exists() else p
+            img = str(p.resolve())
+        item = {"caption_id": cid, "surface": name, "caption": cap.strip(), "image_id": row.get(iidf),
+                "image_path": img if isinstance(img, str) and img else None, "source_row": lineno - 1}
+        for k in ("policy", "model"):
+            if row.get(k) is not None:
+                item[k] = row[k]
+        out.append(item)
     return out
 
 

@@ -31,17 +31,8 @@ def register(subparsers: Any) -> None:
     run = sub.add_parser("run", help="send JSON-schema chat requests to OpenAI-compatible endpoints")
     run.add_argument("--requests", required=True, help="request JSONL (capaudit.llm.requests rows)")
     run.add_argument("--out", required=True, help="response store: a .jsonl file or a directory (sharded)")
-    run.add_argument("--url", action="append", required=True,
-                     help="base URL, e.g. http://127.0.0.1:8000 (repeat for data-parallel endpoints)")
-    run.add_argument("--model", required=True, help="model name sent to the server")
-    run.add_argument("--concurrency", type=positive_int, default=8)
-    run.add_argument("--timeout", type=positive_float, default=240.0, help="seconds per attempt")
-    run.add_argument("--retries", type=nonnegative_int, default=3,
-                     help="extra attempts on connection errors, timeouts, 429, 5xx")
-    run.add_argument("--reasks", type=nonnegative_int, default=1,
-                     help="extra attempts on unparsable / schema- or rule-violating output")
-    run.add_argument("--backoff", type=float, default=0.5, help="base of the exponential backoff (s)")
-    run.add_argument("--backoff-max", type=float, default=30.0)
+    add_endpoint_options(run, timeout=240.0, backoff=0.5,
+                         reasks_help="extra attempts on unparsable / schema- or rule-violating output")
     run.add_argument("--dialect", choices=["vllm", "openai", "llamacpp"], default="vllm",
                      help="structured-output form of the request's schema (default vllm)")
     run.add_argument("--resume", action="store_true", help="skip ids already answered in --out")
@@ -49,12 +40,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--overwrite", action="store_true", help="delete an existing --out first")
     run.add_argument("--allow-model-mismatch", action="store_true",
                      help="run requests whose model_hint differs from --model")
-    run.add_argument("--api-key-env", default="CAPAUDIT_API_KEY",
-                     help="environment variable holding the bearer token (default CAPAUDIT_API_KEY; else sk-fake)")
-    run.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to let in-flight requests finish on stop")
-    run.add_argument("--no-progress", action="store_true")
-    run.add_argument("--stats-json", help="also write the run statistics to this JSON file")
-    run.add_argument("--fail-on-failed", action="store_true", help="exit 3 when any request ended failed")
+    add_run_control_options(run, unit="request")
     run.add_argument("--transport", choices=["fast", "openai"], default="fast",
                      help="fast: our keep-alive HTTP/1.1 client (local vLLM fleets); openai: the openai package's "
                           "AsyncOpenAI (hosted APIs, OPENAI_ORG_ID/OPENAI_PROJECT_ID headers); same rows")
@@ -97,6 +83,35 @@ def register(subparsers: Any) -> None:
     srv.add_argument("--workers", type=positive_int, default=1, help="backend threads")
     srv.add_argument("--list", action="store_true", help="list registered backends and exit")
     srv.set_defaults(func=cmd_serve)
+
+
+def add_endpoint_options(parser: argparse.ArgumentParser, *, timeout: float, backoff: float, reasks_help: str,
+                         timeout_help: str = "seconds per attempt") -> None:
+    """Add the client options of a run built on :class:`capaudit.llm.client.RequestRun` (``llm run``,
+    ``recap run``): ``--url`` (repeatable), ``--model``, ``--concurrency``, ``--timeout``, ``--retries``,
+    ``--reasks``, ``--backoff``, ``--backoff-max``; ``timeout``/``backoff`` are the command's defaults."""
+    parser.add_argument("--url", action="append", required=True,
+                        help="base URL, e.g. http://127.0.0.1:8000 (repeat for data-parallel endpoints)")
+    parser.add_argument("--model", required=True, help="model name sent to the server")
+    parser.add_argument("--concurrency", type=positive_int, default=8)
+    parser.add_argument("--timeout", type=positive_float, default=timeout, help=timeout_help)
+    parser.add_argument("--retries", type=nonnegative_int, default=3,
+                        help="extra attempts on connection errors, timeouts, 429, 5xx")
+    parser.add_argument("--reasks", type=nonnegative_int, default=1, help=reasks_help)
+    parser.add_argument("--backoff", type=float, default=backoff, help="base of the exponential backoff (s)")
+    parser.add_argument("--backoff-max", type=float, default=30.0)
+
+
+def add_run_control_options(parser: argparse.ArgumentParser, *, unit: str) -> None:
+    """Add ``--api-key-env``, ``--drain-timeout``, ``--no-progress``, ``--stats-json`` and
+    ``--fail-on-failed`` (exit 3 when any ``unit``, e.g. request or image, ended failed)."""
+    parser.add_argument("--api-key-env", default="CAPAUDIT_API_KEY",
+                        help="environment variable holding the bearer token (default CAPAUDIT_API_KEY; else sk-fake)")
+    parser.add_argument("--drain-timeout", type=float, default=30.0,
+                        help="seconds to let in-flight requests finish on stop")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--stats-json", help="also write the run statistics to this JSON file")
+    parser.add_argument("--fail-on-failed", action="store_true", help=f"exit 3 when any {unit} ended failed")
 
 
 def check_requests_file(path: Path, model: str, allow_model_mismatch: bool = False) -> int:
@@ -166,18 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     finally:
         store.close()
-    d = stats.to_dict()
-    text = json.dumps(d, sort_keys=True)
-    print(f"capaudit llm run: {text}", file=sys.stderr)
-    if args.stats_json:
-        from capaudit.io.atomic import write_json_atomic
-
-        write_json_atomic(args.stats_json, d, sort_keys=True)
-    if stats.interrupted:
-        return 130
-    if args.fail_on_failed and stats.failed:
-        return 3
-    return 0
+    return report_run(args, stats)
 
 
 def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
@@ -210,6 +214,12 @@ def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
         )
     finally:
         store.close()
+    return report_run(args, stats)
+
+
+def report_run(args: argparse.Namespace, stats: Any) -> int:
+    """Print the run's stats line (and ``--stats-json``); the exit status: 130 interrupted,
+    3 with ``--fail-on-failed`` and failures, else 0."""
     d = stats.to_dict()
     print(f"capaudit llm run: {json.dumps(d, sort_keys=True)}", file=sys.stderr)
     if args.stats_json:
@@ -289,9 +299,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from capaudit.llm.backends import backend_names, load_backend_spec
     from capaudit.llm.server import serve
 
-    if args.list:
-        print("\n".join(backend_names()))
+    names: List[str] = [load_backend_spec(spec) for spec in args.backend]  # registers module:function specs
+    if args.list:  # what this command line would serve
+        print("\n".join(names or backend_names()))
         return 0
-    names: List[str] = [load_backend_spec(spec) for spec in args.backend]
     serve(args.host, args.port, names or None, workers=args.workers)
     return 0

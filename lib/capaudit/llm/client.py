@@ -33,7 +33,15 @@ Behaviour
 * Stop: SIGINT/SIGTERM (first) stops launching new requests and waits up to ``drain_timeout``
   seconds for those in flight; a second signal (or the timeout) cancels them. Cancelled
   requests are not recorded, so the store stays consistent and a ``--resume`` run asks them again.
+  A worker that raises stops the run the same way, then its exception is re-raised.
 * Progress: a tqdm bar on stderr with rate and ETA (``progress=False`` to silence).
+
+Extension point: :class:`RequestRun` holds all of the above (router, pools, retries, backoff,
+re-asks, stop, drain, stats) for one run; its :meth:`~RequestRun.interpret` hook decides what a
+message content means — JSON mode here (``llm run``), free-text mode in :class:`TextRequestRun`
+(an empty answer fails with kind ``empty``), which the captioning runner (:mod:`capaudit.recap.runner`)
+subclasses with its own bodies, rows and feeder. :func:`utc_now`, :func:`clip_text`,
+:func:`run_loop` and :func:`run_blocking` are the clock, error clipping and event-loop helpers both use.
 """
 
 from __future__ import annotations
@@ -47,7 +55,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import (Any, Awaitable, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Set, Tuple, TypeVar, Union)
 
 
 from capaudit.llm._json import dumps_bytes, loads, loads_lenient
@@ -59,18 +68,14 @@ from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache
 
 TRANSPORTS = ("fast", "openai")
 TRANSIENT_KINDS = frozenset({"connection", "timeout", "http_retryable"})
-OUTPUT_KINDS = frozenset({"parse", "schema", "rule"})
+OUTPUT_KINDS = frozenset({"parse", "schema", "rule", "empty"})  # re-asked (``reasks``)
 MAX_ERROR_CHARS = 2000
 
 
 @dataclass
-class RunStats:
-    """Counts of one ``run_requests`` call."""
+class RequestStats:
+    """Counts kept by :meth:`RequestRun.send` (requests sent, their outcomes and attempts)."""
 
-    input_rows: int = 0
-    skipped_answered: int = 0
-    skipped_duplicate: int = 0
-    skipped_not_failed: int = 0
     sent: int = 0
     answered: int = 0
     failed: int = 0
@@ -82,6 +87,9 @@ class RunStats:
     interrupted: bool = False
     elapsed_sec: float = 0.0
 
+    #: key of :attr:`rate` in :meth:`to_dict`
+    RATE_KEY: ClassVar[str] = "rate_per_sec"
+
     @property
     def rate(self) -> float:
         """Finished (answered + failed) requests per second."""
@@ -89,9 +97,19 @@ class RunStats:
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
-        d["rate_per_sec"] = round(self.rate, 3)
+        d[self.RATE_KEY] = round(self.rate, 3)
         d["elapsed_sec"] = round(self.elapsed_sec, 3)
         return d
+
+
+@dataclass
+class RunStats(RequestStats):
+    """Counts of one ``run_requests`` call."""
+
+    input_rows: int = 0
+    skipped_answered: int = 0
+    skipped_duplicate: int = 0
+    skipped_not_failed: int = 0
 
 
 def endpoint_url(url: str) -> str:
@@ -152,7 +170,7 @@ class _Router:
 _STAMP = [-1, ""]
 
 
-def _utc_now() -> str:
+def utc_now() -> str:
     """UTC time as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (the seconds prefix is cached)."""
     t = time.time()
     sec = int(t)
@@ -161,12 +179,15 @@ def _utc_now() -> str:
     return f"{_STAMP[1]}.{int((t - sec) * 1000):03d}Z"
 
 
-def _clip(text: Any, n: int = MAX_ERROR_CHARS) -> str:
+def clip_text(text: Any, n: int = MAX_ERROR_CHARS) -> str:
+    """``text`` (bytes are decoded as UTF-8, others ``str()``-ed) cut to ``n`` characters, saying how many more."""
     s = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else str(text)
     return s if len(s) <= n else s[:n] + f"... [{len(s) - n} more chars]"
 
 
 RequestsInput = Union[str, Path, Iterable[Mapping[str, Any]]]
+#: What :meth:`RequestRun.interpret` returns: ``(value, error_kind, reason)``; ``error_kind`` None = answered.
+Interpretation = Tuple[Any, Optional[str], Optional[str]]
 
 
 def _iter_input(requests: RequestsInput) -> Iterator[Tuple[str, Dict[str, Any]]]:
@@ -183,11 +204,32 @@ def _iter_input(requests: RequestsInput) -> Iterator[Tuple[str, Dict[str, Any]]]
             yield where, check_request(dict(row) if not isinstance(row, dict) else row, where)
 
 
-class _Run:
-    def __init__(self, store: ResponseStore, urls: Sequence[str], model: str, concurrency: int, timeout: float,
-                 retries: int, dialect: str, reasks: int, backoff_base: float, backoff_max: float,
-                 api_key: Optional[str], allow_model_mismatch: bool, rules: TaskRules, seed: Optional[int],
-                 transport: str = "fast"):
+class RequestRun:
+    """One run against OpenAI-compatible endpoints: routing, retries, backoff, re-asks, stop, stats.
+
+    :meth:`send` POSTs a prepared chat-completion body until it is answered or fails for good (module
+    docstring) and appends one response row to ``store``; :meth:`drive` runs worker coroutines under
+    the stop rules (signals, drain, cancel). ``run_requests`` feeds it request rows
+    (:meth:`source`, :meth:`worker`); other callers (the captioning runner) call :meth:`send` with
+    bodies of their own.
+
+    Hooks for subclasses:
+
+    * :meth:`interpret` turns the message content of a chat completion into the recorded value or a
+      failure. Here: **JSON mode** (``llm run``): parse, then validate against the request's
+      ``schema`` and the task's rules. :class:`TextRequestRun`: **free-text mode**.
+    * :meth:`response_row` shapes the row appended to the store (default: the ``llm run`` row).
+    * :meth:`progress_postfix`: the counts shown on the progress bar.
+
+    Output failures whose kind is in :data:`OUTPUT_KINDS` are re-asked ``reasks`` times; transport
+    failures (``connection``, ``timeout``, HTTP 429/5xx) are retried ``retries`` times with backoff.
+    """
+
+    def __init__(self, store: ResponseStore, urls: Sequence[str], model: str, *, concurrency: int = 8,
+                 timeout: float = 240.0, retries: int = 3, reasks: int = 1, backoff_base: float = 0.5,
+                 backoff_max: float = 30.0, api_key: Optional[str] = None, seed: Optional[int] = None,
+                 transport: str = "fast", dialect: str = "vllm", rules: Optional[TaskRules] = None,
+                 allow_model_mismatch: bool = False, stats: Optional[RequestStats] = None):
         if transport not in TRANSPORTS:
             raise ValueError(f"unknown transport {transport!r}; expected one of {', '.join(TRANSPORTS)}")
         if dialect not in DIALECTS:
@@ -210,17 +252,50 @@ class _Run:
         self.backoff_max = backoff_max
         self.headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'sk-fake'}"}
         self.allow_model_mismatch = allow_model_mismatch
-        self.rules = rules
+        self.rules = rules or DEFAULT_RULES
         self.transport = transport
         self.vcache = ValidatorCache()
         self.rng = random.Random(seed)
-        self.stats = RunStats()
+        self.stats: Any = stats if stats is not None else RunStats()
         self.stop = asyncio.Event()
         self.bar: Any = None
         self.input_error: Optional[BaseException] = None
 
-    # ---------------------------------------------------------------------------------------
+    # -- hooks ----------------------------------------------------------------------------------
+    def interpret(self, text: Any, finish_reason: Any, req: Optional[Mapping[str, Any]]) -> Interpretation:
+        """JSON mode: ``text`` (the message content) parsed with ``json.loads(strict=False)`` (one
+        Markdown fence tolerated), valid against ``req["schema"]`` and the rules of ``req["task"]``.
+        Returns ``(parsed, None, None)``, or ``(parsed or None, kind, reason)`` with kind ``parse``,
+        ``schema`` or ``rule``."""
+        if not isinstance(text, str) or not text.strip():
+            return None, "parse", f"empty message content (finish_reason={finish_reason!r})"
+        try:
+            parsed = loads_lenient(text)
+        except ValueError as exc:
+            return None, "parse", f"invalid JSON ({exc}; finish_reason={finish_reason!r})"
+        errs = self.vcache.get(req["schema"]).errors(parsed)
+        if errs:
+            return parsed, "schema", "; ".join(errs)
+        rule_errs = self.rules.errors(str(req.get("task", "")), parsed, req)
+        if rule_errs:
+            return parsed, "rule", "; ".join(rule_errs[:20])
+        return parsed, None, None
+
+    def response_row(self, row: Dict[str, Any], finish_reason: Any, extra: Any) -> Dict[str, Any]:
+        """The row to append for a finished request. ``row`` is the ``llm run`` row (``request_id, ok,
+        status, attempts, started_at, elapsed_sec, model, usage, response_text, parsed`` (the value of
+        :meth:`interpret`), ``error, error_kind, request_hash``); ``extra`` is what the caller gave
+        :meth:`send`. Default: ``row`` as it is."""
+        return row
+
+    def progress_postfix(self) -> Dict[str, Any]:
+        """Counts shown beside the progress bar."""
+        s = self.stats
+        return {"ok": s.answered, "failed": s.failed, "retries": s.retries}
+
+    # -- llm run's feeder -----------------------------------------------------------------------
     def source(self, requests: RequestsInput, answered: Set[str], only: Optional[Set[str]]) -> Iterator[Dict[str, Any]]:
+        """Request rows still to ask (skips answered, repeated and — with ``only`` — not-failed ids)."""
         st = self.stats
         model = self.model
         bar = self.bar
@@ -248,6 +323,7 @@ class _Run:
                 bar.update(1)
 
     async def worker(self, it: Iterator[Dict[str, Any]], pools: Sequence[Pool]) -> None:
+        """Ask request rows from ``it`` one at a time until it ends or the run stops."""
         while not self.stop.is_set():
             try:
                 req = next(it)
@@ -258,12 +334,29 @@ class _Run:
                     self.input_error = exc
                 self.stop.set()
                 return
-            self.stats.sent += 1
-            try:
-                await self.one(req, pools)
-            except asyncio.CancelledError:
-                self.stats.cancelled += 1
-                raise
+            await self.one(req, pools)
+
+    async def one(self, req: Dict[str, Any], pools: Sequence[Pool]) -> None:
+        """Ask one request row (its body per ``dialect``)."""
+        await self.send(req["request_id"], dumps_bytes(build_payload(req, self.model, self.dialect)), pools, req)
+
+    # -- transport ------------------------------------------------------------------------------
+    def make_pools(self) -> List[Any]:
+        """One connection pool per endpoint URL, of the selected transport."""
+        if self.transport == "openai":
+            from capaudit.llm.openai_transport import OpenAIPool
+
+            return [OpenAIPool(u, self.headers, max_connections=self.concurrency) for u in self.router.urls]
+        return [Pool(u, self.headers, max_idle=self.concurrency) for u in self.router.urls]
+
+    @staticmethod
+    async def close_pools(pools: Sequence[Any]) -> None:
+        """Close the pools of :meth:`make_pools`."""
+        for p in pools:
+            if hasattr(p, "aclose"):
+                await p.aclose()
+            else:
+                p.close()
 
     async def _sleep(self, delay: float) -> None:
         if delay <= 0:
@@ -272,14 +365,6 @@ class _Run:
             await asyncio.wait_for(self.stop.wait(), timeout=delay)
         except asyncio.TimeoutError:
             pass
-
-    def make_pools(self) -> List[Any]:
-        """One connection pool per endpoint URL, of the selected transport."""
-        if self.transport == "openai":
-            from capaudit.llm.openai_transport import OpenAIPool
-
-            return [OpenAIPool(u, self.headers, max_connections=self.concurrency) for u in self.router.urls]
-        return [Pool(u, self.headers, max_idle=self.concurrency) for u in self.router.urls]
 
     def _retryable_status(self, status: Optional[int], headers: Mapping[str, str]) -> bool:
         if status is None:
@@ -295,11 +380,23 @@ class _Run:
             return min(self.backoff_max, max(0.0, retry_after))
         return min(self.backoff_max, self.backoff_base * (2.0 ** k)) * (0.5 + self.rng.random())
 
-    async def one(self, req: Dict[str, Any], pools: Sequence[Pool]) -> None:
+    async def send(self, rid: str, body: bytes, pools: Sequence[Any], req: Optional[Mapping[str, Any]] = None,
+                   extra: Any = None) -> None:
+        """POST ``body`` (a chat-completion request) until it is answered or fails for good and append
+        one row (:meth:`response_row`) to the store; counts go to :attr:`stats`. ``req`` is passed to
+        :meth:`interpret`, ``extra`` to :meth:`response_row`. A cancelled send records nothing."""
         st = self.stats
-        rid = req["request_id"]
-        body = dumps_bytes(build_payload(req, self.model, self.dialect))
-        started_at = _utc_now()
+        st.sent += 1
+        try:
+            await self._send(rid, body, pools, req, extra)
+        except asyncio.CancelledError:
+            st.cancelled += 1
+            raise
+
+    async def _send(self, rid: str, body: bytes, pools: Sequence[Any], req: Optional[Mapping[str, Any]],
+                    extra: Any) -> None:
+        st = self.stats
+        started_at = utc_now()
         t0 = time.monotonic()
         attempts = 0
         transient_left = self.retries
@@ -336,17 +433,18 @@ class _Run:
             except asyncio.TimeoutError:
                 kind, reason, transport_failed = "timeout", f"no complete response within {self.timeout_s:g} s", True
             except OSError as exc:
-                kind, reason, transport_failed = "connection", f"{type(exc).__name__}: {_clip(exc, 500)}", True
+                kind, reason, transport_failed = "connection", f"{type(exc).__name__}: {clip_text(exc, 500)}", True
             finally:
                 self.router.release(idx, transport_failed)
 
-            text: Optional[str] = None
-            parsed: Any = None
+            text: Any = None
+            value: Any = None
             usage: Any = None
             resp_model: Any = None
+            finish: Any = None
             if kind is None and status is not None and status >= 400:
                 kind = "http"
-                reason = f"HTTP {status}: {_clip(raw, 1000)}"
+                reason = f"HTTP {status}: {clip_text(raw, 1000)}"
             elif kind is None:
                 try:
                     env = loads(raw)
@@ -354,66 +452,151 @@ class _Run:
                     text = choice["message"]["content"]
                     usage = env.get("usage")
                     resp_model = env.get("model")
+                    finish = choice.get("finish_reason")
                 except Exception:
-                    kind, reason = "parse", f"response is not a chat completion: {_clip(raw, 500)}"
+                    kind, reason = "parse", f"response is not a chat completion: {clip_text(raw, 500)}"
                 else:
-                    if not isinstance(text, str) or not text.strip():
-                        kind = "parse"
-                        reason = f"empty message content (finish_reason={choice.get('finish_reason')!r})"
-                    else:
-                        try:
-                            parsed = loads_lenient(text)
-                        except ValueError as exc:
-                            kind = "parse"
-                            reason = f"invalid JSON ({exc}; finish_reason={choice.get('finish_reason')!r})"
-                        else:
-                            errs = self.vcache.get(req["schema"]).errors(parsed)
-                            if errs:
-                                kind, reason = "schema", "; ".join(errs)
-                            else:
-                                rule_errs = self.rules.errors(str(req.get("task", "")), parsed, req)
-                                if rule_errs:
-                                    kind, reason = "rule", "; ".join(rule_errs[:20])
+                    value, kind, reason = self.interpret(text, finish, req)
 
-            if kind is None:
-                st.answered += 1
-                self.store.append({
-                    "request_id": rid, "ok": True, "status": status, "attempts": attempts,
-                    "started_at": started_at, "elapsed_sec": round(time.monotonic() - t0, 4),
-                    "model": resp_model or self.model, "usage": usage, "response_text": text,
-                    "parsed": parsed, "error": None, "error_kind": None, "request_hash": _hash(body),
-                })
-                if self.bar is not None:
-                    self.bar.update(1)
-                return
-
-            retryable = kind in ("connection", "timeout") or (kind == "http" and self._retryable_status(status, resp_headers))
-            if not self.stop.is_set():
-                if retryable and transient_left > 0:
-                    transient_left -= 1
-                    st.retries += 1
-                    honour = status == 429 or (self.transport == "openai" and retry_after is not None and retry_after > 0)
-                    await self._sleep(self._backoff(k, retry_after if honour else None))
-                    k += 1
-                    if not self.stop.is_set():
+            if kind is not None:
+                retryable = kind in ("connection", "timeout") or (
+                    kind == "http" and self._retryable_status(status, resp_headers))
+                if not self.stop.is_set():
+                    if retryable and transient_left > 0:
+                        transient_left -= 1
+                        st.retries += 1
+                        honour = status == 429 or (self.transport == "openai" and retry_after is not None
+                                                   and retry_after > 0)
+                        await self._sleep(self._backoff(k, retry_after if honour else None))
+                        k += 1
+                        if not self.stop.is_set():
+                            continue
+                    elif kind in OUTPUT_KINDS and reasks_left > 0:
+                        reasks_left -= 1
+                        st.reasks += 1
                         continue
-                elif kind in OUTPUT_KINDS and reasks_left > 0:
-                    reasks_left -= 1
-                    st.reasks += 1
-                    continue
-
-            st.failed += 1
-            st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
-            self.store.append({
-                "request_id": rid, "ok": False, "status": status, "attempts": attempts,
+                st.failed += 1
+                st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
+            else:
+                st.answered += 1
+            self.store.append(self.response_row({
+                "request_id": rid, "ok": kind is None, "status": status, "attempts": attempts,
                 "started_at": started_at, "elapsed_sec": round(time.monotonic() - t0, 4),
-                "model": resp_model or self.model, "usage": usage, "response_text": text,
-                "parsed": parsed, "error": _clip(reason), "error_kind": kind, "request_hash": _hash(body),
-            })
+                "model": resp_model or self.model, "usage": usage, "response_text": text, "parsed": value,
+                "error": None if kind is None else clip_text(reason), "error_kind": kind,
+                "request_hash": _hash(body),
+            }, finish, extra))
             if self.bar is not None:
                 self.bar.update(1)
             return
 
+    # -- running --------------------------------------------------------------------------------
+    def open_progress(self, total: Optional[int], unit: str, desc: str) -> None:
+        """A tqdm bar on stderr (rate and ETA) in :attr:`bar`."""
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, mininterval=0.5, smoothing=0.1,
+                        dynamic_ncols=True)
+
+    def close_progress(self) -> None:
+        """Final counts on the bar, then close it (no-op without a bar)."""
+        if self.bar is not None:
+            self.bar.set_postfix(**self.progress_postfix(), refresh=False)
+            self.bar.close()
+
+    async def drive(self, workers: Iterable[Awaitable[None]], *, drain_timeout: float = 30.0,
+                    handle_signals: bool = True, on_stop: Optional[Callable[[], None]] = None) -> None:
+        """Run ``workers`` (coroutines) to the end under the stop rules of the module docstring.
+
+        The first SIGINT/SIGTERM (handled when ``handle_signals`` and in the main thread) sets
+        ``stats.interrupted`` and :attr:`stop`; a second cancels the workers. Once :attr:`stop` is set
+        (by a signal, a worker, or a worker that raised), ``on_stop()`` is called (e.g. to wake idle
+        workers), workers get ``drain_timeout`` seconds to finish what is in flight, and the rest are
+        cancelled. The first exception a worker raised (other than cancellation) is re-raised.
+        """
+        loop = asyncio.get_running_loop()
+        tasks: List[asyncio.Future] = [asyncio.ensure_future(w) for w in workers]
+        installed: List[int] = []
+        signals_seen = [0]
+
+        def on_signal() -> None:
+            signals_seen[0] += 1
+            self.stats.interrupted = True
+            self.stop.set()
+            if signals_seen[0] >= 2:
+                for t in tasks:
+                    t.cancel()
+
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(sig, on_signal)
+                    installed.append(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+        failure: Optional[BaseException] = None
+        try:
+            pending: Set[asyncio.Future] = set(tasks)
+            stop_wait = asyncio.ensure_future(self.stop.wait())
+            try:
+                while pending:
+                    done, _ = await asyncio.wait(pending | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                    pending -= done
+                    for t in done:
+                        if t is not stop_wait and not t.cancelled() and t.exception() is not None and failure is None:
+                            failure = t.exception()
+                            self.stop.set()
+                    if stop_wait in done or failure is not None:
+                        break
+                if pending:  # stopping: drain in-flight requests, then cancel what is left
+                    if on_stop is not None:
+                        on_stop()
+                    _, still = await asyncio.wait(pending, timeout=drain_timeout)
+                    for t in still:
+                        t.cancel()
+                    await asyncio.gather(*still, return_exceptions=True)
+            finally:
+                stop_wait.cancel()
+                for t in tasks:
+                    if not t.done():
+                        t.cancel()
+                results = await asyncio.gather(*tasks, return_exceptions=True)
+            for r in results:
+                if failure is None and isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                    failure = r
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+        if failure is not None:
+            raise failure
+
+
+class TextRequestRun(RequestRun):
+    """:class:`RequestRun` in **free-text mode**: the answer is the message content as text.
+
+    :meth:`clean` normalises it (default: strip); an answer that is empty, or empty once cleaned,
+    fails with kind ``empty`` (re-asked like unparsable output). ``response_row``'s ``parsed`` holds
+    the cleaned text. Bodies are the caller's (no schema, no ``dialect``).
+    """
+
+    #: what the answer is called in failure reasons
+    answer_noun: ClassVar[str] = "answer"
+
+    def clean(self, text: str) -> str:
+        """The recorded answer for message content ``text``; ``""`` makes it a failure."""
+        return text.strip()
+
+    def interpret(self, text: Any, finish_reason: Any, req: Optional[Mapping[str, Any]]) -> Interpretation:
+        if not isinstance(text, str) or not text.strip():
+            return None, "empty", f"empty {self.answer_noun} (finish_reason={finish_reason!r})"
+        value = self.clean(text)
+        if not value:
+            return None, "empty", self.cleaned_empty_reason()
+        return value, None, None
+
+    def cleaned_empty_reason(self) -> str:
+        """Failure reason of an answer that :meth:`clean` made empty."""
+        return f"{self.answer_noun} is empty once cleaned"
 
 
 def _hash(body: bytes) -> str:
@@ -451,96 +634,42 @@ async def arun_requests(
     """
     own_store = not isinstance(store, ResponseStore)
     st_obj = ResponseStore(store) if own_store else store
-    run = _Run(st_obj, urls, model, concurrency, timeout, retries, dialect, reasks, backoff_base, backoff_max,
-               api_key, allow_model_mismatch, rules or DEFAULT_RULES, seed, transport)
+    run = RequestRun(st_obj, urls, model, concurrency=concurrency, timeout=timeout, retries=retries, reasks=reasks,
+                     backoff_base=backoff_base, backoff_max=backoff_max, api_key=api_key, seed=seed,
+                     transport=transport, dialect=dialect, rules=rules, allow_model_mismatch=allow_model_mismatch)
     answered, failed = st_obj.scan()
     if not resume and (answered or failed):
         raise ValueError(f"{st_obj.path}: response store already has rows; resume it or remove it first")
     only: Optional[Set[str]] = failed if only_failed else None
     t_start = time.monotonic()
     if progress:
-        from tqdm.auto import tqdm
-
         if total is None and isinstance(requests, (str, Path)):
             total = count_lines(requests)
-        run.bar = tqdm(total=total, unit="req", desc="llm run", file=sys.stderr, mininterval=0.5, smoothing=0.1,
-                       dynamic_ncols=True)
-
-    loop = asyncio.get_running_loop()
-    installed: List[int] = []
-    tasks: List[asyncio.Task] = []
-    signals_seen = [0]
-
-    def on_signal() -> None:
-        signals_seen[0] += 1
-        run.stats.interrupted = True
-        run.stop.set()
-        if signals_seen[0] >= 2:
-            for t in tasks:
-                t.cancel()
-
-    if handle_signals and threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, on_signal)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
+        run.open_progress(total, "req", "llm run")
 
     async def postfix() -> None:
         while True:
             await asyncio.sleep(1.0)
-            s = run.stats
-            run.bar.set_postfix(ok=s.answered, failed=s.failed, retries=s.retries, refresh=False)
+            run.bar.set_postfix(**run.progress_postfix(), refresh=False)
 
     pf = asyncio.ensure_future(postfix()) if run.bar is not None else None
     it = run.source(requests, answered, only)
     pools = run.make_pools()
     try:
         try:
-            tasks.extend(asyncio.ensure_future(run.worker(it, pools)) for _ in range(concurrency))
-            pending: Set[asyncio.Task] = set(tasks)
-            stop_wait = asyncio.ensure_future(run.stop.wait())
-            try:
-                while pending:
-                    done, _ = await asyncio.wait(pending | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                    pending -= done
-                    if stop_wait in done:
-                        break
-                if pending:  # stopping: drain in-flight requests, then cancel what is left
-                    _, still = await asyncio.wait(pending, timeout=drain_timeout)
-                    for t in still:
-                        t.cancel()
-                    await asyncio.gather(*still, return_exceptions=True)
-            finally:
-                stop_wait.cancel()
-                for t in tasks:
-                    if not t.done():
-                        t.cancel()
-                results = await asyncio.gather(*tasks, return_exceptions=True)
-            for r in results:
-                if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-                    raise r
+            await run.drive([run.worker(it, pools) for _ in range(concurrency)], drain_timeout=drain_timeout,
+                            handle_signals=handle_signals)
         finally:
-            for p in pools:
-                if hasattr(p, "aclose"):
-                    await p.aclose()
-                else:
-                    p.close()
+            await run.close_pools(pools)
     finally:
         if pf is not None:
             pf.cancel()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         it.close()
         st_obj.flush()
         if own_store:
             st_obj.close()
         run.stats.elapsed_sec = time.monotonic() - t_start
-        if run.bar is not None:
-            s = run.stats
-            run.bar.set_postfix(ok=s.answered, failed=s.failed, retries=s.retries, refresh=False)
-            run.bar.close()
+        run.close_progress()
     if run.input_error is not None:
         raise run.input_error
     return run.stats
@@ -567,19 +696,37 @@ def run_requests(
     e.g. a notebook). Extra keyword arguments are those of :func:`arun_requests`.
     """
     coro_args = (requests_iter, store, urls, model, concurrency, timeout, retries, dialect, resume, only_failed, progress)
+    return run_blocking(lambda: arun_requests(*coro_args, **kwargs), thread_name="capaudit-llm-run")
+
+
+T = TypeVar("T")
+
+
+def run_loop(coro: Awaitable[T]) -> T:
+    """Run ``coro`` in a new event loop (uvloop's when it is installed) and return its result."""
+    try:
+        import uvloop  # optional, faster event loop
+    except ImportError:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    return uvloop.run(coro) if hasattr(uvloop, "run") else asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def run_blocking(make_coro: Callable[[], Awaitable[T]], thread_name: str = "capaudit-llm-run") -> T:
+    """:func:`run_loop` of ``make_coro()``; inside a running event loop (e.g. a notebook) in a helper
+    thread named ``thread_name``, whose exception is re-raised here."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return _run_loop(arun_requests(*coro_args, **kwargs))
+        return run_loop(make_coro())
     box: Dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["out"] = _run_loop(arun_requests(*coro_args, **kwargs))
+            box["out"] = run_loop(make_coro())
         except BaseException as exc:  # re-raised in the caller's thread
             box["err"] = exc
 
-    th = threading.Thread(target=target, name="capaudit-llm-run")
+    th = threading.Thread(target=target, name=thread_name)
     th.start()
     th.join()
     if "err" in box:
@@ -587,12 +734,6 @@ def run_requests(
     return box["out"]
 
 
-def _run_loop(coro: Any) -> Any:
-    try:
-        import uvloop  # optional, faster event loop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro) if hasattr(uvloop, "run") else asyncio.run(coro)
-
-
-__all__ = ["RunStats", "TRANSPORTS", "run_requests", "arun_requests", "endpoint_url"]
+__all__ = ["RequestStats", "RunStats", "RequestRun", "TextRequestRun", "Interpretation", "TRANSPORTS",
+           "OUTPUT_KINDS", "run_requests", "arun_requests", "endpoint_url", "utc_now", "clip_text",
+           "run_loop", "run_blocking"]

@@ -13,16 +13,17 @@ say they are heuristics).
 
 from __future__ import annotations
 
-import csv
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from .figure_files import save_figure_files as _save  # noqa: E402
 
 STYLE = {"font.size": 7, "axes.titlesize": 7, "axes.labelsize": 7, "legend.fontsize": 6, "xtick.labelsize": 6,
          "ytick.labelsize": 6, "axes.spines.top": False, "axes.spines.right": False, "pdf.fonttype": 42}
@@ -110,21 +111,6 @@ def _footer(fig: Any, backends: Optional[Mapping[str, str]]) -> None:
         fig.text(0.01, -0.02, text, fontsize=4.5, ha="left", va="top", wrap=True)
 
 
-def _save(fig: Any, out_dir: Path, name: str, rows: Sequence[Any]) -> Dict[str, Path]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"pdf": out_dir / f"{name}.pdf", "png": out_dir / f"{name}.png", "csv": out_dir / f"{name}.csv"}
-    fig.savefig(paths["pdf"], bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
-    fig.savefig(paths["png"], bbox_inches="tight", dpi=200, metadata={"Software": None})
-    with paths["csv"].open("w", newline="", encoding="utf-8") as fh:
-        names = [f.name for f in fields(rows[0])] if rows else []
-        w = csv.DictWriter(fh, fieldnames=names, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow(asdict(r))
-    return paths
-
-
 def plot_length_scatter(points: Sequence[LengthPoint], out_dir: Path, backends: Optional[Mapping[str, str]] = None,
                         name: str = "detail_length_scatter") -> Any:
     """ICR vs length (top row) and AOD vs length (bottom row), one column per surface."""
@@ -149,7 +135,7 @@ def plot_length_scatter(points: Sequence[LengthPoint], out_dir: Path, backends: 
             axes[1, j].set_xlabel("length (lexical units)")
         _footer(fig, backends)
         fig.tight_layout()
-        _save(fig, out_dir, name, points)
+        _save(fig, out_dir, name, [asdict(p) for p in points])
     plt.close(fig)
     return fig
 
@@ -175,7 +161,7 @@ def plot_itm_bins(bins_rows: Sequence[ITMBin], out_dir: Path, backends: Optional
             axes[0, 0].legend(loc="best")
         _footer(fig, backends)
         fig.tight_layout()
-        _save(fig, out_dir, name, bins_rows)
+        _save(fig, out_dir, name, [asdict(b) for b in bins_rows])
     plt.close(fig)
     return fig
 

@@ -13,7 +13,6 @@ tokenizer / encoder (and says when a model is randomly initialised).
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -23,24 +22,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .figure_files import save_figure_files as _save  # noqa: E402
+
 STYLE = {"font.size": 7, "axes.titlesize": 7, "axes.labelsize": 7, "legend.fontsize": 6, "xtick.labelsize": 6,
          "ytick.labelsize": 6, "axes.spines.top": False, "axes.spines.right": False, "pdf.fonttype": 42}
 LIMIT_MARKS = ((77, "CLIP 77"), (248, "LongCLIP 248"))
-
-
-def _save(fig: Any, out_dir: Path, name: str, rows: Sequence[Mapping[str, Any]]) -> Dict[str, Path]:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"pdf": out_dir / f"{name}.pdf", "png": out_dir / f"{name}.png", "csv": out_dir / f"{name}.csv"}
-    fig.savefig(paths["pdf"], bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
-    fig.savefig(paths["png"], bbox_inches="tight", dpi=200, metadata={"Software": None})
-    with paths["csv"].open("w", newline="", encoding="utf-8") as fh:
-        names = list(rows[0]) if rows else []
-        w = csv.DictWriter(fh, fieldnames=names, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow(dict(r))
-    return paths
 
 
 def _footer(fig: Any, text: Optional[str]) -> None:

@@ -37,7 +37,7 @@ from .tables import (
     policy_cbu_rows,
     policy_cbu_tex,
 )
-from .vqa_generic import all_generic_tables, comparison_rows
+from .vqa_generic import all_generic_tables, comparison_rows, provenance_comment
 from .vqa_generic import headline_tex as generic_headline_tex
 from .vqa_tables import all_vqa_tables
 
@@ -78,7 +78,10 @@ def run_vqa_tables(cfg: Any) -> ElementResult:
     dirs = cfg.dirs()
     cells = inp.cells()
     layout = inp.vqa_layout()
-    tables = all_generic_tables(cells, layout) if layout is not None else all_vqa_tables(cells, inp.eligibility())
+    if layout is not None:  # our own run: every table names its judges
+        tables = {k: provenance_comment(layout) + v for k, v in all_generic_tables(cells, layout).items()}
+    else:  # the reference layout, byte-identical to the published tables
+        tables = all_vqa_tables(cells, inp.eligibility())
     paths = {name: write_text(dirs["tables"] / name, text) for name, text in tables.items()}
     if layout is not None and "policy_control.tex" not in tables:
         (dirs["tables"] / "policy_control.tex").unlink(missing_ok=True)  # no policy surface in this run
@@ -98,7 +101,8 @@ def run_headline(cfg: Any) -> ElementResult:
     layout = inp.vqa_layout()
     if layout is not None:
         cells = inp.cells()
-        path = write_text(cfg.dirs()["tables"] / "headline.tex", generic_headline_tex(cells, layout))
+        path = write_text(cfg.dirs()["tables"] / "headline.tex",
+                          provenance_comment(layout) + generic_headline_tex(cells, layout))
         return ElementResult("headline", {"headline.tex": path}, _frame(comparison_rows(cells, layout)))
     rows = headline_rows(inp.cells(), inp.claimed_rollup(), inp.frontier())
     path = write_text(cfg.dirs()["tables"] / "headline.tex", headline_tex(rows))
@@ -129,7 +133,9 @@ def run_policy_cbu(cfg: Any) -> ElementResult:
     if not rows:
         target.unlink(missing_ok=True)
         return ElementResult("policy_cbu", {}, _frame(rows))
-    path = write_text(target, policy_cbu_tex(rows))
+    note = ("% claimed CBU of the judged slices' policy surfaces (their extractor is named in claims_summary.tex)\n"
+            if layout is not None else "")  # the reference run stays byte-identical
+    path = write_text(target, note + policy_cbu_tex(rows))
     return ElementResult("policy_cbu", {"policy_cbu.tex": path}, _frame(rows))
 
 

@@ -274,6 +274,13 @@ def policy_control_tex(rows: Sequence[PolicyRow]) -> str:
     return body(lines)
 
 
+def provenance_comment(layout: VqaLayout) -> str:
+    """A LaTeX comment line naming the judges behind a table (offline ones say they are not VLMs)."""
+    names = [f"{k} = {j.name} ({j.label}{'; an offline heuristic, not a VLM' if j.offline else ''})"
+             for k, j in zip("AB", layout.judges)]
+    return "% judges: " + "; ".join(names) + "\n"
+
+
 def all_generic_tables(cells: CellsFile, layout: VqaLayout) -> Dict[str, str]:
     """The six §5.5 file names (same as the reference run) plus ``headline.tex`` and, when some surface
     has a policy, ``policy_control.tex``."""
@@ -292,4 +299,4 @@ def all_generic_tables(cells: CellsFile, layout: VqaLayout) -> Dict[str, str]:
 
 __all__ = ["ComparisonRow", "comparison_rows", "headline_tex", "excl_count_relation_tex", "vqa_by_type_tex",
            "vqa_mean_std_tex", "vqa_questions_tex", "denominators_tex", "PolicyRow", "policy_rows",
-           "policy_control_tex", "all_generic_tables", "pooled_types", "agreement_of", "judge_pair", "tex_text"]
+           "policy_control_tex", "all_generic_tables", "provenance_comment", "pooled_types", "agreement_of", "judge_pair", "tex_text"]

@@ -7,23 +7,13 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from capaudit.argtypes import budget, positive_int
+from capaudit.argtypes import budget, nonnegative_int, positive_int
 
 # Defaults shown in --help; the modules that own them are imported only when a command runs
 # (keeps `capaudit --help` and error paths fast). tests/test_failures_cli.py checks they agree.
 HASH_BUCKETS = 262_144  # capaudit.prompts.ngrams.HASH_BUCKETS (§3.2)
 MIN_TOKENS, MAX_TOKENS = 3, 256  # capaudit.prompts.pools (§3.1)
 ALPHA = 1e-12  # capaudit.prompts.support.ALPHA (§3.2)
-
-
-def _nonneg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def _pool_arg(text: str) -> Tuple[str, Path, Optional[str]]:
@@ -168,7 +158,7 @@ def register(subparsers) -> None:
                       help="raw source: txt/jsonl/json/csv/tsv/parquet file or folder of .txt; repeatable")
     prep.add_argument("--union", action="append", metavar="NAME=POOL,POOL,...",
                       help="also write a de-duplicated union of prepared pools (in order)")
-    prep.add_argument("--min-tokens", type=_nonneg, default=MIN_TOKENS)
+    prep.add_argument("--min-tokens", type=nonnegative_int, default=MIN_TOKENS)
     prep.add_argument("--max-tokens", type=positive_int, default=MAX_TOKENS)
     prep.add_argument("--max-per-source", type=positive_int, default=None)
     prep.add_argument("--out", required=True, help="output folder")

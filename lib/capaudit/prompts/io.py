@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.manifest import check_file
@@ -103,6 +103,19 @@ def _match(obj: Mapping[str, Any], where_prefix: Optional[Mapping[str, str]], pa
     return True
 
 
+def _prompt_row(obj: Any, field: Optional[str], path: Path, row: int) -> Union[str, Dict[str, Any]]:
+    """A JSON-lines prompt row: a bare string (only when no field is named), else an object that
+    has the field (default ``prompt``); errors name the file and row."""
+    if field is None and isinstance(obj, str):
+        return obj
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
+    fld = field or "prompt"
+    if fld not in obj:
+        raise ValueError(f"{path}: row {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
+    return obj
+
+
 def iter_prompt_records(
     path: PathLike,
     field: Optional[str] = None,
@@ -135,14 +148,10 @@ def iter_prompt_records(
             yield read_text_checked(f)
     elif kind == "jsonl":
         for row, obj in iter_json_lines(path, unit="row", objects_only=False):
-            if field is None and isinstance(obj, str):
+            obj = _prompt_row(obj, field, path, row)
+            if isinstance(obj, str):
                 yield obj
-                continue
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
-            if fld not in obj:
-                raise ValueError(f"{path}: row {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
-            if _match(obj, where_prefix, path, row):
+            elif _match(obj, where_prefix, path, row):
                 yield _text_value(obj[fld], path, row, fld)
     elif kind == "json":
         try:
@@ -257,6 +266,22 @@ class Pairs:
         return len(self.local)
 
 
+def _check_pairs_file(path: PathLike, local_field: str, reference_field: str) -> Tuple[Path, str]:
+    """``(path, lower-case suffix)`` of a pairs file that exists and passes :func:`check_file`;
+    a Parquet file must have both caption columns."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: pairs file not found")
+    suffix = path.suffix.lower()
+    check_file(path, hint="rebuild the slice (capaudit slice ... --overwrite, or the surfaces stage)")
+    if suffix == ".parquet":
+        names = _parquet_schema(path).names
+        for f in (local_field, reference_field):
+            if f not in names:
+                raise ValueError(f"{path}: column '{f}' is missing (columns: {names[:20]})")
+    return path, suffix
+
+
 def load_pairs(
     path: PathLike,
     local_field: str = "local_caption",
@@ -272,20 +297,12 @@ def load_pairs(
     on raw files that are not fair slices (e.g. IIW-400, where 100 of 400 rows have ``IIW-P5B``).
     """
     skipped = 0
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: pairs file not found")
-    suffix = path.suffix.lower()
+    path, suffix = _check_pairs_file(path, local_field, reference_field)
     local: List[str] = []
     reference: List[str] = []
-    check_file(path, hint="rebuild the slice (capaudit slice ... --overwrite, or the surfaces stage)")
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        names = _parquet_schema(path).names
-        for f in (local_field, reference_field):
-            if f not in names:
-                raise ValueError(f"{path}: column '{f}' is missing (columns: {names[:20]})")
         table = pq.read_table(path, columns=list(dict.fromkeys([local_field, reference_field])))
         if limit is not None:
             table = table.slice(0, limit)
@@ -337,18 +354,10 @@ def iter_pairs(
     """Stream the pairs :func:`load_pairs` would return, in file order (same checks and errors),
     holding one row at a time (JSONL via orjson when installed; Parquet by record batches)."""
     st = stats if stats is not None else PairStats()
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: pairs file not found")
-    suffix = path.suffix.lower()
-    check_file(path, hint="rebuild the slice (capaudit slice ... --overwrite, or the surfaces stage)")
+    path, suffix = _check_pairs_file(path, local_field, reference_field)
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        names = _parquet_schema(path).names
-        for f in (local_field, reference_field):
-            if f not in names:
-                raise ValueError(f"{path}: column '{f}' is missing (columns: {names[:20]})")
         row = 0
         for batch in pq.ParquetFile(path).iter_batches(batch_size=8192,
                                                        columns=list(dict.fromkeys([local_field, reference_field]))):
@@ -424,14 +433,8 @@ def _iter_jsonl_prompts(path: Path, field: Optional[str]) -> Iterator[str]:
             obj = _loads_line(fast_loads, line, path, row)
             if obj is _BLANK:
                 continue
-            if field is None and isinstance(obj, str):
-                yield obj
-                continue
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
-            if fld not in obj:
-                raise ValueError(f"{path}: row {row}: field '{fld}' is missing (fields: {sorted(obj)[:10]})")
-            yield _text_value(obj[fld], path, row, fld)
+            obj = _prompt_row(obj, field, path, row)
+            yield obj if isinstance(obj, str) else _text_value(obj[fld], path, row, fld)
 
 
 def iter_prompts(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,

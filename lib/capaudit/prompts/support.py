@@ -207,6 +207,13 @@ def _group_job(args) -> np.ndarray:
     return _group_values(texts, group, _WORKER_POOLS, n, budget, buckets, alpha)
 
 
+def _check_buckets(pools: Sequence[PreparedPool], buckets: int) -> None:
+    """ValueError naming the first pool hashed into a different number of buckets."""
+    for pool in pools:
+        if pool.counts.size != buckets:
+            raise ValueError(f"pool '{pool.name}': {pool.counts.size} buckets, expected {buckets}")
+
+
 def block_metrics(
     local_texts: Sequence[str],
     reference_texts: Sequence[str],
@@ -229,9 +236,7 @@ def block_metrics(
         raise ValueError(f"local and reference surfaces differ in length: {len(local_texts)} vs {len(reference_texts)}")
     if not local_texts:
         raise ValueError("no caption pairs")
-    for pool in pools:
-        if pool.counts.size != buckets:
-            raise ValueError(f"pool '{pool.name}': {pool.counts.size} buckets, expected {buckets}")
+    _check_buckets(pools, buckets)
     bounds = block_bounds(len(local_texts), block_size)
     per_job = max(1, chunk_target // block_size)
     groups = [bounds[c : c + per_job] for c in range(0, len(bounds), per_job)]
@@ -303,9 +308,7 @@ def block_metrics_stream(
 
     from capaudit.engine.executors import map_merge
 
-    for pool in pools:
-        if pool.counts.size != buckets:
-            raise ValueError(f"pool '{pool.name}': {pool.counts.size} buckets, expected {buckets}")
+    _check_buckets(pools, buckets)
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     per_job = max(1, chunk_target // block_size)

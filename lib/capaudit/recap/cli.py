@@ -24,6 +24,8 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     """Add ``recap`` (run, export, policies) to the ``capaudit`` command."""
+    from capaudit.llm.cli import add_endpoint_options, add_run_control_options
+
     rc = subparsers.add_parser("recap", help="caption images with a policy into a resumable store; export surfaces")
     sub = rc.add_subparsers(dest="recap_command", metavar="RECAP_COMMAND")
 
@@ -34,20 +36,13 @@ def register(subparsers: Any) -> None:
     run.add_argument("--policy", required=True,
                      help="policy name (photorealistic, anime-booru, naive, naive-greedy) or a policy YAML path")
     run.add_argument("--policies-dir", help="folder of policy YAML files (default params/policies)")
-    run.add_argument("--url", action="append", required=True,
-                     help="base URL, e.g. http://127.0.0.1:8000 (repeat for data-parallel endpoints)")
-    run.add_argument("--model", required=True, help="model name sent to the server")
+    add_endpoint_options(run, timeout=180.0, backoff=2.0, timeout_help="seconds per attempt (spec §6: 180)",
+                         reasks_help="extra attempts on an empty or unreadable answer")
     run.add_argument("--revision", help="model revision hashed into request ids (default: none; the offline "
                                         "captioner's composition version for capaudit-offline-coco-captioner)")
     run.add_argument("--out", required=True, help="recap store folder (created; responses/, run.json, runs.jsonl)")
     run.add_argument("--image-mode", choices=["data", "file"], default="data",
                      help="data: resized JPEG q90 data URLs (default); file: file:// URLs of the originals (<= 64 MiB)")
-    run.add_argument("--concurrency", type=int, default=8)
-    run.add_argument("--timeout", type=float, default=180.0, help="seconds per attempt (spec §6: 180)")
-    run.add_argument("--retries", type=int, default=3, help="extra attempts on connection errors, timeouts, 429, 5xx")
-    run.add_argument("--reasks", type=int, default=1, help="extra attempts on an empty or unreadable answer")
-    run.add_argument("--backoff", type=float, default=2.0, help="base of the exponential backoff (s)")
-    run.add_argument("--backoff-max", type=float, default=30.0)
     run.add_argument("--workers", type=int, default=2,
                      help="image-preprocessing processes (0 = one thread in the runner process)")
     run.add_argument("--resume", action="store_true", help="continue --out: skip images already captioned")
@@ -58,12 +53,7 @@ def register(subparsers: Any) -> None:
     run.add_argument("--metadata-key", default="image_id", help="key field of --metadata (default image_id)")
     run.add_argument("--id-column", help="Parquet input: the image id column")
     run.add_argument("--image-column", help="Parquet input: the image bytes/path column")
-    run.add_argument("--api-key-env", default="CAPAUDIT_API_KEY",
-                     help="environment variable holding the bearer token (default CAPAUDIT_API_KEY; else sk-fake)")
-    run.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to let in-flight requests finish on stop")
-    run.add_argument("--no-progress", action="store_true")
-    run.add_argument("--stats-json", help="also write the run statistics to this JSON file")
-    run.add_argument("--fail-on-failed", action="store_true", help="exit 3 when any image ended failed")
+    add_run_control_options(run, unit="image")
     run.set_defaults(func=cmd_run)
 
     ex = sub.add_parser("export", help="write a recap store as a caption surface (JSONL or Parquet)")

@@ -47,22 +47,20 @@ import concurrent.futures.process
 import hashlib
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
+from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
 from capaudit.errors import InputError, LockHeldError
 from capaudit.llm._json import dumps_bytes, dumps_line, loads
-from capaudit.llm.client import _clip, _Run, _utc_now, endpoint_url  # the llm client's router, backoff, clock
-from capaudit.llm.http import Pool
+from capaudit.llm.client import (RequestStats, TextRequestRun, clip_text, endpoint_url, run_blocking,
+                                 utc_now)
 from capaudit.llm.requests import make_request, request_id
 from capaudit.llm.store import ResponseStore
-from capaudit.llm.validate import DEFAULT_RULES
 
 from .captions import clean_caption
 from .policies import Policy, normalize_context
@@ -82,42 +80,31 @@ LOCK_NAME = "run.lock"
 RUNS_LOG = "runs.jsonl"
 IDENTITY_KEYS = ("task", "task_version", "policy", "policy_version", "prompt_version", "model", "revision",
                  "decoding", "image_mode", "preprocess")
-OUTPUT_KINDS = frozenset({"parse", "empty"})
+#: keys of a response row, in order (the llm client's row + ``finished_at``, ``caption``, ``finish_reason``, ``recap``)
+ROW_KEYS = ("request_id", "ok", "status", "attempts", "started_at", "finished_at", "elapsed_sec", "model", "usage",
+            "response_text", "parsed", "caption", "finish_reason", "error", "error_kind", "request_hash", "recap")
 _END = object()
 
 
 @dataclass
-class RecapStats:
-    """Counts of one runner call (images, not requests, except ``attempts``/``retries``)."""
+class RecapStats(RequestStats):
+    """Counts of one runner call: the llm client's request counts (``sent`` ... ``elapsed_sec``; images,
+    not requests, except ``attempts``/``retries``/``reasks``) plus the image side."""
 
     images: int = 0
+    duplicate_ids: int = 0
+    duplicate_examples: List[str] = field(default_factory=list)
     skipped_answered: int = 0
     skipped_not_failed: int = 0
-    duplicate_ids: int = 0
     image_failed: int = 0
     image_failed_by_stage: Dict[str, int] = field(default_factory=dict)
-    sent: int = 0
-    answered: int = 0
-    failed: int = 0
-    failed_by_kind: Dict[str, int] = field(default_factory=dict)
-    attempts: int = 0
-    retries: int = 0
-    reasks: int = 0
-    cancelled: int = 0
-    interrupted: bool = False
-    elapsed_sec: float = 0.0
-    duplicate_examples: List[str] = field(default_factory=list)
+
+    RATE_KEY: ClassVar[str] = "captions_per_sec"
 
     @property
     def rate(self) -> float:
         """Captions answered per second of run time."""
         return self.answered / self.elapsed_sec if self.elapsed_sec > 0 else 0.0
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["captions_per_sec"] = round(self.rate, 3)
-        d["elapsed_sec"] = round(self.elapsed_sec, 3)
-        return d
 
 
 @dataclass(frozen=True)
@@ -200,7 +187,7 @@ def check_store(layout: StoreLayout, identity: Mapping[str, Any], inputs: Sequen
             raise InputError(f"this store belongs to another run ({shown}); use a new --out", path=layout.manifest)
         return
     layout.root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(layout.manifest, {**identity, "created_at": _utc_now(), "inputs": list(inputs)})
+    write_json_atomic(layout.manifest, {**identity, "created_at": utc_now(), "inputs": list(inputs)})
 
 
 class _StoreLock:
@@ -228,123 +215,40 @@ class _StoreLock:
             self.fh.close()
 
 
-# -- the HTTP side: the llm client's _Run in free-text mode ------------------------------------------
-class _CaptionRun(_Run):
-    """The llm client's run state (router, backoff, stop event, stats) sending free-text requests."""
+# -- the HTTP side: the llm client's run in free-text mode -------------------------------------------
+class _CaptionRun(TextRequestRun):
+    """The llm client's run (router, retries, backoff, re-asks, stop, stats) in free-text mode: the
+    answer cleaned by :func:`~capaudit.recap.captions.clean_caption`, recorded as ``caption``."""
 
-    def __init__(self, store: ResponseStore, urls: Sequence[str], model: str, concurrency: int, timeout: float,
-                 retries: int, reasks: int, backoff_base: float, backoff_max: float, api_key: Optional[str],
-                 seed: Optional[int], rstats: RecapStats):
-        super().__init__(store, urls, model, concurrency, timeout, retries, "vllm", reasks, backoff_base,
-                         backoff_max, api_key, False, DEFAULT_RULES, seed)
-        self.rstats = rstats
+    answer_noun = "caption"
+    stats: RecapStats
+
+    def clean(self, text: str) -> str:
+        return clean_caption(text)
+
+    def cleaned_empty_reason(self) -> str:
+        return "caption is empty once the trailing TEXT: block is removed"
+
+    def response_row(self, row: Dict[str, Any], finish_reason: Any, extra: Any) -> Dict[str, Any]:
+        row.update(finished_at=utc_now(), caption=row["parsed"], parsed=None, finish_reason=finish_reason, recap=extra)
+        return {k: row[k] for k in ROW_KEYS}
+
+    def progress_postfix(self) -> Dict[str, Any]:
+        s = self.stats
+        return {"ok": s.answered, "failed": s.failed + s.image_failed}
 
     def record_image_failure(self, prep: Prepared, meta: Dict[str, Any], rid_seed: str) -> None:
-        rs = self.rstats
+        rs = self.stats
         rs.image_failed += 1
         stage = prep.stage or "decode"
         rs.image_failed_by_stage[stage] = rs.image_failed_by_stage.get(stage, 0) + 1
         rid = prep.request_id or ("unread:" + hashlib.blake2b(rid_seed.encode("utf-8"), digest_size=16).hexdigest())
-        now = _utc_now()
+        now = utc_now()
         self.store.append({
             "request_id": rid, "ok": False, "status": None, "attempts": 0, "started_at": now, "finished_at": now,
             "elapsed_sec": 0.0, "model": self.model, "usage": None, "response_text": None, "parsed": None,
-            "caption": None, "error": _clip(prep.error), "error_kind": "image", "recap": {**meta, "stage": stage},
+            "caption": None, "error": clip_text(prep.error), "error_kind": "image", "recap": {**meta, "stage": stage},
         })
-
-    async def send(self, rid: str, body: bytes, meta: Dict[str, Any], pools: Sequence[Pool]) -> None:
-        st = self.stats
-        started_at = _utc_now()
-        t0 = time.monotonic()
-        attempts = 0
-        transient_left = self.retries
-        reasks_left = self.reasks
-        k = 0
-        while True:
-            attempts += 1
-            st.attempts += 1
-            kind: Optional[str] = None
-            reason: Optional[str] = None
-            status: Optional[int] = None
-            raw = b""
-            retry_after: Optional[float] = None
-            idx = self.router.pick()
-            transport_failed = False
-            try:
-                resp = await pools[idx].post(body, self.timeout_s)
-                status, raw = resp.status, resp.body
-                if status == 429 and resp.headers.get("retry-after"):
-                    try:
-                        retry_after = float(resp.headers["retry-after"])
-                    except ValueError:
-                        retry_after = None
-            except asyncio.TimeoutError:
-                kind, reason, transport_failed = "timeout", f"no complete response within {self.timeout_s:g} s", True
-            except OSError as exc:
-                kind, reason, transport_failed = "connection", f"{type(exc).__name__}: {_clip(exc, 500)}", True
-            finally:
-                self.router.release(idx, transport_failed)
-            text: Any = None
-            caption: Optional[str] = None
-            usage: Any = None
-            resp_model: Any = None
-            finish: Any = None
-            if kind is None and status is not None and status >= 400:
-                kind, reason = "http", f"HTTP {status}: {_clip(raw, 1000)}"
-            elif kind is None:
-                try:
-                    env = loads(raw)
-                    choice = env["choices"][0]
-                    text = choice["message"]["content"]
-                    usage = env.get("usage")
-                    resp_model = env.get("model")
-                    finish = choice.get("finish_reason")
-                except Exception:
-                    kind, reason = "parse", f"response is not a chat completion: {_clip(raw, 500)}"
-                else:
-                    if not isinstance(text, str) or not text.strip():
-                        kind, reason = "empty", f"empty caption (finish_reason={finish!r})"
-                    else:
-                        caption = clean_caption(text)
-                        if not caption:
-                            kind, reason = "empty", "caption is empty once the trailing TEXT: block is removed"
-            if kind is None:
-                st.answered += 1
-                self.store.append({
-                    "request_id": rid, "ok": True, "status": status, "attempts": attempts, "started_at": started_at,
-                    "finished_at": _utc_now(), "elapsed_sec": round(time.monotonic() - t0, 4),
-                    "model": resp_model or self.model, "usage": usage, "response_text": text, "parsed": None,
-                    "caption": caption, "finish_reason": finish, "error": None, "error_kind": None,
-                    "request_hash": hashlib.blake2b(body, digest_size=16).hexdigest(), "recap": meta,
-                })
-                if self.bar is not None:
-                    self.bar.update(1)
-                return
-            retryable = kind in ("connection", "timeout") or (kind == "http" and (status == 429 or (status or 0) >= 500))
-            if not self.stop.is_set():
-                if retryable and transient_left > 0:
-                    transient_left -= 1
-                    st.retries += 1
-                    await self._sleep(self._backoff(k, retry_after if status == 429 else None))
-                    k += 1
-                    if not self.stop.is_set():
-                        continue
-                elif kind in OUTPUT_KINDS and reasks_left > 0:
-                    reasks_left -= 1
-                    st.reasks += 1
-                    continue
-            st.failed += 1
-            st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
-            self.store.append({
-                "request_id": rid, "ok": False, "status": status, "attempts": attempts, "started_at": started_at,
-                "finished_at": _utc_now(), "elapsed_sec": round(time.monotonic() - t0, 4),
-                "model": resp_model or self.model, "usage": usage, "response_text": text, "parsed": None,
-                "caption": None, "finish_reason": finish, "error": _clip(reason), "error_kind": kind,
-                "request_hash": hashlib.blake2b(body, digest_size=16).hexdigest(), "recap": meta,
-            })
-            if self.bar is not None:
-                self.bar.update(1)
-            return
 
 
 # -- the runner -----------------------------------------------------------------------------------
@@ -408,21 +312,17 @@ async def arecap(
             raise InputError("the store already has responses; pass --resume to continue it or use a new --out",
                              path=layout.responses)
         only = frozenset(failed) if only_failed else None
-        run = _CaptionRun(rstore, urls, model, concurrency, timeout, retries, reasks, backoff_base, backoff_max,
-                          api_key, seed, rstats)
+        run = _CaptionRun(rstore, urls, model, concurrency=concurrency, timeout=timeout, retries=retries,
+                          reasks=reasks, backoff_base=backoff_base, backoff_max=backoff_max, api_key=api_key,
+                          seed=seed, stats=rstats)
         try:
             await _pipeline(run, images, policy, tmpl, opts, frozenset(answered), only, workers, progress,
                             drain_timeout, handle_signals, metadata, limit)
         finally:
             rstore.close()
-            s = run.stats
-            rstats.sent, rstats.answered, rstats.failed = s.sent, s.answered, s.failed
-            rstats.failed_by_kind = dict(s.failed_by_kind)
-            rstats.attempts, rstats.retries, rstats.reasks = s.attempts, s.retries, s.reasks
-            rstats.cancelled, rstats.interrupted = s.cancelled, s.interrupted
             rstats.elapsed_sec = time.monotonic() - t_start
             with open(layout.runs_log, "ab") as fh:
-                fh.write(dumps_line({"finished_at": _utc_now(), "pid": os.getpid(), "urls": list(urls),
+                fh.write(dumps_line({"finished_at": utc_now(), "pid": os.getpid(), "urls": list(urls),
                                      "concurrency": concurrency, "workers": workers, **rstats.to_dict()}))
     return rstats
 
@@ -432,7 +332,7 @@ async def _pipeline(run: _CaptionRun, images: ImagesInput, policy: Policy, tmpl:
                     drain_timeout: float, handle_signals: bool,
                     metadata: Optional[Mapping[str, Mapping[str, Any]]], limit: Optional[int]) -> None:
     loop = asyncio.get_running_loop()
-    rs = run.rstats
+    rs = run.stats
     queue: asyncio.Queue = asyncio.Queue()
     slots = threading.Semaphore(max(8, min(2 * run.concurrency, run.concurrency + 64)))
     halt = threading.Event()
@@ -484,12 +384,9 @@ async def _pipeline(run: _CaptionRun, images: ImagesInput, policy: Policy, tmpl:
         prep_fn = partial(prepare, tmpl=tmpl, opts=opts, answered=answered, only=only)
 
     if progress:
-        from tqdm.auto import tqdm
-
-        run.bar = tqdm(total=limit, unit="img", desc=f"recap {policy.name}", file=sys.stderr, mininterval=0.5,
-                       smoothing=0.1, dynamic_ncols=True)
+        run.open_progress(limit, "img", f"recap {policy.name}")
     launched: Set[str] = set()
-    pools = [Pool(u, run.headers, max_idle=run.concurrency) for u in run.router.urls]
+    pools = run.make_pools()
 
     async def sender() -> None:
         while not run.stop.is_set():
@@ -531,79 +428,20 @@ async def _pipeline(run: _CaptionRun, images: ImagesInput, policy: Policy, tmpl:
                 return
             body = dumps_bytes(chat_payload(policy, run.model, str(prep.url), job.context))
             prep.url = None
-            run.stats.sent += 1
-            try:
-                await run.send(rid, body, meta, pools)
-            except asyncio.CancelledError:
-                run.stats.cancelled += 1
-                raise
+            await run.send(rid, body, pools, extra=meta)
 
-    installed: List[int] = []
-    tasks: List[asyncio.Task] = []
-    signals_seen = [0]
-
-    def on_signal() -> None:
-        signals_seen[0] += 1
-        run.stats.interrupted = True
-        run.stop.set()
-        if signals_seen[0] >= 2:
-            for t in tasks:
-                t.cancel()
-
-    if handle_signals and threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, on_signal)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError, ValueError):
-                pass
     reader = threading.Thread(target=feed, name="capaudit-recap-reader", daemon=True)
     reader.start()
-    failure: Optional[BaseException] = None
     try:
-        tasks.extend(asyncio.ensure_future(sender()) for _ in range(run.concurrency))
-        pending: Set[asyncio.Future] = set(tasks)
-        stop_wait = asyncio.ensure_future(run.stop.wait())
-        try:
-            while pending:
-                done, _ = await asyncio.wait(pending | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                pending -= done
-                for t in done:
-                    if t is not stop_wait and not t.cancelled() and t.exception() is not None and failure is None:
-                        failure = t.exception()
-                        run.stop.set()
-                if stop_wait in done or failure is not None:
-                    break
-            if pending:  # stopping: wake idle senders, drain requests in flight, cancel what is left
-                queue.put_nowait(_END)
-                _, still = await asyncio.wait(pending, timeout=drain_timeout)
-                for t in still:
-                    t.cancel()
-                await asyncio.gather(*still, return_exceptions=True)
-        finally:
-            stop_wait.cancel()
-            for t in tasks:
-                if not t.done():
-                    t.cancel()
-            results = await asyncio.gather(*tasks, return_exceptions=True)
-        for r in results:
-            if failure is None and isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
-                failure = r
+        await run.drive([sender() for _ in range(run.concurrency)], drain_timeout=drain_timeout,
+                        handle_signals=handle_signals, on_stop=lambda: queue.put_nowait(_END))  # wakes idle senders
     finally:
         halt.set()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         await loop.run_in_executor(None, reader.join)
         executor.shutdown(wait=True, cancel_futures=True)
-        for p in pools:
-            p.close()
+        await run.close_pools(pools)
         run.store.flush()
-        if run.bar is not None:
-            s = run.stats
-            run.bar.set_postfix(ok=s.answered, failed=s.failed + rs.image_failed, refresh=False)
-            run.bar.close()
-    if failure is not None:
-        raise failure
+        run.close_progress()
     if "err" in box:
         raise box["err"]
 
@@ -624,27 +462,7 @@ def recap(images: ImagesInput, policy: Policy, store: Union[str, Path], urls: Se
     those of :func:`arecap`. Runs its own event loop (in a helper thread when called from inside a
     running loop, e.g. a notebook).
     """
-    from capaudit.llm.client import _run_loop
-
-    coro_args = (images, policy, store, urls, model)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return _run_loop(arecap(*coro_args, **kwargs))
-    box: Dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["out"] = _run_loop(arecap(*coro_args, **{**kwargs, "handle_signals": False}))
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["err"] = exc
-
-    th = threading.Thread(target=target, name="capaudit-recap-run")
-    th.start()
-    th.join()
-    if "err" in box:
-        raise box["err"]
-    return box["out"]
+    return run_blocking(lambda: arecap(images, policy, store, urls, model, **kwargs), thread_name="capaudit-recap-run")
 
 
 __all__ = ["TASK", "TASK_VERSION", "TEXT_SCHEMA", "RecapStats", "StoreLayout", "run_identity", "id_template",

@@ -1,47 +1,9 @@
 """Resampling and agreement statistics shared by every stage (reference-spec §5.4, §7)."""
 
-from .agreement import (
-    BinaryAgreement,
-    JudgeHumanRecord,
-    NominalAgreement,
-    binary_agreement,
-    cohen_kappa,
-    confusion_matrix,
-    consensus,
-    exact_agreement,
-    gwet_ac1,
-    judge_human_agreement,
-    nominal_agreement,
-    symmetrized_pairs,
-    two_rater_report,
-)
-from .bootstrap import (
-    BootstrapStd,
-    ClusterBootstrap,
-    caption_bootstrap,
-    cluster_bootstrap,
-    percentile,
-    weighted_nominal_agreement,
-)
+from . import agreement as _agreement
+from .agreement import *  # noqa: F401,F403  (the names in agreement.__all__)
+from .bootstrap import (BootstrapStd, ClusterBootstrap, caption_bootstrap, cluster_bootstrap, percentile,
+                        weighted_nominal_agreement)
 
-__all__ = [
-    "BinaryAgreement",
-    "BootstrapStd",
-    "ClusterBootstrap",
-    "JudgeHumanRecord",
-    "NominalAgreement",
-    "binary_agreement",
-    "caption_bootstrap",
-    "cluster_bootstrap",
-    "cohen_kappa",
-    "confusion_matrix",
-    "consensus",
-    "exact_agreement",
-    "gwet_ac1",
-    "judge_human_agreement",
-    "nominal_agreement",
-    "percentile",
-    "symmetrized_pairs",
-    "two_rater_report",
-    "weighted_nominal_agreement",
-]
+__all__ = [*_agreement.__all__, "BootstrapStd", "ClusterBootstrap", "caption_bootstrap", "cluster_bootstrap",
+           "percentile", "weighted_nominal_agreement"]

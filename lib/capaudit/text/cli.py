@@ -6,19 +6,8 @@ import argparse
 import json
 import sys
 
-from ..argtypes import positive_int
+from ..argtypes import positive_int, positive_ints
 from ..io.atomic import check_output_path, write_text_atomic
-
-
-def _ints(text: str) -> tuple:
-    """Comma-separated positive integers (at least one)."""
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    return values
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,9 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--caption-field", default=None, help="caption column (default: auto-detect, spec §2.1)")
     p.add_argument("--on-missing", choices=("error", "skip"), default="error",
                    help="a row without --caption-field: error (default) or skip (skipped rows are counted)")
-    p.add_argument("--budgets", type=_ints, default=(16, 32, 64, 128, 256))
-    p.add_argument("--ngram-orders", type=_ints, default=(1, 2, 3))
-    p.add_argument("--repeat-orders", type=_ints, default=(3, 4, 5, 6))
+    p.add_argument("--budgets", type=positive_ints, default=(16, 32, 64, 128, 256))
+    p.add_argument("--ngram-orders", type=positive_ints, default=(1, 2, 3))
+    p.add_argument("--repeat-orders", type=positive_ints, default=(3, 4, 5, 6))
     p.add_argument("--top-k", type=positive_int, default=100)
     p.add_argument("--max-records", type=positive_int, default=None)
     p.add_argument("--workers", type=positive_int, default=1,

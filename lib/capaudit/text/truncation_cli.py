@@ -12,38 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-from ..argtypes import positive_int
+from ..argtypes import name_positive_int, name_value, positive_int, positive_ints
 from ..io.atomic import check_output_path, write_text_atomic
-
-
-def _name_value(text: str) -> Tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name or not value:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
-def _name_int(text: str) -> Tuple[str, int]:
-    name, value = _name_value(text)
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=N with a positive integer N, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected NAME=N with a positive integer N, got {text!r}")
-    return name, n
-
-
-def _budgets(text: str) -> Tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    return values
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,11 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a row without --caption-field: error (default) or skip")
     p.add_argument("--encoder", action="append", default=None, metavar="NAME",
                    help="encoder to survey (repeatable; default: clip77 and longclip248)")
-    p.add_argument("--tokenizer-path", action="append", type=_name_value, default=[], metavar="NAME=PATH",
+    p.add_argument("--tokenizer-path", action="append", type=name_value, default=[], metavar="NAME=PATH",
                    help="local tokenizer of an encoder: a folder with tokenizer.json (hf) or a .gguf file (gemma3)")
-    p.add_argument("--max-length", action="append", type=_name_int, default=[], metavar="NAME=N",
+    p.add_argument("--max-length", action="append", type=name_positive_int, default=[], metavar="NAME=N",
                    help="override an encoder's max length (needed for a custom hf tokenizer)")
-    p.add_argument("--budgets", type=_budgets, default=(), metavar="B1,B2",
+    p.add_argument("--budgets", type=positive_ints, default=(), metavar="B1,B2",
                    help="also count captions cut at these lexical budgets (lex-cut text, spec §1.2)")
     p.add_argument("--skip-unavailable", action="store_true",
                    help="record an encoder whose tokenizer is missing under 'unavailable' instead of failing")
