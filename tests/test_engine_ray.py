@@ -4,43 +4,24 @@ and the sharded model-call fan-out (``capaudit llm run --engine ray``)."""
 from __future__ import annotations
 
 import json
-import os
 from functools import partial
-from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray")
 
 from capaudit.engine import list_shards, map_merge, summary_json  # noqa: E402
-from capaudit.engine.executors import ensure_ray, shutdown_ray  # noqa: E402
 from capaudit.engine.llm_fanout import run_requests_sharded  # noqa: E402
 from capaudit.errors import InputError  # noqa: E402
 from capaudit.llm.client import run_requests  # noqa: E402
 from capaudit.llm.requests import write_requests  # noqa: E402
 from capaudit.llm.store import merge  # noqa: E402
+from _ray import local_ray  # noqa: E402,F401  (module-scoped local Ray cluster fixture)
 from test_engine import concat, count_words, merge_counters, ordered_ids, rows, write_jsonl  # noqa: E402
 from test_llm_support import FaultServer, make_rows  # noqa: E402
 
 TIMING = ("started_at", "elapsed_sec")
 FAST = dict(timeout=2.0, backoff_base=0.005, backoff_max=0.05)
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    # Ray workers import the map functions of these test modules by name
-    here = str(Path(__file__).resolve().parent)
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, old) if p)
-    os.environ.pop("RAY_ADDRESS", None)
-    started = ensure_ray(num_cpus=2)
-    yield
-    if started:
-        shutdown_ray()
-    if old is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = old
 
 
 def without_timing(store) -> dict:

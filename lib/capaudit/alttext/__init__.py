@@ -5,6 +5,8 @@
 * :mod:`.coverage`: :class:`CoverageCounter`, :func:`coverage_of_texts`, :func:`coverage_file`,
   :func:`at_least_curve`;
 * :mod:`.vocab`: vocabularies (nocaps_ood, lvis, objects365, files) and :class:`MentionMatcher`;
+* :mod:`.sharded`: both on the engine (``--engine local|ray``, ``--workers``, ``--shards``; issue 15),
+  byte-identical to a single-process run;
 * :mod:`.stage`: :func:`run_filters`, :func:`run_coverage` (notebooks 10 and 10b);
 * reviewed data files in ``alttext/data/`` (:mod:`.resources`).
 """

@@ -123,6 +123,31 @@ class Block:
     def _bad(self, msg: str) -> InputError:
         return InputError(f"block {self.name!r}: {msg}", field=self.name)
 
+    # -- two-pass blocks (``two_pass = True``) ------------------------------------------------------
+    # Pass 1 calls ``reset()`` then ``observe(text)`` for every non-empty input text.  A sharded run
+    # observes each shard separately, collects ``state()``, combines the states with ``merge_states``
+    # (exact: the result equals observing the whole input) and ``load_state``s it before pass 2.
+
+    def reset(self) -> None:
+        """Forget what pass 1 observed."""
+
+    def observe(self, text: str) -> None:  # pragma: no cover - two-pass blocks override
+        raise NotImplementedError
+
+    def state(self) -> Any:  # pragma: no cover - two-pass blocks override
+        """What pass 1 observed (picklable)."""
+        raise NotImplementedError
+
+    def load_state(self, state: Any) -> None:  # pragma: no cover - two-pass blocks override
+        raise NotImplementedError
+
+    def merge_states(self, states: Sequence[Any]) -> Any:  # pragma: no cover - two-pass blocks override
+        """One state equal to observing, in order, everything the ``states`` observed."""
+        raise NotImplementedError
+
+    def table_size(self) -> int:
+        return 0
+
 
 # --- image metadata filters ---------------------------------------------------------------------------
 
@@ -393,6 +418,37 @@ class RareWords(Block):
 
     def table_size(self) -> int:
         return len(self.exact) if self.exact is not None else sum(1 for c in self.buckets if c)
+
+    def state(self) -> Dict[str, Any]:
+        """``{observed, exact (Counter) | buckets (array of uint32)}``."""
+        return {"observed": self.observed, "exact": self.exact, "buckets": self.buckets}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        self.observed = int(state["observed"])
+        self.exact = state["exact"]
+        self.buckets = state["buckets"]
+
+    def merge_states(self, states: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+        """Exact counts added word by word, hashed buckets added bucket by bucket (a bucket that would
+        pass 2**32 - 1 raises ``OverflowError``, as a single-process count would)."""
+        states = list(states)
+        observed = sum(int(s["observed"]) for s in states)
+        if self.hash_buckets:
+            import numpy as np
+            from array import array
+
+            total = np.zeros(int(self.hash_buckets), np.uint64)
+            for s in states:
+                total += np.frombuffer(s["buckets"], dtype=np.uint32)
+            if total.size and int(total.max()) > 0xFFFFFFFF:
+                raise OverflowError(f"block {self.name!r}: a hash bucket passed 2**32 - 1 words")
+            merged = array("I")
+            merged.frombytes(total.astype(np.uint32).tobytes())
+            return {"observed": observed, "exact": None, "buckets": merged}
+        exact: Counter = Counter()
+        for s in states:
+            exact.update(s["exact"])
+        return {"observed": observed, "exact": exact, "buckets": None}
 
     def check(self, item: Item) -> str:
         m = int(self.min_count)

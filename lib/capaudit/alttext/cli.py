@@ -42,7 +42,28 @@ def _input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-rows", type=int, default=None, help="stop after this many input rows")
 
 
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--workers``, ``--address``, ``--shards`` (issue 15; the ``text-stats`` flags)."""
+    from ..argtypes import positive_int
+
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="processes (local engine) or concurrent tasks (ray engine); same output for any value")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where shards run: this machine (default) or Ray (a local cluster unless --address); "
+                        "JSONL / Parquet input")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
+    p.add_argument("--shards", type=positive_int, default=None,
+                   help="cut the input into this many shards (default: one per worker locally, ~128 MiB pieces on Ray)")
+
+
+def _engine_kw(args: argparse.Namespace) -> dict:
+    return {"engine": args.engine, "workers": args.workers, "address": args.address, "shards": args.shards}
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    from ..argtypes import positive_int
+
     at = sub.add_parser("alttext", help="alt-text filter funnels (CC3M-style, CC12M-style)",
                         description="Alt-text filtering: CC3M/CC12M-style pipelines as filter funnels.")
     atsub = at.add_subparsers(dest="alttext_command", metavar="SUBCOMMAND")
@@ -59,7 +80,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--manifest", default=None, help="optional JSON manifest (pipeline, parameters, funnel)")
     f.add_argument("--set", action="append", default=[], metavar="BLOCK.PARAM=VALUE",
                    help="override a block parameter, e.g. rare_words.min_count=3 (value parsed as YAML)")
-    f.add_argument("--batch-size", type=int, default=256)
+    f.add_argument("--batch-size", type=positive_int, default=256)
+    _engine_args(f)
     f.set_defaults(func=_filter_main)
     at.set_defaults(func=lambda a: (at.print_help(), 2)[1])
 
@@ -74,6 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--detail", action="store_true",
                    help="add the >=K curve, frequency groups, top classes/tokens and domains to the JSON")
     c.add_argument("--lemmatiser", choices=("wordnet", "rules"), default="wordnet")
+    _engine_args(c)
     c.set_defaults(func=_coverage_main)
 
 
@@ -104,7 +127,8 @@ def _filter_main(args: argparse.Namespace) -> int:
         dropped = out.with_name(out.name[: -len(".jsonl")] + ".dropped.jsonl" if out.name.endswith(".jsonl")
                                 else out.name + ".dropped.jsonl")
     funnel = filter_file(_source(args), args.text_field, args.pipeline, out, args.funnel, dropped,
-                         batch_size=args.batch_size, manifest_path=args.manifest, overrides=_overrides(args.set))
+                         batch_size=args.batch_size, manifest_path=args.manifest, overrides=_overrides(args.set),
+                         **_engine_kw(args))
     print(f"{funnel.pipeline}: {funnel.input_rows} rows in, {funnel.kept} kept, {funnel.dropped} dropped "
           f"({funnel.seconds:.1f} s)", file=sys.stderr)
     return 0
@@ -114,7 +138,7 @@ def _coverage_main(args: argparse.Namespace) -> int:
     from .coverage import coverage_file
 
     res = coverage_file(_source(args), args.text_field, args.vocabulary, args.out, url_field=args.url_field,
-                        detail=args.detail, lemmatiser=args.lemmatiser)
+                        detail=args.detail, lemmatiser=args.lemmatiser, **_engine_kw(args))
     print(json.dumps({k: res[k] for k in ("records", "classes", "instances_total", "per_million_median",
                                           "classes_at_least")}), file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlparse
 
 from capaudit.errors import EmptyInputError, InputError
@@ -205,44 +205,126 @@ def _add_words(c: CoverageCounter, words: List[str], url: Optional[str], count_t
                 c.sites[site] += 1
 
 
+def texts_of_rows(rows: Iterable[Tuple[Mapping[str, Any], Any]], text_field: str, url_field: Optional[str] = None,
+                  *, lists: bool = True) -> Iterator[Tuple[str, Optional[str]]]:
+    """``(text, url)`` of the rows' ``text_field`` (``capaudit coverage``'s rules when ``lists``: null or
+    blank skipped, a list gives each non-blank string, another type is an error; the stage's rows rule
+    otherwise: non-blank strings only). A row without the field is an error naming file, row and field."""
+    from .rows import get_field, optional_str_field
+
+    for row, where in rows:
+        try:
+            v = get_field(row, text_field)
+        except KeyError:
+            if not lists:
+                raise InputError(f"{where}: no field {text_field!r}", field=text_field) from None
+            fields = sorted(str(k) for k in row if not str(k).startswith("__"))
+            raise InputError(f"{where}: no field {text_field!r} (fields: {', '.join(fields)})",
+                             field=text_field) from None
+        if not lists:
+            if isinstance(v, str) and v.strip():
+                yield v, optional_str_field(row, url_field)
+            continue
+        if v is None or (isinstance(v, str) and not v.strip()):
+            continue
+        if isinstance(v, list):
+            vals = [x for x in v if isinstance(x, str) and x.strip()]
+        elif isinstance(v, str):
+            vals = [v]
+        else:
+            raise InputError(f"{where}: text is {type(v).__name__}, not a string", field=text_field)
+        url = optional_str_field(row, url_field)
+        for x in vals:
+            yield x, url
+
+
 def coverage_file(source: Any, text_field: str, vocabulary: str, out: Union[str, Path], *, url_field: Optional[str] = None,
-                  detail: bool = False, lemmatiser: str = "wordnet", max_records: Optional[int] = None) -> Dict[str, Any]:
-    """``capaudit coverage``: count one vocabulary over a file's text field; write ``COVERAGE.json``."""
-    from .rows import RowSource, get_field, optional_str_field
+                  detail: bool = False, lemmatiser: str = "wordnet", max_records: Optional[int] = None,
+                  engine: str = "local", workers: int = 1, address: Optional[str] = None,
+                  shards: Optional[int] = None) -> Dict[str, Any]:
+    """``capaudit coverage``: count one vocabulary over a file's text field; write ``COVERAGE.json``.
+
+    ``engine``/``workers``/``address``/``shards`` (issue 15): JSONL / Parquet inputs are counted per
+    shard on a process pool or Ray and merged before the summary (byte-identical JSON);
+    ``engine="ray"`` on another format (or with ``max_records``) is an :class:`InputError`.
+    """
+    from .rows import RowSource
+    from .sharded import coverage_sharded, use_engine
 
     src = source if isinstance(source, RowSource) else RowSource.from_spec(source)
     vocab = load_vocabulary(vocabulary)
-
-    def texts():
-        n = 0
-        for row, where in src:
-            try:
-                v = get_field(row, text_field)
-            except KeyError:
-                fields = sorted(str(k) for k in row if not str(k).startswith("__"))
-                raise InputError(f"{where}: no field {text_field!r} (fields: {', '.join(fields)})",
-                                 field=text_field) from None
-            if v is None or (isinstance(v, str) and not v.strip()):
-                continue
-            if isinstance(v, list):
-                vals = [x for x in v if isinstance(x, str) and x.strip()]
-            elif isinstance(v, str):
-                vals = [v]
-            else:
-                raise InputError(f"{where}: text is {type(v).__name__}, not a string", field=text_field)
-            url = optional_str_field(row, url_field)
-            for x in vals:
-                yield (x, url)
-                n += 1
+    files = use_engine(src, engine, workers, shards, limited=max_records is not None)
+    if files is not None:
+        part = coverage_sharded(src, files, text_field, [vocab], url_field=url_field, lemmatiser=lemmatiser,
+                                engine=engine, workers=workers, address=address, shards=shards)
+        counter = part.counters([vocab], lemmatiser)[vocab.name]
+    else:
+        def texts() -> Iterator[Tuple[str, Optional[str]]]:
+            for n, t in enumerate(texts_of_rows(src, text_field, url_field), start=1):
+                yield t
                 if max_records is not None and n >= max_records:
                     return
 
-    counter = coverage_of_texts(texts(), [vocab], lemmatiser)[vocab.name]
+        counter = coverage_of_texts(texts(), [vocab], lemmatiser)[vocab.name]
     if counter.records == 0:
         raise EmptyInputError("no non-empty text in the input", path=src.label, field=text_field)
     result = counter.summary(detail=detail)
     write_json_atomic(out, result)
     return result
+
+
+@dataclass
+class HypernymCounts:
+    """Mergeable counts of the CC3M hypernym check (:func:`hypernym_share` plus how often "by" is
+    followed by a hypernym); :meth:`row` is the ``alttext_hypernym_check`` table row."""
+
+    hypernyms: Tuple[str, ...]
+    records: int = 0
+    with_hypernym: int = 0
+    words: int = 0
+    after_by: int = 0
+    after_by_hypernym: int = 0
+    counts: Counter = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self._set = {h.lower() for h in self.hypernyms}
+
+    def add(self, text: str) -> None:
+        hyp = self._set
+        ws = lex_units(text)
+        self.records += 1
+        self.words += len(ws)
+        hits = [w for w in ws if w in hyp]
+        if hits:
+            self.with_hypernym += 1
+            self.counts.update(hits)
+        for a, b in zip(ws, ws[1:]):
+            if a == "by":
+                self.after_by += 1
+                self.after_by_hypernym += b in hyp
+
+    def feed(self, texts: Iterable[Tuple[str, Optional[str]]]) -> Iterator[Tuple[str, Optional[str]]]:
+        """Pass ``(text, url)`` pairs through, counting each text."""
+        for t in texts:
+            self.add(t[0])
+            yield t
+
+    def merge(self, other: "HypernymCounts") -> "HypernymCounts":
+        self.records += other.records
+        self.with_hypernym += other.with_hypernym
+        self.words += other.words
+        self.after_by += other.after_by
+        self.after_by_hypernym += other.after_by_hypernym
+        self.counts.update(other.counts)
+        return self
+
+    def row(self) -> Dict[str, Any]:
+        top = ", ".join(f"{w} {c}" for w, c in self.counts.most_common()[:6])
+        return {"records": self.records,
+                "share_with_hypernym": self.with_hypernym / self.records if self.records else 0.0,
+                "hypernyms_per_1k_words": 1000 * sum(self.counts.values()) / self.words if self.words else 0.0,
+                "by_followed_by_hypernym": self.after_by_hypernym / self.after_by if self.after_by else None,
+                "by_bigrams": self.after_by, "top_hypernyms": top}
 
 
 def hypernym_share(texts: Iterable[str], hypernyms: Sequence[str]) -> Dict[str, Any]:
@@ -265,4 +347,5 @@ def hypernym_share(texts: Iterable[str], hypernyms: Sequence[str]) -> Dict[str, 
 
 
 __all__ = ["CONTRACT_KS", "CURVE_KS", "CONTRACT_KEYS", "site_of", "CoverageCounter", "coverage_numbers",
-           "at_least_curve", "coverage_of_texts", "coverage_file", "hypernym_share"]
+           "at_least_curve", "coverage_of_texts", "coverage_file", "texts_of_rows", "HypernymCounts",
+           "hypernym_share"]

@@ -144,22 +144,58 @@ class Pipeline:
             raise InputError("batch_size must be >= 1")
         t0 = time.perf_counter()
         label = getattr(source, "label", "input")
-        two_pass = [b for b in self.blocks if b.two_pass]
+        if self.two_pass_blocks:
+            self.observe(source, text_field, label)
+        steps, n_in, parsed = self.filter_rows(source, text_field, batch_size=batch_size,
+                                               spacy_batch_size=spacy_batch_size, on_kept=on_kept,
+                                               on_dropped=on_dropped, progress=progress, label=label)
+        return self.funnel(steps, n_in, parsed, time.perf_counter() - t0)
+
+    @property
+    def two_pass_blocks(self) -> List[Block]:
+        return [b for b in self.blocks if b.two_pass]
+
+    def observe(self, rows: Iterable[Tuple[Dict[str, Any], str]], text_field: str, label: str = "input") -> int:
+        """Pass 1 of the two-pass blocks: reset them, then let them observe the text of every row whose
+        text is not empty (whatever the blocks before them would do). Returns the number of rows."""
+        two_pass = self.two_pass_blocks
         for b in two_pass:
             b.reset()
-        if two_pass:
-            for row, where in source:
-                text = _text_of(row, text_field, where, label)
-                if text is not None:
-                    for b in two_pass:
-                        b.observe(text)
-        ctx = Context(self.needs, spacy_batch_size)
+        n = 0
+        for row, where in rows:
+            n += 1
+            text = _text_of(row, text_field, where, label)
+            if text is not None:
+                for b in two_pass:
+                    b.observe(text)
+        return n
+
+    def new_steps(self) -> List[FunnelRow]:
+        """Empty funnel rows: the built-in ``empty_text`` step, then one per block."""
         steps = [FunnelRow(0, EMPTY_RULE, "input", "input", backend="built-in")]
         steps += [FunnelRow(i + 1, b.name, b.type, b.kind, backend=b.backend) for i, b in enumerate(self.blocks)]
+        return steps
+
+    def filter_rows(self, rows: Iterable[Tuple[Dict[str, Any], str]], text_field: str, *, start: int = 0,
+                    batch_size: int = 256, spacy_batch_size: int = 256,
+                    on_kept: Optional[Callable[[Item], None]] = None,
+                    on_dropped: Optional[Callable[[Item, str], None]] = None,
+                    progress: Optional[Callable[[int], None]] = None,
+                    label: str = "input") -> Tuple[List[FunnelRow], int, int]:
+        """Pass 2 over ``rows`` (two-pass blocks already hold their tables): batches of ``batch_size``
+        consecutive rows, numbered from ``start``. Returns (funnel rows, rows read, texts parsed by spaCy).
+
+        A sharded run (:mod:`capaudit.alttext.sharded`) starts every piece at a multiple of
+        ``batch_size``, so its batches are exactly those of a single-process run.
+        """
+        if batch_size < 1:
+            raise InputError("batch_size must be >= 1")
+        ctx = Context(self.needs, spacy_batch_size)
+        steps = self.new_steps()
         n_in = 0
         batch: List[Tuple[int, Dict[str, Any], str]] = []
-        for row, where in source:
-            batch.append((n_in, row, where))
+        for row, where in rows:
+            batch.append((start + n_in, row, where))
             n_in += 1
             if len(batch) >= batch_size:
                 self._batch(batch, text_field, label, ctx, steps, on_kept, on_dropped)
@@ -170,10 +206,14 @@ class Pipeline:
             self._batch(batch, text_field, label, ctx, steps, on_kept, on_dropped)
             if progress:
                 progress(n_in)
-        extra: Dict[str, Any] = {"spacy_parsed": ctx.parsed}
-        for b in two_pass:
+        return steps, n_in, ctx.parsed
+
+    def funnel(self, steps: List[FunnelRow], n_in: int, parsed: int, seconds: float) -> Funnel:
+        """The checked :class:`Funnel` of a run (``extra``: texts parsed, two-pass table sizes)."""
+        extra: Dict[str, Any] = {"spacy_parsed": parsed}
+        for b in self.two_pass_blocks:
             extra[f"{b.name}_table_size"] = b.table_size()
-        funnel = Funnel(self.name, steps, n_in, time.perf_counter() - t0, extra)
+        funnel = Funnel(self.name, steps, n_in, seconds, extra)
         funnel.check()
         return funnel
 
@@ -298,47 +338,72 @@ def build_pipeline(spec: PipelineSpec, name: Optional[str] = None,
     return Pipeline(str(name or "pipeline"), blocks, specs)
 
 
+def kept_line(it: Item, text_field: str) -> str:
+    """The kept-rows JSONL line of ``it``: the text field holds the final text, ``alttext_original`` the
+    input text, ``alttext_row`` the 0-based input row."""
+    row = dict(it.row)
+    _set_text(row, text_field, it.text)
+    row["alttext_original"] = it.original
+    row["alttext_row"] = it.index
+    return dumps_row(row) + "\n"
+
+
+def dropped_line(it: Item, rule: str) -> str:
+    """The dropped-rows JSONL line of ``it`` (``alttext_row``, ``dropped_by``)."""
+    row = dict(it.row)
+    row["alttext_row"] = it.index
+    row["dropped_by"] = rule
+    return dumps_row(row) + "\n"
+
+
 def filter_file(source: Union[RowSource, str, Path, Mapping[str, Any]], text_field: str, pipeline: PipelineSpec,
                 out: Union[str, Path], funnel_path: Union[str, Path], dropped_path: Optional[Union[str, Path]] = None,
                 *, batch_size: int = 256, manifest_path: Optional[Union[str, Path]] = None,
                 overrides: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                progress: Optional[Callable[[int], None]] = None) -> Funnel:
+                progress: Optional[Callable[[int], None]] = None, engine: str = "local", workers: int = 1,
+                address: Optional[str] = None, shards: Optional[int] = None) -> Funnel:
     """Run a pipeline over a source; kept rows → ``out`` (JSONL; the text field holds the final text,
     ``alttext_original`` the input text, ``alttext_row`` the 0-based input row), dropped rows →
-    ``dropped_path`` (with ``dropped_by``), funnel → ``funnel_path`` (CSV).  All writes are atomic."""
+    ``dropped_path`` (with ``dropped_by``), funnel → ``funnel_path`` (CSV).  All writes are atomic.
+
+    ``engine``/``workers``/``address``/``shards`` (issue 15): JSONL / Parquet inputs run as shards on
+    a process pool or Ray (:func:`capaudit.alttext.sharded.filter_sharded`) with byte-identical
+    outputs; ``engine="ray"`` on another format is an :class:`InputError`.
+    """
+    from .sharded import filter_sharded, use_engine
+
     src = source if isinstance(source, RowSource) else RowSource.from_spec(source)
     pipe = pipeline if isinstance(pipeline, Pipeline) else build_pipeline(pipeline, overrides=overrides)
+    if batch_size < 1:
+        raise InputError("batch_size must be >= 1")
+    files = use_engine(src, engine, workers, shards)
+    if files is not None:
+        funnel = filter_sharded(src, files, text_field, pipe, out, funnel_path, dropped_path, batch_size=batch_size,
+                                engine=engine, workers=workers, address=address, shards=shards)
+    else:
+        with atomic_write(out) as kept_fh:
+            dropped_cm = atomic_write(dropped_path) if dropped_path else None
+            dropped_fh = dropped_cm.__enter__() if dropped_cm else None
+            try:
+                def on_kept(it: Item) -> None:
+                    kept_fh.write(kept_line(it, text_field))
 
-    with atomic_write(out) as kept_fh:
-        dropped_cm = atomic_write(dropped_path) if dropped_path else None
-        dropped_fh = dropped_cm.__enter__() if dropped_cm else None
-        try:
-            def on_kept(it: Item) -> None:
-                row = dict(it.row)
-                _set_text(row, text_field, it.text)
-                row["alttext_original"] = it.original
-                row["alttext_row"] = it.index
-                kept_fh.write(dumps_row(row) + "\n")
+                def on_dropped(it: Item, rule: str) -> None:
+                    if dropped_fh is not None:
+                        dropped_fh.write(dropped_line(it, rule))
 
-            def on_dropped(it: Item, rule: str) -> None:
-                if dropped_fh is not None:
-                    row = dict(it.row)
-                    row["alttext_row"] = it.index
-                    row["dropped_by"] = rule
-                    dropped_fh.write(dumps_row(row) + "\n")
-
-            funnel = pipe.run(src, text_field, batch_size=batch_size, on_kept=on_kept, on_dropped=on_dropped,
-                              progress=progress)
-            if funnel.input_rows == 0:
-                raise EmptyInputError("input has no rows", path=src.label)
-            with atomic_write(funnel_path, newline="") as fh:
-                fh.write(funnel.to_csv_text())
-        except BaseException as exc:
+                funnel = pipe.run(src, text_field, batch_size=batch_size, on_kept=on_kept, on_dropped=on_dropped,
+                                  progress=progress)
+                if funnel.input_rows == 0:
+                    raise EmptyInputError("input has no rows", path=src.label)
+                with atomic_write(funnel_path, newline="") as fh:
+                    fh.write(funnel.to_csv_text())
+            except BaseException as exc:
+                if dropped_cm:
+                    dropped_cm.__exit__(type(exc), exc, exc.__traceback__)
+                raise
             if dropped_cm:
-                dropped_cm.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        if dropped_cm:
-            dropped_cm.__exit__(None, None, None)
+                dropped_cm.__exit__(None, None, None)
     if manifest_path:
         write_json_atomic(manifest_path, {"input": src.label, "text_field": text_field, "pipeline": pipe.name,
                                           "blocks": pipe.describe(), "outputs": {"kept": str(out), "funnel": str(funnel_path),
@@ -359,4 +424,5 @@ def _set_text(row: Dict[str, Any], text_field: str, text: str) -> None:
     obj[parts[-1]] = text
 
 
-__all__ = ["EMPTY_RULE", "FUNNEL_COLUMNS", "FunnelRow", "Funnel", "Pipeline", "build_pipeline", "filter_file"]
+__all__ = ["EMPTY_RULE", "FUNNEL_COLUMNS", "FunnelRow", "Funnel", "Pipeline", "build_pipeline", "dropped_line",
+           "filter_file", "kept_line"]

@@ -4,6 +4,8 @@ Params section ``alttext`` (see the README snippet)::
 
     alttext:
       batch_size: 256
+      engine: local                          # or ray (issue 15); also workers, address, shards,
+      workers: 1                             #   overridable per part under filters: / coverage:
       filters:
         pipelines: [cc3m, cc12m]            # shipped names, YAML files, or {name, blocks}
         overrides: {}                        # {pipeline: {block name: {param: value}}}
@@ -34,7 +36,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pandas as pd
 
@@ -43,10 +45,10 @@ from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic, write_text_atomic
 from capaudit.summaries.numbers_fragments import write_numbers_fragment
 
-from .coverage import CONTRACT_KS, CoverageCounter, at_least_curve, coverage_of_texts, hypernym_share
+from .coverage import CONTRACT_KS, CoverageCounter, HypernymCounts, at_least_curve, coverage_of_texts, texts_of_rows
 from .funnel import Funnel, build_pipeline, filter_file
 from .resources import data_file
-from .rows import RowSource, get_field, optional_str_field
+from .rows import RowSource, get_field
 from .vocab import load_vocabulary, nocaps_ood_accounting
 
 DEFAULT_PIPELINES = ("cc3m", "cc12m")
@@ -62,6 +64,27 @@ def _dirs(cfg: RunConfig) -> Dict[str, Path]:
 
 def _section(cfg: RunConfig) -> Dict[str, Any]:
     return cfg.section("alttext")
+
+
+def _engine(cfg: RunConfig, part: str) -> Dict[str, Any]:
+    """``{engine, workers, address, shards}`` of ``alttext`` (keys of ``alttext.<part>`` win)."""
+    from capaudit.engine.executors import engine_from_params
+
+    sec = _section(cfg)
+    sub = dict(sec.get(part) or {})
+    keys = ("engine", "workers", "address", "shards")
+    merged = {k: sub.get(k, sec.get(k)) for k in keys if k in sub or k in sec}
+    return engine_from_params(merged, f"{cfg.path}: alttext" + (f".{part}" if any(k in sub for k in keys) else ""))
+
+
+def _engine_for(src: RowSource, eng: Mapping[str, Any]) -> Dict[str, Any]:
+    """The engine settings for one source: inputs that do not shard (TSV, WebDataset, COCO-MINI, a row
+    limit, ...) run in this process, whatever the configured engine."""
+    from .sharded import shard_files
+
+    if shard_files(src) is None:
+        return {"engine": "local", "workers": 1, "address": None, "shards": None}
+    return {k: eng[k] for k in ("engine", "workers", "address", "shards")}
 
 
 def _safe(name: str) -> str:
@@ -120,6 +143,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
     pipes_spec = fsec.get("pipelines", list(DEFAULT_PIPELINES))
     overrides = fsec.get("overrides") or {}
     corpora = fsec.get("corpora") or []
+    eng = _engine(cfg, "filters")
     if not corpora:
         raise InputError(f"{cfg.path}: alttext.filters.corpora is empty", field="alttext.filters.corpora")
     funnels: Dict[str, Dict[str, Funnel]] = {}
@@ -134,7 +158,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
             pipe = build_pipeline(ps, overrides=(overrides.get(pname or "") or None))
             outs = filter_outputs(cfg, name, pipe.name)
             f = filter_file(src, text_field, pipe, outs["kept"], outs["funnel"], outs["dropped"], batch_size=batch,
-                            manifest_path=outs["manifest"])
+                            manifest_path=outs["manifest"], **_engine_for(src, eng))
             funnels[name][pipe.name] = f
             for r in f.to_records():
                 long_rows.append({"corpus": name, "pipeline": pipe.name, **r,
@@ -225,7 +249,8 @@ def _surface_spec(cfg: RunConfig, name: str) -> Dict[str, Any]:
 
 
 def _corpus_texts(cfg: RunConfig, spec: Mapping[str, Any]) -> Tuple[str, Optional[Iterator[Tuple[str, Optional[str]]]], str]:
-    """(name, iterator of (text, url) or None when the input is missing, note)."""
+    """(name, iterator of (text, url) or None when the input is missing, note); a rows corpus's
+    iterator has ``.source`` (its :class:`RowSource`), ``.text_field`` and ``.url_field``."""
     spec = dict(spec)
     if "surface" in spec or ("text_field" not in spec and ("dataset" in spec or "file" in spec or "format" in spec)):
         from capaudit.surfaces import iter_captions
@@ -248,15 +273,17 @@ def _corpus_texts(cfg: RunConfig, spec: Mapping[str, Any]) -> Tuple[str, Optiona
         return name, None, f"skipped: {file} not found"
     src, text_field, url_field = _corpus_source(spec)
 
-    def gen() -> Iterator[Tuple[str, Optional[str]]]:
-        for row, where in src:
-            try:
-                v = get_field(row, text_field)
-            except KeyError:
-                raise InputError(f"{where}: no field {text_field!r}", field=text_field) from None
-            if isinstance(v, str) and v.strip():
-                yield v, optional_str_field(row, url_field)
-    return name, gen(), "rows"
+    return name, _RowsTexts(src, str(text_field), url_field), "rows"
+
+
+class _RowsTexts:
+    """``(text, url)`` of a rows corpus (non-blank string texts), with the source for the engine."""
+
+    def __init__(self, source: RowSource, text_field: str, url_field: Optional[str]):
+        self.source, self.text_field, self.url_field = source, text_field, url_field
+
+    def __iter__(self) -> Iterator[Tuple[str, Optional[str]]]:
+        return texts_of_rows(self.source, self.text_field, self.url_field, lists=False)
 
 
 def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
@@ -293,14 +320,25 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     hyp_check = set(csec.get("hypernym_check") or [])
     hyp_rows = []
     cov_dir = dirs["artifacts"] / "alttext" / "coverage"
+    eng = _engine(cfg, "coverage")
     for name, texts, note in corpora:
         notes[name] = note
         if texts is None:
             continue
-        if name in hyp_check:
-            texts = list(texts)
-            hyp_rows.append({"corpus": name, **_hypernym_row(texts, hyp_tokens)})
-        counters = coverage_of_texts(texts, vocabs, lemmatiser)
+        hyp = HypernymCounts(tuple(hyp_tokens)) if name in hyp_check else None
+        run_on = _engine_for(texts.source, eng) if isinstance(texts, _RowsTexts) else None
+        if run_on is not None and (run_on["engine"] != "local" or run_on["workers"] > 1 or run_on["shards"]):
+            from .sharded import coverage_sharded, shard_files
+
+            part = coverage_sharded(texts.source, shard_files(texts.source), texts.text_field, vocabs,
+                                    url_field=texts.url_field, lemmatiser=lemmatiser, lists=False,
+                                    hypernyms=None if hyp is None else hyp.hypernyms, **run_on)
+            counters = part.counters(vocabs, lemmatiser)
+            hyp = part.hypernyms if hyp is not None else None
+        else:
+            counters = coverage_of_texts(hyp.feed(texts) if hyp is not None else texts, vocabs, lemmatiser)
+        if hyp is not None:
+            hyp_rows.append({"corpus": name, **hyp.row()})
         results[name] = counters
         for vname, c in counters.items():
             write_json_atomic(cov_dir / f"{_safe(name.replace(':', '__'))}__{vname}.json",
@@ -347,24 +385,6 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     write_numbers_fragment(dirs["artifacts"], "alttext_coverage", numbers, backend="lexical matcher + " + lemmatiser)
     return {"results": results, "table": table, "lvis_groups": groups, "top_tokens": tokens, "domains": domains,
             "hypernym_check": hyp, "nocaps_accounting": acct_df, "notes": notes, "curves": curves}
-
-
-def _hypernym_row(texts: Sequence[Tuple[str, Optional[str]]], tokens: Sequence[str]) -> Dict[str, Any]:
-    from capaudit.text.lexical import lex_units
-
-    h = hypernym_share((t for t, _ in texts), tokens)
-    hyp = {x.lower() for x in tokens}
-    after_by = after_by_h = 0
-    for t, _ in texts:
-        ws = lex_units(t)
-        for a, b in zip(ws, ws[1:]):
-            if a == "by":
-                after_by += 1
-                after_by_h += b in hyp
-    top = ", ".join(f"{w} {c}" for w, c in list(h["counts"].items())[:6])
-    return {"records": h["records"], "share_with_hypernym": h["share_with_hypernym"],
-            "hypernyms_per_1k_words": h["per_1k_words"], "by_followed_by_hypernym": after_by_h / after_by if after_by else None,
-            "by_bigrams": after_by, "top_hypernyms": top}
 
 
 def coverage_table(results: Mapping[str, Mapping[str, CoverageCounter]]) -> pd.DataFrame:

@@ -5,6 +5,7 @@
         --out SCORES.jsonl [--itm annotation_precision|clip:PATH|open_clip:ARCH[:PRETRAINED]|none] \
         [--relation-ends both|subject|split] [--length-unit lex|words] \
         [--url URL --model NAME [--responses STORE] ...]        # --graphs llm, as `capaudit llm run`
+        [--engine local|ray] [--workers N] [--address ADDR] [--shards N]   # --graphs claims: same rows on any engine
     capaudit detail select --scores SCORES.jsonl --itm-field itm --k K --t T --strategy itm_cd \
         --out SUBSET.jsonl [--seed 0]                             # + SUBSET.parquet, SUBSET.wds.json
     capaudit detail subgraphs --scores SCORES.jsonl --grounding coco:INSTANCES.json --out SUB.jsonl \
@@ -12,7 +13,10 @@
         [--realiser template | --realiser llm --url URL --model NAME]
     capaudit detail run [--params params/demo.yaml]
 
-K and T are counts (``30000``) or proportions of the pool (``0.6``).
+K and T are counts (``30000``) or proportions of the pool (``0.6``). ``score`` with ``--engine``,
+``--workers`` or ``--shards`` cuts JSONL / Parquet input (files, a folder, a glob, an fsspec URL) into
+shards and writes the same rows, in input order, as a single-process run
+(:mod:`capaudit.detail.sharded`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any, List
 
 def register(subparsers: Any) -> None:
     """Add ``detail`` and its subcommands to the ``capaudit`` command."""
+    from capaudit.argtypes import positive_int
+
     from .metrics import LENGTH_UNITS, RELATION_ENDS
     from .selection import STRATEGIES
 
@@ -33,7 +39,8 @@ def register(subparsers: Any) -> None:
     sub = det.add_subparsers(dest="detail_command", metavar="DETAIL_COMMAND")
 
     s = sub.add_parser("score", help="ICR (Eq. 2), AOD (Eq. 4), CD (Eq. 5) per caption")
-    s.add_argument("--input", required=True, help="caption JSONL")
+    s.add_argument("--input", required=True,
+                   help="caption JSONL or Parquet: a file, a folder, a glob or an fsspec URL")
     s.add_argument("--caption-field", default="caption")
     s.add_argument("--image-field", default="image", help="image path or file name (matched to annotations by file name)")
     s.add_argument("--id-field", default="id")
@@ -47,6 +54,14 @@ def register(subparsers: Any) -> None:
     s.add_argument("--relation-ends", choices=RELATION_ENDS, default="both",
                    help="how a relation counts for its two ends in AOD (default both: 1 each)")
     s.add_argument("--length-unit", choices=LENGTH_UNITS, default="lex", help="Length(c) of CD (default lexical units)")
+    s.add_argument("--workers", type=positive_int, default=1,
+                   help="processes (local engine) or concurrent tasks (ray engine); same rows for any value")
+    s.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where shards run: this machine (default) or Ray (a local cluster unless --address)")
+    s.add_argument("--address", default=None,
+                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
+    s.add_argument("--shards", type=positive_int, default=None,
+                   help="cut the input into this many shards (default: ~16 MiB pieces, at least one per worker)")
     g = s.add_argument_group("LLM parser (--graphs llm; same meaning as `capaudit llm run`)")
     g.add_argument("--url", action="append", default=[], help="base URL of an OpenAI-compatible server (repeatable)")
     g.add_argument("--model", help="model name sent to the server (hashed into request ids)")
@@ -105,9 +120,20 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .parsers import LLMSceneGraphParser, OfflineSceneGraphParser
     from .score import score_file
 
+    from capaudit.text.stage import shardable
+
+    sharded = args.engine != "local" or args.workers > 1 or args.shards is not None or (
+        shardable(args.input) and (not Path(args.input).is_file() or args.input.lower().endswith(".parquet")))
     if args.graphs == "llm":
+        if sharded:
+            raise InputError("--graphs llm is not sharded (its model calls already run --concurrency at a time; "
+                             "fan requests out with `capaudit llm run --engine ray`): use one local caption file "
+                             "with --engine local --workers 1", field="--engine")
         if not args.url or not args.model:
             raise InputError("--graphs llm needs --url and --model", field="--url")
+    if sharded:
+        return _score_sharded(args)
+    if args.graphs == "llm":
         parser: Any = LLMSceneGraphParser(
             args.url, args.model, args.responses or _with_suffix(args.out, ".scene_graphs.jsonl"),
             revision=args.revision, concurrency=args.concurrency, timeout=args.timeout, dialect=args.dialect,
@@ -121,11 +147,74 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise InputError(str(exc), field="--itm") from None
     man = score_file(args.input, args.out, parser, grounding, itm, args.caption_field, args.image_field,
                      args.id_field or None, args.relation_ends, args.length_unit)
-    c = man["counts"]
-    print(f"capaudit detail score: {c['rows']} captions ({c['icr_ok']} with ICR, {c['icr_unavailable']} without a "
-          f"grounding source, {c['parse_failed']} unparsed); parser {parser.name}; grounding "
-          f"{grounding.name if grounding else 'none'} -> {args.out}", file=sys.stderr)
+    _report(man, args.out)
     return 0
+
+
+def _report(man: Any, out: str) -> None:
+    c = man["counts"]
+    parser = (man.get("parser") or {}).get("name")
+    grounding = (man.get("grounding") or {}).get("name") or "none"
+    print(f"capaudit detail score: {c['rows']} captions ({c['icr_ok']} with ICR, {c['icr_unavailable']} without a "
+          f"grounding source, {c['parse_failed']} unparsed); parser {parser}; grounding {grounding} -> {out}",
+          file=sys.stderr)
+
+
+def _score_sharded(args: argparse.Namespace) -> int:
+    """``detail score`` on an engine: JSONL / Parquet shards; another local file (e.g. JSONL named
+    .txt) is read here and its records are cut into slices."""
+    from capaudit.errors import InputError
+    from capaudit.text.stage import shardable
+
+    from .sharded import BackendSpec, score_file_engine
+
+    spec = BackendSpec("claims", tuple(args.grounding), args.itm, args.image_root)
+    spec.validate()
+    if shardable(args.input):
+        man = score_file_engine(args.input, args.out, spec, args.caption_field, args.image_field,
+                                args.id_field or None, args.relation_ends, args.length_unit, engine=args.engine,
+                                workers=args.workers, address=args.address, shards=args.shards)
+    elif args.engine == "local" and Path(args.input).is_file():
+        man = _score_records_file(args, spec)
+    else:
+        raise InputError("--engine ray needs JSONL or Parquet input (files, a folder, a glob or an fsspec URL)"
+                         if args.engine == "ray" else "no such caption file, or not JSONL / Parquet", path=args.input)
+    _report(man, args.out)
+    return 0
+
+
+def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
+    """A local caption file the engine cannot cut (not .jsonl / .parquet by name): records read
+    here, scored in slices on ``--workers`` processes; output as :func:`score_file` writes it."""
+    import time
+
+    from capaudit.io.atomic import atomic_path, write_json_atomic
+
+    from .score import manifest_path, read_caption_records
+    from .sharded import backend_info, score_records_engine
+
+    t0 = time.monotonic()
+    records = read_caption_records(args.input, args.caption_field, args.image_field, args.id_field or None)
+    built = spec.build() if args.workers <= 1 else None
+    rows = score_records_engine(records, spec, args.relation_ends, args.length_unit, engine="local",
+                                workers=args.workers, shards=args.shards, backends=built)
+    counts = {"rows": 0, "icr_ok": 0, "icr_unavailable": 0, "parse_failed": 0}
+    key = {"ok": "icr_ok", "unavailable": "icr_unavailable", "parse_failed": "parse_failed"}
+    out = Path(args.out)
+    with atomic_path(out) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for row in rows:
+                counts["rows"] += 1
+                counts[key[row["icr_status"]]] += 1
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    info = backend_info(*(built or spec.build()))
+    manifest = {"command": "capaudit detail score", "input": str(args.input), "output": out.name,
+                "fields": {"caption": args.caption_field, "image": args.image_field, "id": args.id_field or None},
+                **info, "relation_ends": args.relation_ends, "length_unit": args.length_unit, "counts": counts,
+                "engine": {"engine": "local", "workers": args.workers, "shards": args.shards},
+                "elapsed_sec": round(time.monotonic() - t0, 3)}
+    write_json_atomic(manifest_path(out), manifest)
+    return manifest
 
 
 def cmd_select(args: argparse.Namespace) -> int:

@@ -41,6 +41,67 @@ class CaptionRecord:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+class RecordReader:
+    """The row rules of :func:`read_caption_records`, one row at a time (the engine's shards use them
+    too, so a sharded run accepts and rejects exactly the same rows).
+
+    :meth:`record` turns a row into a :class:`CaptionRecord` (``None``: skipped or missing caption)
+    and raises per-row errors at once; :meth:`finish` raises what needs the whole input: a field no
+    row has, then the first row without the caption field, then "no caption rows". ``line`` may be
+    an int or a callable giving it (resolved only for an error)."""
+
+    def __init__(self, caption_field: str = "caption", image_field: str = "image", id_field: Optional[str] = "id",
+                 skip_empty: bool = False):
+        self.caption_field, self.image_field, self.id_field = caption_field, image_field, id_field
+        self.skip_empty = skip_empty
+        self.has: Dict[str, bool] = {caption_field: False, image_field: False,
+                                     **({id_field: False} if id_field else {})}
+        self.seen_fields: set = set()
+        self.first_missing: Any = None
+        self.records = 0
+
+    def record(self, row: Mapping[str, Any], n: int, path: Any, line: Any) -> Optional[CaptionRecord]:
+        """The record of row ``n`` (0-based, for ``row<N>`` ids) at ``path``/``line``."""
+        caption_field, id_field = self.caption_field, self.id_field
+        self.seen_fields.update(row)
+        for f in self.has:
+            self.has[f] = self.has[f] or f in row
+        cap = row.get(caption_field)
+        if caption_field in row and (not isinstance(cap, str) or not cap.strip()):
+            if self.skip_empty:
+                return None
+            raise InputError("caption must be a non-empty string", path=path, line=_line(line), field=caption_field)
+        if caption_field not in row:
+            if not self.skip_empty and self.first_missing is None:
+                self.first_missing = (path, line)
+            return None
+        if id_field:
+            raw = row.get(id_field)
+            if raw is None or (isinstance(raw, str) and not raw.strip()):
+                raise InputError("id is missing or empty", path=path, line=_line(line), field=id_field)
+            cid = str(raw)
+        else:
+            cid = f"row{n}"
+        extra = {k: v for k, v in row.items() if k not in (caption_field, self.image_field, id_field)}
+        self.records += 1
+        return CaptionRecord(cid, row.get(self.image_field), cap, line if isinstance(line, int) else 0, extra)
+
+    def finish(self, path: Any) -> None:
+        """Raise the whole-input errors (class docstring); ``path`` names the input."""
+        for f, ok in self.has.items():
+            if not ok and self.seen_fields:
+                raise FieldNotFoundError(f, sorted(self.seen_fields), path=path)
+        if self.first_missing is not None:
+            where, line = self.first_missing
+            raise InputError("caption field is missing", path=where, line=_line(line), field=self.caption_field)
+        if not self.records:
+            raise EmptyInputError("no caption rows", path=path)
+
+
+def _line(line: Any) -> Optional[int]:
+    return line() if callable(line) else line
+
+
 def read_caption_records(path: Union[str, Path], caption_field: str = "caption", image_field: str = "image",
                          id_field: Optional[str] = "id", skip_empty: bool = False) -> List[CaptionRecord]:
     """Caption records of a JSONL file; errors name file, line and field.
@@ -55,44 +116,17 @@ def read_caption_records(path: Union[str, Path], caption_field: str = "caption",
     if not path.is_file():
         raise InputError("caption file not found", path=path)
     out: List[CaptionRecord] = []
-    seen_fields: set = set()
-    missing: List[int] = []
-    has = {caption_field: False, image_field: False, **({id_field: False} if id_field else {})}
+    reader = RecordReader(caption_field, image_field, id_field, skip_empty)
     try:
         for n, (lineno, row) in enumerate(iter_json_lines(path)):
-            seen_fields.update(row)
-            for f in has:
-                has[f] = has[f] or f in row
-            cap = row.get(caption_field)
-            if caption_field in row and (not isinstance(cap, str) or not cap.strip()):
-                if skip_empty:
-                    continue
-                raise InputError("caption must be a non-empty string", path=path, line=lineno, field=caption_field)
-            if caption_field not in row:
-                if skip_empty:
-                    continue
-                missing.append(lineno)
-                continue
-            if id_field:
-                raw = row.get(id_field)
-                if raw is None or (isinstance(raw, str) and not raw.strip()):
-                    raise InputError("id is missing or empty", path=path, line=lineno, field=id_field)
-                cid = str(raw)
-            else:
-                cid = f"row{n}"
-            extra = {k: v for k, v in row.items() if k not in (caption_field, image_field, id_field)}
-            out.append(CaptionRecord(cid, row.get(image_field), cap, lineno, extra))
+            rec = reader.record(row, n, path, lineno)
+            if rec is not None:
+                out.append(rec)
     except ValueError as exc:
         if isinstance(exc, InputError):
             raise
         raise InputError(str(exc)) from None
-    for f, ok in has.items():
-        if not ok and seen_fields:
-            raise FieldNotFoundError(f, sorted(seen_fields), path=path)
-    if missing:
-        raise InputError("caption field is missing", path=path, line=missing[0], field=caption_field)
-    if not out:
-        raise EmptyInputError("no caption rows", path=path)
+    reader.finish(path)
     return out
 
 
@@ -199,5 +233,5 @@ def records_from_rows(rows: Iterable[Mapping[str, Any]]) -> List[CaptionRecord]:
             for i, r in enumerate(rows)]
 
 
-__all__ = ["CaptionRecord", "read_caption_records", "score_records", "score_file", "manifest_path",
+__all__ = ["CaptionRecord", "RecordReader", "read_caption_records", "score_records", "score_file", "manifest_path",
            "read_score_rows", "records_from_rows"]

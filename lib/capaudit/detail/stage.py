@@ -8,6 +8,9 @@ Params section ``detail`` (every key optional; defaults shown)::
       itm: annotation_precision      # annotation_precision | clip:PATH | open_clip:ARCH[:PRETRAINED] | none
       relation_ends: both            # AOD option (Eq. 4)
       length_unit: lex               # CD length (Eq. 5): lex | words
+      engine: local                  # or ray (address: HEAD:6379 or RAY_ADDRESS; a local cluster otherwise)
+      workers: 1                     # processes (local) or concurrent tasks (ray); same score rows for any value
+      shards: null                   # slices of each surface (default ~2,048 captions, at least one per worker)
       surfaces:                      # default: [{name: coco_human, source: coco_mini}]
         - {name: coco_human, source: coco_mini, label: COCO human}
         - {name: recap_photorealistic, path: "{artifacts}/recap/recap_coco_mini_photorealistic.jsonl",
@@ -50,6 +53,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.config import RunConfig
+from capaudit.engine.executors import engine_from_params
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic, write_text_atomic
 
@@ -57,6 +61,7 @@ from .export import export_subset
 from .graph import SceneGraph
 from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS
 from .score import CaptionRecord, read_caption_records, score_records
+from .sharded import score_records_engine
 from .selection import STRATEGIES, STRATEGY_LABELS, select, subset_stats
 from .subgraphs import FRACTIONS, MEASURES, REALISER_LABEL, TOLERANCE, TemplateRealiser, controlled_subgraphs, derived_seed
 
@@ -144,6 +149,22 @@ def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, An
         grounding = parse_grounding_specs([g] if isinstance(g, str) else list(g or []))
     itm = make_itm_scorer(section.get("itm", "annotation_precision"), grounding, parser)
     return parser, grounding, itm
+
+
+def backend_spec(section: Mapping[str, Any]) -> Any:
+    """The :class:`~capaudit.detail.sharded.BackendSpec` of the params section (what engine workers
+    build once each: the offline parser, the grounding and the ITM scorer)."""
+    from .sharded import BackendSpec
+
+    kind = section.get("parser", "claims")
+    if kind not in ("claims", "offline"):
+        raise InputError("detail.parser llm is not sharded (its model calls already run `concurrency` at a time): "
+                         "set detail.engine: local and detail.workers: 1", field="detail.engine")
+    g = section.get("grounding", "coco_mini")
+    grounding = (g,) if isinstance(g, str) else tuple(str(x) for x in (g or []))
+    spec = BackendSpec("claims", grounding, section.get("itm", "annotation_precision"))
+    spec.validate()
+    return spec
 
 
 def backend_names(parser: Any, grounding: Any, itm: Any) -> Dict[str, str]:
@@ -292,13 +313,20 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     t0 = time.monotonic()
     relation_ends = str(section.get("relation_ends", DEFAULT_RELATION_ENDS))
     length_unit = str(section.get("length_unit", DEFAULT_LENGTH_UNIT))
+    eng = engine_from_params(section, f"{cfg.path}: detail")
     parser, grounding, itm = build_backends(section, art)
     backends = backend_names(parser, grounding, itm)
+    spec = backend_spec(section) if (eng["engine"], eng["workers"], eng["shards"]) != ("local", 1, None) else None
     surfaces, labels, skipped = load_surfaces(section, dirs["artifacts"], str(cfg.path))
 
     scores: Dict[str, List[Dict[str, Any]]] = {}
     for name, recs in surfaces.items():
-        rows = list(score_records(recs, parser, grounding, itm, relation_ends, length_unit))
+        if spec is None:
+            rows = list(score_records(recs, parser, grounding, itm, relation_ends, length_unit))
+        else:  # slices on the configured engine, rows in input order (the same rows)
+            rows = score_records_engine(recs, spec, relation_ends, length_unit, engine=eng["engine"],
+                                        workers=eng["workers"], address=eng["address"], shards=eng["shards"],
+                                        backends=(parser, grounding, itm))
         for r in rows:
             r["surface"] = name
         scores[name] = rows
@@ -380,6 +408,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                 "surfaces": {n: len(r) for n, r in scores.items()}, "skipped_surfaces": skipped,
                 "selection": {"surface": sel_surface, "k": k, "t": t, "strategies": strategies},
                 "subgraphs": {"surface": sg_surface, "rows": len(sub)},
+                "engine": {k: eng[k] for k in ("engine", "workers", "shards")},
                 "elapsed_sec": round(time.monotonic() - t0, 2)}
     write_json_atomic(art / "stage_manifest.json", manifest)
     return {"scores": scores, "means": means, "labels": labels, "backends": backends,
@@ -388,5 +417,5 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             "skipped": skipped, "figure_bins": int((section.get("figures") or {}).get("bins", 5))}
 
 
-__all__ = ["coco_mini_records", "load_surfaces", "build_backends", "backend_names", "surface_means", "surface_table",
+__all__ = ["coco_mini_records", "load_surfaces", "build_backends", "backend_spec", "backend_names", "surface_means", "surface_table",
            "selection_rows", "subgraph_rows", "subgraph_table", "run"]

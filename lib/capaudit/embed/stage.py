@@ -10,6 +10,10 @@
       tokenizer_paths: {}                    # encoder -> local tokenizer folder / .gguf file
       max_length: {}                         # encoder -> max length override
       curve_max: 512                         # truncation curves for limits 1..curve_max
+      engine: local                          # or ray (address: HEAD:6379 or RAY_ADDRESS; a local cluster otherwise)
+      workers: 1                             # processes (local) or concurrent tasks (ray); same numbers for any value
+      shards: null                           # JSONL / Parquet surfaces are cut into shards (default one per
+                                             # worker locally, ~64 MiB on Ray); other formats are counted here
 
 and writes ``artifacts/encoder_truncation/<surface>.json`` and ``summary.json``,
 ``tables/encoder_truncation.{csv,tex}`` (surface × encoder, full captions),
@@ -122,22 +126,28 @@ def _read_surface(spec: Mapping[str, Any]) -> Dict[str, Any]:
 # --- truncation -----------------------------------------------------------------------------------
 
 def truncation_curve_rows(surface: str, counts: Any, limits: Sequence[int], tokenizer: str) -> List[Dict[str, Any]]:
-    """Share of captions over each limit (the truncation curve of one surface and tokenizer)."""
-    from capaudit.text.truncation import share_over_limit
+    """Share of captions over each limit (the truncation curve of one surface and tokenizer); ``counts``:
+    per-caption token counts or their histogram ``{count: occurrences}``."""
+    from capaudit.text.truncation import histogram_share_over_limit, share_over_limit
 
-    shares = share_over_limit(counts, limits)
+    shares = (histogram_share_over_limit(counts, limits) if isinstance(counts, Mapping)
+              else share_over_limit(counts, limits))
     return [{"surface": surface, "tokenizer": tokenizer, "limit": int(L), "share_over": float(s)}
             for L, s in zip(limits, shares)]
 
 
 def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     """Encoder-token truncation survey of the run's surfaces (module docstring; spec §8.3)."""
+    from capaudit.engine.executors import engine_from_params
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
     from capaudit.surfaces.stage import surface_specs
-    from capaudit.text.truncation import load_counters, resolve_encoder, survey
+    from capaudit.surfaces.surface import resolve_sources
+    from capaudit.text.stage import _spec_shards
+    from capaudit.text.truncation import finalize_part, load_counters, resolve_encoder, survey_input, survey_texts
 
     where = f"{cfg.path}: {TRUNCATION_SECTION}"
     section = cfg.section(TRUNCATION_SECTION, required=False)
+    eng = engine_from_params(section, where)
     specs = surface_specs(cfg)
     names = _names(section, "surfaces", list(specs), where)
     enc_names = section.get("encoders", list(DEFAULT_ENCODERS))
@@ -161,17 +171,37 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     budgets: List[Optional[int]] = [None, *sorted(set(windows))]
     limits = list(range(1, curve_max + 1))
     tok_label = {c.tokenizer_id: ("CLIP BPE" if c.spec.family == "clip_bpe" else c.spec.name) for c in counters.values()}
+    first_encoder: Dict[str, str] = {}
+    for k, c in counters.items():
+        first_encoder.setdefault(c.tokenizer_id, k)
     results: Dict[str, Any] = {}
     rows: List[Dict[str, Any]] = []
     win_rows: List[Dict[str, Any]] = []
     curves: List[Dict[str, Any]] = []
     for name in names:
-        src = _read_surface(specs[name])
-        res, counts = survey(src["captions"], encs, budgets, counters=counters, return_counts=True)
+        spec = specs[name]
+        files = _spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) else None
+        part = None
+        if files is not None:  # JSONL / Parquet: shards on the configured engine (exact histograms)
+            try:
+                part = survey_input(files, counters, budgets, engine=eng["engine"], workers=eng["workers"],
+                                    address=eng["address"], shards=eng["shards"], caption_field=spec.get("caption_field"),
+                                    on_missing=spec.get("on_missing", "error"))
+            except Exception:  # noqa: BLE001 - locally, the surfaces loader below reports bad input canonically
+                if eng["engine"] != "local":
+                    raise
+                part = None
+            else:
+                inp = {"rows": part.load["rows"], "empty_skipped": part.load["rows_empty_caption"],
+                       "rows_missing_caption_field": part.load["rows_missing_field"]}
+        if part is None:  # other formats (or bad input) stream through the surfaces loader on this machine
+            src = _read_surface(spec)
+            part = survey_texts(src["captions"], counters, budgets, workers=eng["workers"])
+            inp = {"rows": src["rows"], "empty_skipped": src["empty_skipped"],
+                   "rows_missing_caption_field": src["rows_missing_caption_field"]}
+        res = finalize_part(part, counters, unavailable)
         res["surface"] = name
-        res["input"].update({"rows": src["rows"], "empty_skipped": src["empty_skipped"],
-                             "rows_missing_caption_field": src["rows_missing_caption_field"]})
-        res["unavailable"] = unavailable
+        res["input"].update(inp)
         results[name] = res
         for enc, st in res["windows"]["full"]["encoders"].items():
             rows.append({"surface": name, "encoder": enc, **{k: st[k] for k in
@@ -182,8 +212,8 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
                 win_rows.append({"surface": name, "window": label, "encoder": enc, "records": st["records"],
                                  "mean_lex": block["mean_lex"], "truncated_rate": st["truncated_rate"],
                                  "mean": st["mean"], "p95": st["p95"], "max_length": st["max_length"]})
-        for tid, c in counts["full"].tokens.items():
-            curves += truncation_curve_rows(name, c, limits, tok_label[tid])
+        for tid, enc in first_encoder.items():  # one curve per distinct tokenizer
+            curves += truncation_curve_rows(name, part.windows["full"].tokens[enc], limits, tok_label[tid])
     for name, res in results.items():
         write_json_atomic(art / f"{name}.json", res)
     table = pd.DataFrame(rows)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import concurrent.futures.process
+import concurrent.futures.process  # noqa: F401  (makes cf.process.BrokenProcessPool available)
 import hashlib
 import multiprocessing
 import os

@@ -24,9 +24,16 @@ Encoders (:data:`ENCODERS`):
   cache (no download). No PyPI package ships them; a missing file raises
   :class:`TokenizerUnavailable` naming the files looked for.
 
-Windows: :func:`survey_windows` also counts tokens of each caption cut at lexical budgets B (the
+Windows: :func:`survey` also counts tokens of each caption cut at lexical budgets B (the
 survey's lex-cut text, spec §1.2, :func:`capaudit.text.lexical.lex_cut_text`): the reference's
 "input64" mode.
+
+Engines (issue 15): a survey is a map + merge of :class:`TruncationPart` s, exact integer histograms
+of the counts (:func:`histogram_stats` gives the §8.3 block bit-identical to :func:`truncation_stats`
+on the per-caption counts). :func:`survey_files` cuts JSONL / Parquet inputs (paths, folders, globs,
+fsspec URLs) into shards and counts them on ``engine="local"`` (this process or ``workers``
+processes) or ``engine="ray"``; the summary is the same bytes for any engine, workers or shards.
+Tokenizers are loaded once per worker process (:func:`worker_counters`).
 """
 
 from __future__ import annotations
@@ -493,6 +500,179 @@ def window_summary(wc: WindowCounts, counters: Mapping[str, Any], lex_limit: int
     return block
 
 
+# --- mergeable exact summaries (engine runs: local pool or Ray, spec §8.3) ------------------------
+#
+# A survey is a map + merge: every shard of captions gives a :class:`TruncationPart` (integer
+# histograms and sums, no float), parts are added, and :func:`finalize_part` turns the total into
+# the §8.3 blocks. Every statistic is a function of the exact count histogram, so the result does
+# not depend on how captions were cut into shards or in which order they were read:
+#
+# * percentiles: the value at rank ``round(p·(n−1))`` of the sorted counts, read off the cumulative
+#   histogram (the same element ``nearest_rank`` picks from the sorted array);
+# * ``mean`` = ``S / n`` with the integer sum ``S`` (Python's int division is correctly rounded).
+#   :func:`truncation_stats` computes ``np.mean`` of the int64 counts, a float64 pairwise sum whose
+#   partial sums are integers below 2**53 and therefore exact, divided by ``n``: the same double.
+#   ``mean_slack`` = ``max_length − mean`` as there; rates are ``k / n`` of integer counts.
+
+
+def histogram(values: Any) -> Dict[int, int]:
+    """``{value: occurrences}`` of an integer array (keys ascending)."""
+    a = np.asarray(values, dtype=np.int64)
+    if a.size == 0:
+        return {}
+    keys, counts = np.unique(a, return_counts=True)
+    return dict(zip(keys.tolist(), counts.tolist()))
+
+
+def add_histograms(hists: Iterable[Mapping[int, int]]) -> Dict[int, int]:
+    """The sum of count histograms."""
+    out: Dict[int, int] = {}
+    for h in hists:
+        for k, v in h.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def histogram_stats(hist: Mapping[int, int], max_length: int) -> Dict[str, Any]:
+    """:func:`truncation_stats` of the counts a histogram ``{count: occurrences}`` describes (bit-identical)."""
+    keys = sorted(k for k, v in hist.items() if v)
+    freq = [int(hist[k]) for k in keys]
+    n = sum(freq)
+    out: Dict[str, Any] = {"max_length": int(max_length), "records": n}
+    if n == 0:
+        out.update({k: None for k in STAT_KEYS[2:]})
+        return out
+    total = sum(int(k) * f for k, f in zip(keys, freq))
+    over = sum(f for k, f in zip(keys, freq) if k > max_length)
+    at_or_over = sum(f for k, f in zip(keys, freq) if k >= max_length)
+    mean = total / n
+    out.update({
+        "truncated_rate": over / n,
+        "at_or_over_rate": at_or_over / n,
+        "mean": mean,
+        "max": int(keys[-1]),
+        "mean_slack": float(max_length - mean),
+    })
+    cum = np.cumsum(np.asarray(freq, dtype=np.int64))
+    for key, q in PERCENTILES:
+        rank = int(round(q * (n - 1)))  # nearest_rank's index into the sorted counts
+        out[key] = int(keys[int(np.searchsorted(cum, rank, side="right"))])
+    return out
+
+
+def histogram_share_over_limit(hist: Mapping[int, int], limits: Sequence[int]) -> np.ndarray:
+    """:func:`share_over_limit` of the counts a histogram describes (bit-identical)."""
+    keys = sorted(k for k, v in hist.items() if v)
+    if not keys:
+        return np.full(len(limits), np.nan)
+    cum = np.cumsum(np.asarray([hist[k] for k in keys], dtype=np.int64))
+    n = int(cum[-1])
+    pos = np.searchsorted(np.asarray(keys, dtype=np.int64), np.asarray(limits, dtype=np.int64), side="right")
+    at_most = np.where(pos > 0, cum[np.maximum(pos - 1, 0)], 0).astype(np.int64)
+    return 1.0 - at_most / n
+
+
+@dataclass
+class WindowPart:
+    """One window of a :class:`TruncationPart`: histograms of lex units and of each encoder's token
+    counts (keyed by encoder name), and the sum of whitespace words."""
+
+    window: str
+    budget: Optional[int]
+    records: int = 0
+    lex: Dict[int, int] = field(default_factory=dict)
+    words_sum: int = 0
+    tokens: Dict[str, Dict[int, int]] = field(default_factory=dict)
+
+
+@dataclass
+class TruncationPart:
+    """A mergeable, exact truncation summary of some captions (see the section comment).
+
+    ``rows``/``empty_skipped``: captions given to the survey and those empty after ``strip()``;
+    ``load``: the shard reader's counts (``rows``, ``records``, ``rows_missing_field``,
+    ``rows_empty_caption``, ``rows_without_caption``; ``fields``: names seen in each shard's first rows)."""
+
+    rows: int = 0
+    empty_skipped: int = 0
+    windows: Dict[str, WindowPart] = field(default_factory=dict)
+    load: Dict[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def merge_all(parts: Sequence["TruncationPart"]) -> "TruncationPart":
+        """The sum of ``parts`` (associative and commutative: every field is a count)."""
+        out = TruncationPart()
+        for p in parts:
+            out.rows += p.rows
+            out.empty_skipped += p.empty_skipped
+            for label, w in p.windows.items():
+                acc = out.windows.get(label)
+                if acc is None:
+                    acc = out.windows[label] = WindowPart(w.window, w.budget)
+                acc.records += w.records
+                acc.words_sum += w.words_sum
+                acc.lex = add_histograms([acc.lex, w.lex])
+                for name, h in w.tokens.items():
+                    acc.tokens[name] = add_histograms([acc.tokens.get(name, {}), h])
+            for k, v in p.load.items():
+                if k == "fields":  # field names seen (for error messages), in order of appearance
+                    out.load["fields"] = list(dict.fromkeys([*out.load.get("fields", []), *v]))
+                else:
+                    out.load[k] = out.load.get(k, 0) + int(v)
+        return out
+
+
+def part_from_counts(counts: Mapping[str, WindowCounts], counters: Mapping[str, Any], rows: int = 0,
+                     empty_skipped: int = 0) -> TruncationPart:
+    """The :class:`TruncationPart` of per-caption counts (:func:`count_windows`)."""
+    part = TruncationPart(rows=rows, empty_skipped=empty_skipped)
+    for label, wc in counts.items():
+        n = int(wc.lex.size) if wc.lex is not None else 0
+        hists = {tid: histogram(v) for tid, v in wc.tokens.items()}
+        part.windows[label] = WindowPart(
+            wc.window, wc.budget, n, histogram(wc.lex) if n else {},
+            int(wc.words.sum()) if n else 0, {name: dict(hists[c.tokenizer_id]) for name, c in counters.items()})
+    return part
+
+
+def window_summary_from_part(wp: WindowPart, counters: Mapping[str, Any], lex_limit: int = 248) -> Dict[str, Any]:
+    """:func:`window_summary` of a :class:`WindowPart` (bit-identical numbers)."""
+    n = wp.records
+    lex_total = sum(int(k) * v for k, v in wp.lex.items())
+    lex_over = sum(v for k, v in wp.lex.items() if k > lex_limit)
+    block: Dict[str, Any] = {"window": wp.window, "budget": wp.budget, "records": n,
+                             "mean_lex": lex_total / n if n else None,
+                             "mean_words": wp.words_sum / n if n else None,
+                             f"lex_overflow_gt_{lex_limit}": lex_over / n if n else None,
+                             "encoders": {}}
+    for name, c in counters.items():
+        st = histogram_stats(wp.tokens.get(name, {}), c.spec.max_length)
+        block["encoders"][name] = {**st, "model_id": c.spec.model_id, "tokenizer": c.backend}
+    return block
+
+
+def finalize_part(part: TruncationPart, counters: Mapping[str, Any],
+                  unavailable: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """The :func:`survey` result of a (merged) :class:`TruncationPart`; ``counters`` give each
+    encoder's max length, model id and tokenizer label."""
+    windows = {label: window_summary_from_part(w, counters) for label, w in part.windows.items()}
+    first = windows["full"] if "full" in windows else next(iter(windows.values()))
+    records = first["records"]
+    return {"input": {"rows": part.rows, "records": records, "empty_skipped": part.empty_skipped},
+            "encoders": {k: {s: v[s] for s in STAT_KEYS} for k, v in first["encoders"].items()},
+            "encoder_details": {k: {**counters[k].spec.to_dict(), "tokenizer": counters[k].backend}
+                                for k in counters},
+            "windows": windows, "unavailable": dict(unavailable or {})}
+
+
+def survey_part(texts: Iterable[Optional[str]], counters: Mapping[str, Any],
+                budgets: Sequence[Optional[int]] = (None,)) -> TruncationPart:
+    """The :class:`TruncationPart` of some captions (stripped; empty ones skipped and counted)."""
+    inp = prepare_texts(texts)
+    return part_from_counts(count_windows(inp.texts, counters, budgets), counters, rows=inp.rows,
+                            empty_skipped=inp.empty_skipped)
+
+
 def survey(texts: Iterable[Optional[str]], encoders: Sequence[Union[str, EncoderSpec]],
            budgets: Sequence[Optional[int]] = (None,), *, on_unavailable: str = "error",
            counters: Optional[Mapping[str, Any]] = None, return_counts: bool = False) -> Any:
@@ -514,13 +694,8 @@ def survey(texts: Iterable[Optional[str]], encoders: Sequence[Union[str, Encoder
     if not counters:
         raise TokenizerUnavailable("no encoder could be loaded: " + "; ".join(unavailable.values() or ["none given"]))
     counts = count_windows(inp.texts, counters, budgets)
-    windows = {label: window_summary(wc, counters) for label, wc in counts.items()}
-    first = windows["full"] if "full" in windows else next(iter(windows.values()))
-    result = {"input": {"rows": inp.rows, "records": len(inp.texts), "empty_skipped": inp.empty_skipped},
-              "encoders": {k: {s: v[s] for s in STAT_KEYS} for k, v in first["encoders"].items()},
-              "encoder_details": {k: {**counters[k].spec.to_dict(), "tokenizer": counters[k].backend}
-                                  for k in counters},
-              "windows": windows, "unavailable": unavailable}
+    part = part_from_counts(counts, counters, rows=inp.rows, empty_skipped=inp.empty_skipped)
+    result = finalize_part(part, counters, unavailable)
     return (result, counts) if return_counts else result
 
 
@@ -548,6 +723,125 @@ def load_counters(encoders: Sequence[Union[str, EncoderSpec]], on_unavailable: s
             continue
         counters[spec.name] = c
     return counters, unavailable
+
+
+# --- engines: shards on this machine, a local process pool or Ray ---------------------------------
+
+#: the shard reader's counts kept in :attr:`TruncationPart.load`
+LOAD_KEYS = ("rows", "records", "rows_without_caption", "rows_missing_field", "rows_empty_caption")
+
+_WORKER_COUNTERS: Dict[Tuple[EncoderSpec, ...], Dict[str, Any]] = {}
+
+
+def worker_counters(specs: Sequence[EncoderSpec]) -> Dict[str, Any]:
+    """The counters of ``specs``, loaded once per worker process and kept for its later shards (the
+    local pool runs this as its initializer; a Ray worker loads them on its first shard)."""
+    key = tuple(specs)
+    got = _WORKER_COUNTERS.get(key)
+    if got is None:
+        got = _WORKER_COUNTERS[key] = load_counters(list(key), "error")[0]
+    return got
+
+
+def _merge_chunks(parts: List[TruncationPart]) -> List[TruncationPart]:
+    return [TruncationPart.merge_all(parts)] if len(parts) >= 8 else parts
+
+
+def survey_shard(shard: Any, specs: Sequence[EncoderSpec], budgets: Sequence[Optional[int]] = (None,),
+                 caption_field: Optional[str] = None, on_missing: str = "error", chunk_size: int = 20_000,
+                 counters: Optional[Mapping[str, Any]] = None) -> TruncationPart:
+    """The map step: the :class:`TruncationPart` of one :class:`~capaudit.engine.Shard`, its captions
+    read with the surfaces loader's row rules (:func:`capaudit.engine.iter_shard_captions`; errors name
+    the file, offset and field). ``counters``: loaded tokenizers (else :func:`worker_counters`)."""
+    from capaudit.engine.shards import iter_shard_captions
+
+    counters = counters if counters is not None else worker_counters(specs)
+    stats: Dict[str, Any] = {}
+    parts: List[TruncationPart] = []
+    buf: List[str] = []
+    for cap in iter_shard_captions(shard, caption_field, on_missing, stats=stats):
+        buf.append(cap)
+        if len(buf) >= chunk_size:
+            parts = _merge_chunks(parts + [survey_part(buf, counters, budgets)])
+            buf = []
+    if buf or not parts:
+        parts.append(survey_part(buf, counters, budgets))
+    part = TruncationPart.merge_all(parts)
+    part.load = {k: int(stats.get(k, 0)) for k in LOAD_KEYS}
+    part.load["fields"] = list(stats.get("fields", {}))
+    return part
+
+
+def survey_files(inputs: Any, counters: Mapping[str, Any], budgets: Sequence[Optional[int]] = (None,), *,
+                 engine: str = "local", workers: int = 1, address: Optional[str] = None,
+                 shards: Optional[int] = None, caption_field: Optional[str] = None,
+                 on_missing: str = "error") -> TruncationPart:
+    """Truncation survey of JSONL / Parquet inputs (paths, folders, globs, fsspec URLs) on ``engine``.
+
+    The inputs are cut into ``shards`` (default: one per worker locally, pieces of up to 1 GiB;
+    ~64 MiB pieces on Ray); each shard is counted where the engine runs it (``local``: this process
+    or ``workers`` processes; ``ray``: tasks on the cluster at ``address`` / ``RAY_ADDRESS``, else a
+    local one) and the parts are added in shard order. Parts are exact integer histograms, so
+    :func:`finalize_part` gives the same bytes whatever the engine, workers or shards.
+    """
+    from functools import partial
+
+    from capaudit.engine.executors import check_engine, map_merge
+    from capaudit.engine.shards import default_num_shards, list_shards
+
+    engine = check_engine(engine)
+    target = (1 << 30) if engine == "local" else (64 << 20)
+    n = shards if shards is not None else default_num_shards(inputs, workers, target)
+    parts = list_shards(inputs, num_shards=n)
+    specs = tuple(c.spec for c in counters.values())
+    in_process = engine == "local" and (workers <= 1 or len(parts) == 1)
+    fn = partial(survey_shard, specs=specs, budgets=tuple(budgets), caption_field=caption_field,
+                 on_missing=on_missing, counters=counters if in_process else None)
+    return map_merge(parts, fn, TruncationPart.merge_all, engine=engine, workers=workers, address=address,
+                     initializer=None if in_process else worker_counters, initargs=(specs,))
+
+
+def survey_input(inputs: Any, counters: Mapping[str, Any], budgets: Sequence[Optional[int]] = (None,), *,
+                 engine: str = "local", workers: int = 1, address: Optional[str] = None,
+                 shards: Optional[int] = None, caption_field: Optional[str] = None,
+                 on_missing: str = "error") -> TruncationPart:
+    """:func:`survey_files` with the surfaces loader's "no caption at all" errors."""
+    from capaudit.engine.shards import expand_inputs
+    from capaudit.surfaces.surface import LoadStats, SourceFile, _no_records
+
+    part = survey_files(inputs, counters, budgets, engine=engine, workers=workers, address=address, shards=shards,
+                        caption_field=caption_field, on_missing=on_missing)
+    load = part.load
+    if int(load.get("records", 0)) == 0:
+        stats = LoadStats(**{k: int(load.get(k, 0)) for k in
+                             ("rows", "rows_without_caption", "records", "rows_missing_field", "rows_empty_caption")})
+        spec = {"file": str(inputs), "caption_field": caption_field, "on_missing": on_missing}
+        raise _no_records(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats,
+                          list(load.get("fields", [])))
+    return part
+
+
+def _survey_chunk(texts: Sequence[Optional[str]], specs: Sequence[EncoderSpec],
+                  budgets: Sequence[Optional[int]]) -> TruncationPart:
+    return survey_part(texts, worker_counters(specs), budgets)
+
+
+def survey_texts(texts: Iterable[Optional[str]], counters: Mapping[str, Any],
+                 budgets: Sequence[Optional[int]] = (None,), workers: int = 1,
+                 chunk_size: int = 20_000) -> TruncationPart:
+    """:func:`survey_part` of captions already read (e.g. CSV or JSON input), in ``workers`` local
+    processes when more than one (chunks of ``chunk_size`` captions; same result)."""
+    texts = list(texts)
+    if workers <= 1 or len(texts) <= chunk_size:
+        return survey_part(texts, counters, budgets)
+    from functools import partial
+
+    from capaudit.engine.executors import iter_batches, map_merge
+
+    specs = tuple(c.spec for c in counters.values())
+    return map_merge(iter_batches(texts, chunk_size), partial(_survey_chunk, specs=specs, budgets=tuple(budgets)),
+                     TruncationPart.merge_all, engine="local", workers=workers, initializer=worker_counters,
+                     initargs=(specs,))
 
 
 def contract_view(result: Mapping[str, Any]) -> Dict[str, Any]:
@@ -592,5 +886,7 @@ __all__ = [
     "STAT_KEYS", "DEFINITIONS", "clip_clean", "contract_view", "count_windows", "find_hf_tokenizer",
     "gemma3_gguf_path", "lex_windows", "load_counter", "load_counters", "nearest_rank", "prepare_texts",
     "reference_view", "resolve_encoder", "share_over_limit", "survey", "truncation_stats", "window_label", "window_summary",
-    "lex_cut_text",
+    "lex_cut_text", "LOAD_KEYS", "TruncationPart", "WindowPart", "add_histograms", "finalize_part", "histogram",
+    "histogram_share_over_limit", "histogram_stats", "part_from_counts", "survey_files", "survey_part", "survey_shard",
+    "survey_input", "survey_texts", "window_summary_from_part", "worker_counters",
 ]

@@ -5,6 +5,11 @@
 
 writes ``{"encoders": {"clip77": {"max_length": 77, "records": n, "truncated_rate", "at_or_over_rate",
 "mean", "max", "mean_slack", "p05", "p50", "p90", "p95", "p99"}, ...}, "input": {...}, ...}``.
+
+JSONL / Parquet inputs (files, a folder, a glob or an fsspec URL) are cut into shards and counted on
+``--engine local`` (this machine, ``--workers`` processes) or ``--engine ray`` (``--address`` or
+``RAY_ADDRESS``, else a local cluster); every shard gives exact count histograms, so the output is
+the same bytes for any engine, number of workers or shards.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Untruncated token counts with special tokens per encoder; truncated and at-or-over rates, mean, "
                     "max, mean slack, nearest-rank percentiles (reference-spec §8.3). Known encoders: "
                     + ", ".join(f"{k} ({v.max_length})" for k, v in ENCODERS.items()) + ".")
-    p.add_argument("input", help="caption file (JSONL, JSON, Parquet, CSV/TSV, TXT)")
+    p.add_argument("input", help="caption file (JSONL, JSON, Parquet, CSV/TSV, TXT); JSONL/Parquet also as a "
+                                   "folder, glob or fsspec URL")
     p.add_argument("--caption-field", default=None, help="caption column (default: auto-detect, spec §2.1)")
     p.add_argument("--on-missing", choices=("error", "skip"), default="error",
                    help="a row without --caption-field: error (default) or skip")
@@ -41,6 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-unavailable", action="store_true",
                    help="record an encoder whose tokenizer is missing under 'unavailable' instead of failing")
     p.add_argument("--max-records", type=positive_int, default=None)
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="processes (local engine) or concurrent tasks (ray engine); same numbers for any value")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where shards run: this machine (default) or Ray (a local cluster unless --address)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
+    p.add_argument("--shards", type=positive_int, default=None,
+                   help="cut the input into this many shards (default: one per worker locally, ~64 MiB pieces on Ray)")
     p.add_argument("--out", default="-", help="output JSON (default stdout)")
     p.set_defaults(func=_main)
 
@@ -48,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _main(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..surfaces import LoadStats, iter_captions
-    from .truncation import contract_view, resolve_encoder, survey
+    from .stage import shardable
+    from .truncation import (TokenizerUnavailable, contract_view, finalize_part, load_counters, resolve_encoder,
+                             survey_input, survey_texts)
 
     if args.out != "-":
         check_output_path(args.out)
@@ -60,13 +76,33 @@ def _main(args: argparse.Namespace) -> int:
             raise InputError(f"--tokenizer-path/--max-length name {n!r} is not among the --encoder names "
                              f"({', '.join(names)})", field="encoder")
     specs = [resolve_encoder(n, paths.get(n), lengths.get(n)) for n in names]
-    stats = LoadStats()
-    spec = {"file": args.input, "on_missing": args.on_missing}
-    caps = [r.caption for r in iter_captions(spec, caption_field=args.caption_field,
-                                             max_records=args.max_records, stats=stats)]
+    counters, unavailable = load_counters(specs, "skip" if args.skip_unavailable else "error")
+    if not counters:
+        raise TokenizerUnavailable("no encoder could be loaded: " + "; ".join(unavailable.values() or ["none given"]))
     budgets: List[Optional[int]] = [None, *sorted(set(args.budgets))]
-    result = survey(caps, specs, budgets, on_unavailable="skip" if args.skip_unavailable else "error")
-    out = contract_view(result)
+    part = None
+    if shardable(args.input) and args.max_records is None:
+        try:
+            part = survey_input(args.input, counters, budgets, engine=args.engine, workers=args.workers,
+                                address=args.address, shards=args.shards, caption_field=args.caption_field,
+                                on_missing=args.on_missing)
+        except Exception:  # noqa: BLE001 - locally, the surfaces loader below reports bad input canonically
+            if args.engine != "local":
+                raise
+            part = None
+        else:
+            stats = LoadStats(**{k: int(part.load.get(k, 0)) for k in ("rows", "rows_without_caption", "records",
+                                                                        "rows_missing_field", "rows_empty_caption")})
+    if part is None:
+        if args.engine != "local":
+            raise InputError("--engine ray needs JSONL or Parquet input (files, a folder, a glob or an fsspec URL) "
+                             "and no --max-records", path=args.input)
+        stats = LoadStats()
+        spec = {"file": args.input, "on_missing": args.on_missing}
+        caps = [r.caption for r in iter_captions(spec, caption_field=args.caption_field,
+                                                 max_records=args.max_records, stats=stats)]
+        part = survey_texts(caps, counters, budgets, workers=args.workers)
+    out = contract_view(finalize_part(part, counters, unavailable))
     out["input"] = {"rows": stats.rows, "records": out["input"]["records"],
                     "empty_skipped": stats.rows_empty_caption + out["input"]["empty_skipped"],
                     "rows_missing_caption_field": stats.rows_missing_field}
@@ -81,3 +117,4 @@ def _main(args: argparse.Namespace) -> int:
     for name, why in (out.get("unavailable") or {}).items():
         print(f"capaudit encoder-truncation: {name} skipped: {why}", file=sys.stderr)
     return 0
+
