@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.engine.executors import check_engine, map_merge
-from capaudit.engine.shards import Shard, default_num_shards, file_format, iter_shard_lines, list_shards
+from capaudit.engine.shards import Shard, default_num_shards, file_format, iter_shard_lines, line_at, list_shards
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.atomic import atomic_write, check_output_path
 
@@ -161,16 +161,7 @@ class _LineWhere:
         self._text: Optional[str] = None
 
     def line(self) -> int:
-        n = 1
-        left = self.offset
-        with open(self.path, "rb") as fh:
-            while left > 0:
-                chunk = fh.read(min(left, 1 << 20))
-                if not chunk:
-                    break
-                n += chunk.count(b"\n")
-                left -= len(chunk)
-        return n
+        return line_at(self.path, self.offset)
 
     def __str__(self) -> str:
         if self._text is None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -342,6 +342,21 @@ def load_segmenter(target: str) -> SegmentFn:
     return fn
 
 
+def grounding_spec(spec: str) -> Tuple[str, str]:
+    """``(kind, arg)`` of one ``--grounding`` spec, checked without loading anything: ``coco:PATH``
+    (the file exists), ``coco_mini``, ``seg:package.module:function`` or ``none``."""
+    kind, _, arg = str(spec).partition(":")
+    if kind == "coco":
+        if not arg:
+            raise InputError("coco grounding needs a path: coco:INSTANCES.json", field="--grounding")
+        if not Path(arg).is_file():
+            raise InputError("COCO instances file not found", path=arg, field="--grounding")
+    elif not (kind == "seg" or (kind in ("coco_mini", "none") and not arg)):
+        raise InputError(f"unknown grounding {spec!r}; expected coco:PATH, coco_mini, seg:module:function "
+                         "or none", field="--grounding")
+    return kind, arg
+
+
 def parse_grounding_specs(specs: Sequence[str], lexicon: Any = None) -> Optional[GroundingBackend]:
     """Backends from CLI specs: ``coco:PATH`` (all such files are merged into one index),
     ``coco_mini`` (the registry's COCO-MINI), ``seg:package.module:function``; ``none`` or no spec →
@@ -349,22 +364,13 @@ def parse_grounding_specs(specs: Sequence[str], lexicon: Any = None) -> Optional
     coco_files: List[str] = []
     backends: List[GroundingBackend] = []
     for spec in specs:
-        kind, _, arg = str(spec).partition(":")
+        kind, arg = grounding_spec(spec)
         if kind == "coco":
-            if not arg:
-                raise InputError("coco grounding needs a path: coco:INSTANCES.json", field="--grounding")
-            if not Path(arg).is_file():
-                raise InputError("COCO instances file not found", path=arg, field="--grounding")
             coco_files.append(arg)
-        elif kind == "coco_mini" and not arg:
+        elif kind == "coco_mini":
             backends.append(CocoGrounding.coco_mini(lexicon))
         elif kind == "seg":
             backends.append(SegmentationGrounding(load_segmenter(arg)))
-        elif kind == "none" and not arg:
-            continue
-        else:
-            raise InputError(f"unknown grounding {spec!r}; expected coco:PATH, coco_mini, seg:module:function "
-                             "or none", field="--grounding")
     if coco_files:
         backends.insert(0, CocoGrounding.from_files(coco_files, lexicon))
     if not backends:
@@ -375,5 +381,5 @@ def parse_grounding_specs(specs: Sequence[str], lexicon: Any = None) -> Optional
 __all__ = [
     "COCO_GROUNDING_NAME", "SEGMENTATION_GROUNDING_NAME", "GroundedImage", "GroundingBackend", "instance_rle",
     "CocoGroundedImage", "CocoGrounding", "SegmentedImage", "SegmentationGrounding", "ChainGrounding",
-    "load_segmenter", "parse_grounding_specs",
+    "grounding_spec", "load_segmenter", "parse_grounding_specs",
 ]

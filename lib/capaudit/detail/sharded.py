@@ -32,6 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from capaudit.engine.shards import line_at
 from capaudit.errors import InputError
 
 from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS
@@ -60,28 +61,17 @@ class BackendSpec:
 
     def validate(self) -> None:
         """Check the spec without loading anything (the driver of a sharded run calls this)."""
-        from .grounding import load_segmenter
+        from .grounding import grounding_spec, load_segmenter
 
         if self.graphs not in ("claims", "offline"):
             raise InputError(f"--graphs {self.graphs} is not sharded: it sends model calls with its own "
                              f"concurrency; run it with --engine local --workers 1", field="--engine")
         coco = False
         for spec in self.grounding:
-            kind, _, arg = str(spec).partition(":")
-            if kind == "coco":
-                if not arg:
-                    raise InputError("coco grounding needs a path: coco:INSTANCES.json", field="--grounding")
-                if not Path(arg).is_file():
-                    raise InputError("COCO instances file not found", path=arg, field="--grounding")
-                coco = True
-            elif kind == "coco_mini" and not arg:
-                coco = True
-            elif kind == "seg":
+            kind, arg = grounding_spec(spec)
+            if kind == "seg":
                 load_segmenter(arg)
-                coco = True
-            elif not (kind == "none" and not arg):
-                raise InputError(f"unknown grounding {spec!r}; expected coco:PATH, coco_mini, seg:module:function "
-                                 "or none", field="--grounding")
+            coco = coco or kind != "none"
         kind, _, arg = str(self.itm or "none").partition(":")
         if kind in ("annotation_precision", "annotation-precision") and not arg:
             if not coco:
@@ -162,22 +152,6 @@ class ShardScores:
     error: Optional[Tuple[str, Optional[str], Optional[int], Optional[str]]] = None  # message, path, line, field
 
 
-def line_at(path: str, offset: int) -> int:
-    """1-based number of the line starting at byte ``offset`` of a plain file (counted on demand)."""
-    from capaudit.engine.shards import _open_binary
-
-    n = 1
-    left = offset
-    with _open_binary(path) as fh:
-        while left > 0:
-            block = fh.read(min(left, 1 << 20))
-            if not block:
-                break
-            n += block.count(b"\n")
-            left -= len(block)
-    return n
-
-
 def _shard_rows(shard: Any) -> Iterator[Tuple[Dict[str, Any], Any]]:
     """``(row, line)`` of a shard's non-blank rows; ``line`` is an int or a callable (byte-range shards
     count lines only when an error needs one). Parsing errors match the whole-file reader's."""
@@ -188,9 +162,9 @@ def _shard_rows(shard: Any) -> Iterator[Tuple[Dict[str, Any], Any]]:
     if shard.format == "parquet":
         import pyarrow.parquet as pq
 
-        from capaudit.engine.shards import _open_binary
+        from capaudit.engine.shards import open_binary
 
-        with _open_binary(path) as fh:
+        with open_binary(path) as fh:
             md = pq.ParquetFile(fh).metadata
             before = sum(md.row_group(g).num_rows for g in range(shard.start))
         for i, (row, _) in enumerate(iter_shard_records(shard)):
@@ -304,9 +278,9 @@ def row_bases(shards: Sequence[Any]) -> List[int]:
         if s.format == "parquet":
             import pyarrow.parquet as pq
 
-            from capaudit.engine.shards import _open_binary
+            from capaudit.engine.shards import open_binary
 
-            with _open_binary(s.path) as fh:
+            with open_binary(s.path) as fh:
                 md = pq.ParquetFile(fh).metadata
                 stop = md.num_row_groups if s.stop < 0 else s.stop
                 total += sum(md.row_group(g).num_rows for g in range(s.start, stop))

@@ -78,7 +78,8 @@ def _fs_and_path(path: str):
     return fsspec.core.url_to_fs(path)
 
 
-def _open_binary(path: str):
+def open_binary(path: str):
+    """A binary file object for a local path, ``file://`` or fsspec URL."""
     if path.startswith("file://"):
         path = path[7:]
     if not is_url(path):
@@ -86,6 +87,20 @@ def _open_binary(path: str):
     import fsspec
 
     return fsspec.open(path, "rb").open()
+
+
+def line_at(path: str, offset: int) -> int:
+    """1-based number of the line that starts at byte ``offset`` (counted on demand, for errors)."""
+    n = 1
+    left = offset
+    with open_binary(path) as fh:
+        while left > 0:
+            block = fh.read(min(left, 1 << 20))
+            if not block:
+                break
+            n += block.count(b"\n")
+            left -= len(block)
+    return n
 
 
 def file_format(path: str) -> str:
@@ -156,7 +171,7 @@ def expand_inputs(inputs: Union[PathLike, Sequence[PathLike]]) -> List[str]:
 def _parquet_row_groups(path: str) -> List[int]:
     import pyarrow.parquet as pq
 
-    with _open_binary(path) as fh:
+    with open_binary(path) as fh:
         md = pq.ParquetFile(fh).metadata
         return [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
 
@@ -237,13 +252,13 @@ def iter_shard_lines(shard: Shard) -> Iterator[Tuple[int, bytes]]:
     """``(byte offset, line)`` of every line that starts inside a JSONL shard (gzip: whole file,
     offsets are line numbers)."""
     if shard.format == "jsonl.gz":
-        with _open_binary(shard.path) as raw, gzip.open(raw, "rb") as fh:
+        with open_binary(shard.path) as raw, gzip.open(raw, "rb") as fh:
             for i, line in enumerate(fh, start=1):
                 yield i, line
         return
     if shard.format != "jsonl":
         raise InputError(f"not a JSONL shard (format {shard.format})", path=shard.path)
-    with _open_binary(shard.path) as fh:
+    with open_binary(shard.path) as fh:
         pos = shard.start
         if pos > 0:  # the line straddling the cut belongs to the previous shard
             fh.seek(pos - 1)
@@ -265,7 +280,7 @@ def iter_shard_records(shard: Shard, columns: Optional[Sequence[str]] = None) ->
     if shard.format == "parquet":
         import pyarrow.parquet as pq
 
-        with _open_binary(shard.path) as fh:
+        with open_binary(shard.path) as fh:
             pf = pq.ParquetFile(fh)
             stop = pf.metadata.num_row_groups if shard.stop < 0 else shard.stop
             for rg in range(shard.start, stop):
@@ -375,5 +390,5 @@ def _jsonl_rows(shard: Shard):
         yield row, (lambda off=off: f"{path} ({unit} {off})")
 
 
-__all__ = ["Shard", "SHARD_SUFFIXES", "default_num_shards", "expand_inputs", "file_format", "is_url", "iter_shard_captions",
+__all__ = ["Shard", "SHARD_SUFFIXES", "default_num_shards", "expand_inputs", "file_format", "is_url", "iter_shard_captions", "line_at", "open_binary",
            "iter_shard_lines", "iter_shard_records", "list_shards"]
