@@ -78,3 +78,16 @@ def name_positive_int(text: str) -> Tuple[str, int]:
         return name, positive_int(value)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected NAME=N with a positive integer N, got {text!r}") from None
+
+
+def add_engine_options(p: argparse.ArgumentParser, same: str = "numbers",
+                       shards_default: str = "one per worker locally, ~128 MiB pieces on Ray") -> None:
+    """``--workers``, ``--engine``, ``--address``, ``--shards``: the engine switch of every sharded stage."""
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help=f"processes (local engine) or concurrent tasks (ray engine); same {same} for any value")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where shards run: this machine (default) or Ray (a local cluster unless --address)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
+    p.add_argument("--shards", type=positive_int, default=None,
+                   help=f"cut the input into this many shards (default: {shards_default})")

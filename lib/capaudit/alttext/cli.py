@@ -44,17 +44,9 @@ def _input_args(p: argparse.ArgumentParser) -> None:
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
     """``--engine``, ``--workers``, ``--address``, ``--shards`` (issue 15; the ``text-stats`` flags)."""
-    from ..argtypes import positive_int
+    from ..argtypes import add_engine_options
 
-    p.add_argument("--workers", type=positive_int, default=1,
-                   help="processes (local engine) or concurrent tasks (ray engine); same output for any value")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="where shards run: this machine (default) or Ray (a local cluster unless --address); "
-                        "JSONL / Parquet input")
-    p.add_argument("--address", default=None,
-                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
-    p.add_argument("--shards", type=positive_int, default=None,
-                   help="cut the input into this many shards (default: one per worker locally, ~128 MiB pieces on Ray)")
+    add_engine_options(p, same="output")
 
 
 def _engine_kw(args: argparse.Namespace) -> dict:

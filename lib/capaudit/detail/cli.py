@@ -30,7 +30,7 @@ from typing import Any, List
 
 def register(subparsers: Any) -> None:
     """Add ``detail`` and its subcommands to the ``capaudit`` command."""
-    from capaudit.argtypes import positive_int
+    from capaudit.argtypes import add_engine_options
 
     from .metrics import LENGTH_UNITS, RELATION_ENDS
     from .selection import STRATEGIES
@@ -54,14 +54,7 @@ def register(subparsers: Any) -> None:
     s.add_argument("--relation-ends", choices=RELATION_ENDS, default="both",
                    help="how a relation counts for its two ends in AOD (default both: 1 each)")
     s.add_argument("--length-unit", choices=LENGTH_UNITS, default="lex", help="Length(c) of CD (default lexical units)")
-    s.add_argument("--workers", type=positive_int, default=1,
-                   help="processes (local engine) or concurrent tasks (ray engine); same rows for any value")
-    s.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="where shards run: this machine (default) or Ray (a local cluster unless --address)")
-    s.add_argument("--address", default=None,
-                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
-    s.add_argument("--shards", type=positive_int, default=None,
-                   help="cut the input into this many shards (default: ~16 MiB pieces, at least one per worker)")
+    add_engine_options(s, same="rows", shards_default="~16 MiB pieces, at least one per worker")
     g = s.add_argument_group("LLM parser (--graphs llm; same meaning as `capaudit llm run`)")
     g.add_argument("--url", action="append", default=[], help="base URL of an OpenAI-compatible server (repeatable)")
     g.add_argument("--model", help="model name sent to the server (hashed into request ids)")

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..argtypes import positive_int, positive_ints
+from ..argtypes import add_engine_options, positive_int, positive_ints
 from ..io.atomic import check_output_path, write_text_atomic
 
 
@@ -23,14 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat-orders", type=positive_ints, default=(3, 4, 5, 6))
     p.add_argument("--top-k", type=positive_int, default=100)
     p.add_argument("--max-records", type=positive_int, default=None)
-    p.add_argument("--workers", type=positive_int, default=1,
-                   help="processes (local engine) or concurrent tasks (ray engine); same numbers for any value")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="where shards run: this machine (default) or Ray (a local cluster unless --address)")
-    p.add_argument("--address", default=None,
-                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
-    p.add_argument("--shards", type=positive_int, default=None,
-                   help="cut the input into this many shards (default: one per worker locally, ~128 MiB pieces on Ray)")
+    add_engine_options(p)
     p.add_argument("--spill-dir", default=None,
                    help="bound memory: keep at most --max-keys exact counts in memory, spill the rest here")
     p.add_argument("--max-keys", type=positive_int, default=8_000_000)

@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Dict, List, Optional
 
-from ..argtypes import name_positive_int, name_value, positive_int, positive_ints
+from ..argtypes import add_engine_options, name_positive_int, name_value, positive_int, positive_ints
 from ..io.atomic import check_output_path, write_text_atomic
 
 
@@ -47,14 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-unavailable", action="store_true",
                    help="record an encoder whose tokenizer is missing under 'unavailable' instead of failing")
     p.add_argument("--max-records", type=positive_int, default=None)
-    p.add_argument("--workers", type=positive_int, default=1,
-                   help="processes (local engine) or concurrent tasks (ray engine); same numbers for any value")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="where shards run: this machine (default) or Ray (a local cluster unless --address)")
-    p.add_argument("--address", default=None,
-                   help="Ray cluster address (default: RAY_ADDRESS; unset: start a local cluster)")
-    p.add_argument("--shards", type=positive_int, default=None,
-                   help="cut the input into this many shards (default: one per worker locally, ~64 MiB pieces on Ray)")
+    add_engine_options(p, shards_default="one per worker locally, ~64 MiB pieces on Ray")
     p.add_argument("--out", default="-", help="output JSON (default stdout)")
     p.set_defaults(func=_main)
 
