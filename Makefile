@@ -45,6 +45,8 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_text_survey.py
 	$(VENV)/bin/python benchmarks/bench_prompt_support.py
 	$(VENV)/bin/python benchmarks/bench_llm_run.py --sizes 20000 --transports fast openai
+	$(VENV)/bin/python benchmarks/bench_claims.py
+	$(VENV)/bin/python benchmarks/bench_judges.py --skip-offline
 
 ## model servers (foreground; 127.0.0.1 unless HOST=...). GPU configs need vLLM on a GPU machine.
 HOST ?= 127.0.0.1

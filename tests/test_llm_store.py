@@ -9,7 +9,7 @@ import random
 import pytest
 
 from capaudit.errors import LockHeldError
-from capaudit.llm.store import ResponseStore, iter_rows, merge, scan_ids
+from capaudit.llm.store import ResponseStore, iter_rows, merge, merge_lines, scan_ids
 
 
 def row(rid, ok, started="2026-01-01T00:00:00.000Z", **kw):
@@ -132,6 +132,9 @@ def test_merge_order_independent_under_shuffles(tmp_path):
         m = merge(b, a) if trial % 2 else merge(a, b)
         ref = ref or m
         assert m == ref
+        # the compact merge picks the same winners (kept as raw lines)
+        lines = merge_lines(b, a) if trial % 2 else merge_lines(a, b)
+        assert {rid: json.loads(line) for rid, line in lines.items()} == ref
     for rid, r in ref.items():
         if any(x["ok"] for x in rows if x["request_id"] == rid):
             assert r["ok"]

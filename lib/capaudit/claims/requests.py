@@ -202,22 +202,33 @@ def build_requests(items: Iterable[CaptionItem], params: BuildParams) -> Tuple[L
     ``items`` yields ``(source_row, caption, caption_id, meta)``; a ``None`` caption id becomes
     ``"<surface>:<source_row>"``. Returns ``(rows, {"usable", "emitted"})``.
     """
-    usable: List[Tuple[int, str, str, Optional[Mapping[str, Any]]]] = []
+    chosen, n_usable = select_captions(items, params)
+    rows = list(iter_requests(chosen, params))
+    return rows, {"usable": n_usable, "emitted": len(rows)}
+
+
+Chosen = List[Tuple[int, str, str, Optional[Mapping[str, Any]]]]  # (source_row, caption, caption_id, meta)
+
+
+def select_captions(items: Iterable[CaptionItem], params: BuildParams) -> Tuple[Chosen, int]:
+    """The usable captions after sampling / prefix (:func:`build_requests`), and how many were usable."""
+    usable: Chosen = []
     for source_row, caption, cid, meta in items:
         usable.append((int(source_row), caption, cid if cid is not None else f"{params.surface}:{source_row}", meta))
     if params.sample_records is not None:
         keep = sample_rows([(u[0], u[2]) for u in usable], int(params.sample_records), params.sample_seed, params.surface)
-        chosen = [usable[i] for i in keep]
-    elif params.max_records is not None:
-        chosen = usable[: int(params.max_records)]
-    else:
-        chosen = usable
+        return [usable[i] for i in keep], len(usable)
+    if params.max_records is not None:
+        return usable[: int(params.max_records)], len(usable)
+    return usable, len(usable)
+
+
+def iter_requests(chosen: Chosen, params: BuildParams) -> Iterator[Dict[str, Any]]:
+    """Request rows of the chosen captions, one at a time (a file of millions never sits in memory)."""
     schema = claims_schema(params.max_units)
-    rows = [
-        build_request(cap, caption_id=cid, source_row=src, emitted_index=i, params=params, meta=meta, schema=schema)
-        for i, (src, cap, cid, meta) in enumerate(chosen)
-    ]
-    return rows, {"usable": len(usable), "emitted": len(rows)}
+    for i, (src, cap, cid, meta) in enumerate(chosen):
+        yield build_request(cap, caption_id=cid, source_row=src, emitted_index=i, params=params, meta=meta,
+                            schema=schema)
 
 
 #: Caption files ``claims build`` reads (JSON lines; ``source_row`` = 0-based line index, §4.2).
@@ -362,11 +373,11 @@ def build_requests_file(input_path: Path, caption_field: str, out: Path, params:
     out = check_output_path(out)
     check_output_path(manifest_path(out))
     read = ReadCounts()
-    rows, counts = build_requests(iter_jsonl_captions(Path(input_path), caption_field, id_field, read, on_missing),
-                                  params)
-    counts = {**counts, **read.to_dict()}
+    chosen, n_usable = select_captions(iter_jsonl_captions(Path(input_path), caption_field, id_field, read, on_missing),
+                                       params)
     with atomic_path(out) as tmp:
-        write_requests(tmp, rows)
+        emitted = write_requests(tmp, iter_requests(chosen, params))
+    counts = {"usable": n_usable, "emitted": emitted, **read.to_dict()}
     write_manifest(out, params, counts, {"input": str(input_path), "caption_field": caption_field, "id_field": id_field})
     return counts
 
@@ -374,6 +385,6 @@ def build_requests_file(input_path: Path, caption_field: str, out: Path, params:
 __all__ = [
     "TASK", "TASK_VERSION", "DEFAULT_MODEL", "MAX_CAPTION_CHARS", "WINDOW_MODES", "BuildParams",
     "claims_schema", "stable_float", "sample_rows", "caption_window", "prompt_caption", "budget_label",
-    "build_request", "build_requests", "iter_jsonl_captions", "check_input_file", "ReadCounts", "INPUT_SUFFIXES", "manifest_path", "write_manifest",
+    "build_request", "build_requests", "select_captions", "iter_requests", "iter_jsonl_captions", "check_input_file", "ReadCounts", "INPUT_SUFFIXES", "manifest_path", "write_manifest",
     "build_requests_file",
 ]

@@ -29,7 +29,7 @@ Requests with no response row at all (a store that is still being filled) are co
 summary's ``input.unanswered_requests`` (of ``input.requests_total``) whenever request files are
 known, and ``capaudit claims summarize`` reports them.
 
-Merging several response files uses :func:`capaudit.llm.store.merge` (one row per request id, an
+Merging several response files uses :func:`capaudit.llm.store.merge_lines` (one row per request id, an
 answered row is never replaced by a failed one, order independent). This deliberately fixes the
 reference's last-row-wins ``--latest-by-request`` (§13.5). ``status`` = ``{responses: merged
 ids, captions: ok ids, bad: failed ids}``; failed rows are skipped.
@@ -51,7 +51,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from capaudit.io.atomic import atomic_path, check_output_path
 from capaudit.llm._json import loads_lenient
 from capaudit.llm.requests import read_requests
-from capaudit.llm.store import merge
+from capaudit.llm._json import loads
+from capaudit.llm.store import merge_lines
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.summaries.claimed import (
     ALL,
@@ -124,14 +125,15 @@ def is_suspicious(category: str, norm_unit: str) -> bool:
     return category == "text_rendering" and any(m in norm_unit for m in NO_TEXT_MARKERS)
 
 
-def caption_counter(records: Sequence[UnitRecord], window: str) -> Dict[str, int]:
-    """Per-caption counter of §4.4 (keys: COUNT_FIELDS + ``claimed_<type>``, ``claimed_dedup_<type>``)."""
+def caption_counter(records: Sequence[UnitRecord], window: Union[str, int]) -> Dict[str, int]:
+    """Per-caption counter of §4.4 (keys: COUNT_FIELDS + ``claimed_<type>``, ``claimed_dedup_<type>``);
+    ``window``: the caption window, or its lexical-unit count."""
     c: Dict[str, int] = {k: 0 for k in COUNT_FIELDS}
     for t in UNIT_CATEGORIES:
         c[f"claimed_{t}"] = 0
         c[f"claimed_dedup_{t}"] = 0
     c["captions"] = 1
-    c["caption_tokens"] = len(lex_units(window))
+    c["caption_tokens"] = window if isinstance(window, int) else len(lex_units(window))
     seen = set()
     for r in records:
         c["claimed_total"] += 1
@@ -214,7 +216,7 @@ class ClaimedAccumulator:
     responses: int = 0
     bad: int = 0
 
-    def add(self, surface: str, ok: bool, parsed: Any = None, window: str = "") -> Optional[Dict[str, int]]:
+    def add(self, surface: str, ok: bool, parsed: Any = None, window: Union[str, int] = "") -> Optional[Dict[str, int]]:
         """Add one (merged) response row; returns the caption counter (``None`` for a failed row)."""
         self.responses += 1
         if not ok:
@@ -251,12 +253,15 @@ def request_info(request: Mapping[str, Any], where: str) -> RequestInfo:
     return surface, caption
 
 
-def index_requests(paths: Iterable[PathLike]) -> Dict[str, RequestInfo]:
-    """``request_id → (surface, window)`` over request JSONL files."""
-    out: Dict[str, RequestInfo] = {}
+def index_requests(paths: Iterable[PathLike]) -> Dict[str, Tuple[str, int]]:
+    """``request_id → (surface, lexical units of the window)`` over request JSONL files (the count,
+    not the text, so the index of millions of requests stays small)."""
+    out: Dict[str, Tuple[str, int]] = {}
+    surfaces: Dict[str, str] = {}
     for path in paths:
         for i, row in enumerate(read_requests(path), start=1):
-            out[row["request_id"]] = request_info(row, f"{path}: request {i} ({row['request_id']})")
+            surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
+            out[row["request_id"]] = (surfaces.setdefault(surface, surface), len(lex_units(window)))
     return out
 
 
@@ -306,10 +311,10 @@ def summarize_responses(
             raise FileNotFoundError(f"{q}: request file not found")
     req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
     index = index_requests(req_paths) if req_paths else {}
-    merged = merge(*responses)
+    merged = merge_lines(*responses)  # winning rows as raw lines: millions fit in memory
     acc = ClaimedAccumulator()
     for rid in sorted(merged):
-        row = merged[rid]
+        row = loads(merged[rid])
         req = row.get("request")
         if isinstance(req, Mapping):
             surface, window = request_info(req, f"response {rid}")
