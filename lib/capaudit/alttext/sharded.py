@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.engine.executors import check_engine, map_merge
-from capaudit.engine.shards import Shard, default_num_shards, file_format, iter_shard_lines, line_at, list_shards
+from capaudit.engine.shards import (Shard, default_num_shards, file_format, iter_shard_objects, iter_shard_text_lines,
+                                     list_shards, open_parquet)
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.atomic import atomic_write, check_output_path
 
@@ -125,7 +126,7 @@ def alttext_shards(files: Sequence[str], engine: str = "local", workers: int = 1
 
     for f in files:
         if file_format(f) == "parquet":
-            _parquet_file(f)  # a readable Parquet file, or the single-process reader's error
+            open_parquet(f)  # a readable Parquet file, or the single-process reader's error
         else:
             hint = _not_text(Path(f))
             if hint:
@@ -138,103 +139,19 @@ def alttext_shards(files: Sequence[str], engine: str = "local", workers: int = 1
     return [replace(s, index=i, count=len(parts)) for i, s in enumerate(parts)]
 
 
-def _parquet_file(path: str):
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError for non-Parquet bytes
-        raise InputError(f"not a readable Parquet file ({type(exc).__name__}: {exc})", path=path) from None
-
-
-# --- reading a shard exactly as the single-process reader does -------------------------------------------
-
-class _LineWhere:
-    """``<file>: line <n>`` of a JSONL row at byte ``offset``; the line number is counted only when
-    the text is needed (an error message)."""
-
-    __slots__ = ("path", "offset", "_text")
-
-    def __init__(self, path: str, offset: int):
-        self.path = path
-        self.offset = offset
-        self._text: Optional[str] = None
-
-    def line(self) -> int:
-        return line_at(self.path, self.offset)
-
-    def __str__(self) -> str:
-        if self._text is None:
-            self._text = f"{self.path}: line {self.line()}"
-        return self._text
-
-    __repr__ = __str__
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
-
-
 def shard_rows(shard: Shard) -> Iterator[Tuple[Row, Any]]:
     """``(row, where)`` of every row of a shard, as :class:`~capaudit.alttext.rows.RowSource` reads the
     file (same values; ``where`` prints as ``<file>: line <n>`` / ``<file>: row <n>``)."""
-    if shard.format == "parquet":
-        pf = _parquet_file(shard.path)
-        md = pf.metadata
-        stop = md.num_row_groups if shard.stop < 0 else shard.stop
-        n = sum(md.row_group(g).num_rows for g in range(shard.start))
-        from capaudit.surfaces.readers import PARQUET_BATCH_ROWS
-
-        for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=list(range(shard.start, stop))):
-            for row in batch.to_pylist():
-                n += 1
-                yield row, f"{shard.path}: row {n}"
-        return
-    for line, where, _ in _jsonl_lines(shard):
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(value, dict):
-            raise InputError(f"{where}: expected a JSON object, got {type(value).__name__}")
-        yield value, where
-
-
-def _jsonl_lines(shard: Shard) -> Iterator[Tuple[str, Any, int]]:
-    """Decoded non-blank lines of a JSONL shard with their ``where`` (BOM dropped at the start of the
-    file, undecodable bytes an error naming file and line)."""
-    import gzip
-    import zlib
-
-    from capaudit.io.text import check_line
-
-    gz = shard.format == "jsonl.gz"
-    path = shard.path
-    last = 0
-    try:
-        for off, raw in iter_shard_lines(shard):
-            last = off
-            first = off == (1 if gz else 0)
-            line = raw.decode("utf-8-sig" if first else "utf-8", "surrogateescape")
-            where: Any = f"{path}: line {off}" if gz else _LineWhere(path, off)
-            if not line.isascii():
-                try:
-                    line.encode("utf-8")
-                except UnicodeEncodeError:
-                    check_line(line, path, off if gz else where.line())
-            if not line.strip():
-                continue
-            yield line, where, off
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise InputError(f"truncated or corrupt gzip data after line {last} ({exc})", path=path) from None
+    return iter_shard_objects(shard)
 
 
 def count_rows(shard: Shard) -> int:
     """Rows of a shard without parsing them (Parquet: metadata; JSONL: non-blank lines)."""
     if shard.format == "parquet":
-        md = _parquet_file(shard.path).metadata
+        md = open_parquet(shard.path).metadata
         stop = md.num_row_groups if shard.stop < 0 else shard.stop
         return sum(md.row_group(g).num_rows for g in range(shard.start, stop))
-    return sum(1 for _ in _jsonl_lines(shard))
+    return sum(1 for _ in iter_shard_text_lines(shard))
 
 
 # --- running: errors in input order ----------------------------------------------------------------------

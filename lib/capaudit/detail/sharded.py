@@ -32,7 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from capaudit.engine.shards import line_at
+from capaudit.engine.shards import iter_shard_objects, line_at
 from capaudit.errors import InputError
 
 from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS
@@ -153,41 +153,11 @@ class ShardScores:
 
 
 def _shard_rows(shard: Any) -> Iterator[Tuple[Dict[str, Any], Any]]:
-    """``(row, line)`` of a shard's non-blank rows; ``line`` is an int or a callable (byte-range shards
-    count lines only when an error needs one). Parsing errors match the whole-file reader's."""
-    from capaudit.engine.shards import iter_shard_lines, iter_shard_records
-    from capaudit.io.text import check_line
-
-    path = shard.path
-    if shard.format == "parquet":
-        import pyarrow.parquet as pq
-
-        from capaudit.engine.shards import open_binary
-
-        with open_binary(path) as fh:
-            md = pq.ParquetFile(fh).metadata
-            before = sum(md.row_group(g).num_rows for g in range(shard.start))
-        for i, (row, _) in enumerate(iter_shard_records(shard)):
-            yield row, before + i + 1  # 1-based row of the file
-        return
-    for off, raw in iter_shard_lines(shard):
-        gz = shard.format == "jsonl.gz"
-        line: Any = off if gz else partial(line_at, path, off)
-        text = raw.decode("utf-8", "surrogateescape")
-        if off == (1 if gz else 0) and text.startswith("\ufeff"):  # a BOM, dropped as the whole-file reader does
-            text = text[1:]
-        if not text.isascii():
-            check_line(text, path, line if isinstance(line, int) else line())
-        if not text.strip():
-            continue
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {_resolve(line)}: not valid JSON ({exc.msg} at column {exc.colno})"
-                             ) from None
-        if not isinstance(value, dict):
-            raise InputError(f"{path}: line {_resolve(line)}: expected a JSON object, got {type(value).__name__}")
-        yield value, line
+    """``(row, line)`` of a shard's non-blank rows; ``line`` is an int (gzip line, Parquet row) or a
+    callable (byte-range shards count lines only when an error needs one). Parsing errors match the
+    whole-file reader's (:func:`capaudit.engine.shards.iter_shard_objects`)."""
+    for row, where in iter_shard_objects(shard):
+        yield row, where if where.known is None else where.known
 
 
 def _resolve(line: Any) -> Optional[int]:

@@ -274,6 +274,89 @@ def iter_shard_lines(shard: Shard) -> Iterator[Tuple[int, bytes]]:
             pos += len(line)
 
 
+class ShardWhere:
+    """Where a row of a shard stands: ``<file>: line <n>`` (JSONL; for a byte range the number is
+    counted only when needed, e.g. for an error message) or ``<file>: row <n>`` (Parquet, 1-based).
+    Calling it (or :meth:`line`) gives the number; :attr:`known` is it when already known."""
+
+    __slots__ = ("path", "kind", "offset", "known")
+
+    def __init__(self, path: str, kind: str = "line", known: Optional[int] = None, offset: int = 0):
+        self.path, self.kind, self.known, self.offset = path, kind, known, offset
+
+    def line(self) -> int:
+        if self.known is None:
+            self.known = line_at(self.path, self.offset)
+        return self.known
+
+    __call__ = line
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.kind} {self.line()}"
+
+    __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def open_parquet(path: str):
+    """A ``pyarrow.parquet.ParquetFile``, or an InputError naming a file that is not one."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(open_binary(path) if is_url(path) or path.startswith("file://") else path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid/OSError for non-Parquet bytes
+        raise InputError(f"not a readable Parquet file ({type(exc).__name__}: {exc})", path=path) from None
+
+
+def iter_shard_text_lines(shard: Shard) -> Iterator[Tuple[str, ShardWhere]]:
+    """Decoded non-blank lines of a JSONL shard with their :class:`ShardWhere`, read as the
+    whole-file readers read them: a BOM at the start of the file dropped, bytes that are not UTF-8
+    an error naming file and line, a corrupt gzip stream an error naming the last good line."""
+    import zlib
+
+    from capaudit.io.text import check_line
+
+    gz = shard.format == "jsonl.gz"
+    path = shard.path
+    last = 0
+    try:
+        for off, raw in iter_shard_lines(shard):
+            last = off
+            line = raw.decode("utf-8-sig" if off == (1 if gz else 0) else "utf-8", "surrogateescape")
+            where = ShardWhere(path, known=off) if gz else ShardWhere(path, offset=off)
+            if not line.isascii():
+                check_line(line, path, where.line())
+            if line.strip():
+                yield line, where
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"truncated or corrupt gzip data after line {last} ({exc})", path=path) from None
+
+
+def iter_shard_objects(shard: Shard) -> Iterator[Tuple[Dict[str, Any], ShardWhere]]:
+    """``(row, where)`` of every row of a JSONL or Parquet shard, with the whole-file readers' values
+    and error messages (``<file>: line <n>: not valid JSON (...)``, ``... expected a JSON object``)."""
+    if shard.format == "parquet":
+        pf = open_parquet(shard.path)
+        md = pf.metadata
+        stop = md.num_row_groups if shard.stop < 0 else shard.stop
+        n = sum(md.row_group(g).num_rows for g in range(shard.start))
+        for batch in pf.iter_batches(batch_size=8192, row_groups=list(range(shard.start, stop))):
+            for row in batch.to_pylist():
+                n += 1
+                yield row, ShardWhere(shard.path, "row", n)
+        return
+    for line, where in iter_shard_text_lines(shard):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(value).__name__}")
+        yield value, where
+
+
 def iter_shard_records(shard: Shard, columns: Optional[Sequence[str]] = None) -> Iterator[Tuple[Dict[str, Any], str]]:
     """``(row, where)`` for every row of a shard; ``where`` names the file and the line's byte
     offset (JSONL), line number (gzip) or row group and row (Parquet)."""
@@ -390,5 +473,5 @@ def _jsonl_rows(shard: Shard):
         yield row, (lambda off=off: f"{path} ({unit} {off})")
 
 
-__all__ = ["Shard", "SHARD_SUFFIXES", "default_num_shards", "expand_inputs", "file_format", "is_url", "iter_shard_captions", "line_at", "open_binary",
+__all__ = ["Shard", "SHARD_SUFFIXES", "default_num_shards", "expand_inputs", "file_format", "ShardWhere", "is_url", "iter_shard_captions", "iter_shard_objects", "iter_shard_text_lines", "line_at", "open_binary", "open_parquet",
            "iter_shard_lines", "iter_shard_records", "list_shards"]

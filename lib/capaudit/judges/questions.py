@@ -20,9 +20,21 @@ from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
 
 from capaudit.summaries._common import UNIT_CATEGORIES
 
-TEXT_TEMPLATE = "Is the rendered text claim '{unit}' visibly supported by the image?"
-TARGET_TEMPLATE = "Is the visual claim '{target}: {unit}' supported by the image?"
-PLAIN_TEMPLATE = "Is the visual claim '{unit}' supported by the image?"
+
+
+def _template(category: str, unit: str, target: str) -> str:
+    """The §5.1 question for stripped ``unit``/``target`` (f-strings: on the build's hot path)."""
+    if category == "text_rendering":
+        return f"Is the rendered text claim '{unit}' visibly supported by the image?"
+    if target:
+        return f"Is the visual claim '{target}: {unit}' supported by the image?"
+    return f"Is the visual claim '{unit}' supported by the image?"
+
+
+# the same templates as format strings
+TEXT_TEMPLATE = _template("text_rendering", "{unit}", "")
+TARGET_TEMPLATE = _template("object", "{unit}", "{target}")
+PLAIN_TEMPLATE = _template("object", "{unit}", "")
 _CATS = frozenset(UNIT_CATEGORIES)
 _TEXT_RE = re.compile(r"^Is the rendered text claim '(?P<unit>.*)' visibly supported by the image\?$", re.S)
 _VISUAL_RE = re.compile(r"^Is the visual claim '(?P<body>.*)' supported by the image\?$", re.S)
@@ -60,12 +72,7 @@ def split_question_id(qid: str) -> Tuple[str, int]:
 
 def question_text(category: str, unit: str, target: str = "") -> str:
     """The §5.1 template for a claim."""
-    unit, target = unit.strip(), target.strip()
-    if category == "text_rendering":
-        return TEXT_TEMPLATE.format(unit=unit)
-    if target:
-        return TARGET_TEMPLATE.format(target=target, unit=unit)
-    return PLAIN_TEMPLATE.format(unit=unit)
+    return _template(category, unit.strip(), target.strip())
 
 
 def parse_question_text(category: str, text: str) -> Tuple[str, str]:
@@ -119,13 +126,8 @@ def questions_from_units(caption_id: str, claimed_units: Any) -> List[Question]:
         target = item.get("target")
         target = target.strip() if isinstance(target, str) else ""
         span = item.get("span")
-        if cat == "text_rendering":
-            text = f"Is the rendered text claim '{unit}' visibly supported by the image?"
-        elif target:
-            text = f"Is the visual claim '{target}: {unit}' supported by the image?"
-        else:
-            text = f"Is the visual claim '{unit}' supported by the image?"
-        out.append(_new_question(Question, (cid + suffix[i] if i < 1000 else f"{cid}:u{i:04d}", cat, text, unit,
+        out.append(_new_question(Question, (cid + suffix[i] if i < 1000 else f"{cid}:u{i:04d}", cat,
+                                            _template(cat, unit, target), unit,
                                             target, span.strip() if isinstance(span, str) else "", i)))
     return out
 

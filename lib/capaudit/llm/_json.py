@@ -40,40 +40,30 @@ def _float_ok(v: float) -> bool:
     return _orjson is not None and _orjson.dumps(v) == float.__repr__(v).encode("ascii")
 
 
+def _values_safe(values: Any, depth: int) -> bool:
+    """Every value of a container (at ``depth``) is one orjson writes as ``json.dumps`` does."""
+    atoms = _ATOMS
+    for v in values:
+        tv = type(v)
+        if tv in atoms:
+            continue
+        if tv is float:
+            if not _float_ok(v):
+                return False
+        elif not _orjson_safe(v, depth + 1):
+            return False
+    return True
+
+
 def _orjson_safe(obj: Any, depth: int = 0) -> bool:
     """True when ``obj`` is a plain JSON tree on which orjson and ``json.dumps`` provably agree
     (module docstring); False sends the value to the standard library."""
     t = type(obj)
     if t is dict:
-        if depth > _MAX_DEPTH:
-            return False
-        atoms = _ATOMS
-        for k, v in obj.items():
-            if type(k) is not str:
-                return False
-            tv = type(v)
-            if tv in atoms:
-                continue
-            if tv is float:
-                if not _float_ok(v):
-                    return False
-            elif not _orjson_safe(v, depth + 1):
-                return False
-        return True
+        return (depth <= _MAX_DEPTH and all(type(k) is str for k in obj)
+                and _values_safe(obj.values(), depth))
     if t is list or t is tuple:
-        if depth > _MAX_DEPTH:
-            return False
-        atoms = _ATOMS
-        for v in obj:
-            tv = type(v)
-            if tv in atoms:
-                continue
-            if tv is float:
-                if not _float_ok(v):
-                    return False
-            elif not _orjson_safe(v, depth + 1):
-                return False
-        return True
+        return depth <= _MAX_DEPTH and _values_safe(obj, depth)
     if t in _ATOMS:
         return True
     if t is float:
