@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple, Union
 
 from capaudit.errors import InputError
 from capaudit.llm._json import canonical, loads
-from capaudit.llm.store import store_files
+from capaudit.llm.store import rank_better, store_files
 
 PathLike = Union[str, Path]
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
@@ -285,12 +285,8 @@ def _scan_winners(files: Sequence[Path]) -> Winners:
             if cur is None:
                 win[rid] = (ok, sa, fi, off, lineno)
                 continue
-            cok, csa = cur[0], cur[1]
-            if ok != cok:
-                better = ok
-            elif sa != csa:
-                better = sa < csa if ok else sa > csa
-            else:
+            better = rank_better(ok, sa, cur[0], cur[1])
+            if better is None:
                 better = canonical(row) < canonical(read_at(files, cur[2], cur[3]))
             if better:
                 win[rid] = (ok, sa, fi, off, lineno)

@@ -448,6 +448,7 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
     :class:`InputError` when that is every response: wrong requests file).
     """
     from capaudit.llm._json import canonical
+    from capaudit.llm.store import rank_better
 
     files = expand(responses)
     if not files:
@@ -484,11 +485,8 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
                     sa = str(row.get("started_at") or "")
                     cur = win.get(r)
                     if cur is not None:
-                        if ok != cur[0]:
-                            better = ok
-                        elif sa != cur[1]:
-                            better = sa < cur[1] if ok else sa > cur[1]
-                        else:
+                        better = rank_better(ok, sa, cur[0], cur[1])
+                        if better is None:
                             better = canonical(row) < canonical(read_at(files, cur[2], cur[3]))
                         if not better:
                             continue

@@ -64,7 +64,7 @@ from capaudit.llm.dialects import DIALECTS, build_payload
 from capaudit.llm.http import Pool
 from capaudit.llm.requests import check_request, count_lines, iter_request_lines, parse_request_line
 from capaudit.llm.store import ResponseStore
-from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache
+from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache, load_validator
 
 TRANSPORTS = ("fast", "openai")
 TRANSIENT_KINDS = frozenset({"connection", "timeout", "http_retryable"})
@@ -641,6 +641,7 @@ async def arun_requests(
     if not resume and (answered or failed):
         raise ValueError(f"{st_obj.path}: response store already has rows; resume it or remove it first")
     only: Optional[Set[str]] = failed if only_failed else None
+    load_validator()  # before any request is in flight (validate.load_validator)
     t_start = time.monotonic()
     if progress:
         if total is None and isinstance(requests, (str, Path)):

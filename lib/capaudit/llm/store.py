@@ -94,7 +94,7 @@ def iter_rows_with_lines(path: str | Path) -> Iterator[Tuple[Dict[str, Any], byt
                 yield row, line
 
 
-def _rank_better(a_ok: bool, a_started: str, b_ok: bool, b_started: str) -> Optional[bool]:
+def rank_better(a_ok: bool, a_started: str, b_ok: bool, b_started: str) -> Optional[bool]:
     """:func:`_better` on (ok, started_at) alone; ``None`` when only the rows' canonical JSON decides."""
     if a_ok != b_ok:
         return a_ok
@@ -105,7 +105,7 @@ def _rank_better(a_ok: bool, a_started: str, b_ok: bool, b_started: str) -> Opti
 
 def _better(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
     """True when row ``a`` should be kept over row ``b`` for the same id (a total order)."""
-    r = _rank_better(a["ok"], str(a.get("started_at") or ""), b["ok"], str(b.get("started_at") or ""))
+    r = rank_better(a["ok"], str(a.get("started_at") or ""), b["ok"], str(b.get("started_at") or ""))
     return canonical(a) < canonical(b) if r is None else r
 
 
@@ -134,7 +134,7 @@ def merge_lines(*paths: str | Path) -> Dict[str, bytes]:
             started = str(row.get("started_at") or "")
             cur = best.get(rid)
             if cur is not None:
-                r = _rank_better(row["ok"], started, cur[0], cur[1])
+                r = rank_better(row["ok"], started, cur[0], cur[1])
                 if not (canonical(row) < canonical(loads(cur[2])) if r is None else r):
                     continue
             best[rid] = (row["ok"], started, line)
@@ -311,4 +311,4 @@ def open_store(path: str | Path, **kwargs: Any) -> ResponseStore:
     return ResponseStore(path, **kwargs)
 
 
-__all__ = ["ERROR_KINDS", "ROW_FIELDS", "ResponseStore", "merge", "merge_lines", "scan_ids", "iter_rows", "iter_rows_with_lines", "store_files", "open_store"]
+__all__ = ["ERROR_KINDS", "ROW_FIELDS", "ResponseStore", "merge", "merge_lines", "rank_better", "scan_ids", "iter_rows", "iter_rows_with_lines", "store_files", "open_store"]

@@ -68,6 +68,12 @@ class _Compiled:
         return out
 
 
+def load_validator() -> None:
+    """Import ``jsonschema`` now (~1.5 s): a run calls this before it sends anything, so the first
+    answer's validation does not stall the event loop — and every request's timeout — mid-run."""
+    import jsonschema  # noqa: F401
+
+
 class ValidatorCache:
     """Bounded LRU of compiled validators keyed by the schema's sorted-key JSON (explicit, not global)."""
 
@@ -180,6 +186,7 @@ def check_output(
 
 
 __all__ = [
+    "load_validator",
     "validate",
     "ValidatorCache",
     "TaskRules",
