@@ -13,28 +13,20 @@ the battery keeps those cases few. The whole file runs in well under a minute on
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Sequence
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-CAPAUDIT = REPO / ".venv" / "bin" / "capaudit"
-EXE = [str(CAPAUDIT)] if CAPAUDIT.exists() else [sys.executable, "-m", "capaudit.cli"]
+from _battery import EXE, REPO, Case, assert_fails_cleanly, run_cases, run_cli
+from _battery import jsonl as _jsonl
 
 
 # ---------------------------------------------------------------------------------------------
 # scratch folder, snapshots, running
-
-def _jsonl(rows: Sequence[object]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-
 
 CAPTIONS = [{"id": i, "caption": f"A photo of {n} red bus number {i} on a street near the old station."}
             for i, n in enumerate(["one", "two", "three", "four", "five", "six"])]
@@ -85,25 +77,6 @@ def make_inputs(root: Path) -> None:
     (o / "afile").write_text("x\n")
 
 
-def snapshot(root: Path) -> Dict[str, Tuple[int, int, str]]:
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            out[str(p.relative_to(root))] = (p.stat().st_size, p.stat().st_mtime_ns,
-                                             hashlib.sha256(p.read_bytes()).hexdigest())
-        elif p.is_dir():
-            out[str(p.relative_to(root)) + "/"] = (0, 0, "dir")
-    return out
-
-
-def run_cli(args: Sequence[str], cwd: Path, env_extra: Dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CAPAUDIT_HASH_CACHE": str(cwd.parent / "hash_cache.json"), "PYTHONWARNINGS": "ignore",
-           **(env_extra or {})}
-    env.pop("CAPAUDIT_DEBUG", None)
-    return subprocess.run([*EXE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("battery") / "work"
@@ -114,14 +87,6 @@ def scratch(tmp_path_factory) -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # the battery: (id, argv, what the single error line must contain)
-
-@dataclass
-class Case:
-    id: str
-    args: List[str]
-    expect: List[str] = field(default_factory=list)  # substrings of the one stderr line
-    env: Dict[str, str] = field(default_factory=dict)
-
 
 CASES = [
     # --- text-stats: silent zeros are errors that name the file and list the fields
@@ -215,50 +180,24 @@ CASES = [
 ]
 
 
-def _run_case(case: Case, template: Path, root: Path) -> Tuple[subprocess.CompletedProcess, dict, dict]:
-    """Run one case in its own copy of the scratch folder; returns (process, snapshot before, after)."""
-    import shutil
-
-    work = root / case.id / "work"
-    shutil.copytree(template, work, copy_function=shutil.copy2)
-    args = list(case.args)
+def _prepare(case: Case, work: Path) -> Path:
     if case.id == "text-hf-offline":
         (work / "in" / "hf.yaml").write_text(
             "run: hf\nsurfaces:\n  - {name: x, format: hf, hf_path: someone/some-dataset, caption_field: caption}\n")
-    cwd = work
     if case.id == "notebook-unknown-name":  # against the repository's params and notebooks
-        cwd = REPO
-    before = snapshot(work)
-    p = run_cli(args, cwd, case.env)
-    return p, before, snapshot(work)
+        return REPO
+    return work
 
 
 @pytest.fixture(scope="module")
-def battery(tmp_path_factory) -> Dict[str, Tuple[subprocess.CompletedProcess, dict, dict]]:
+def battery(tmp_path_factory):
     """All cases at once, in parallel (each in its own folder, so snapshots stay exact)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    root = tmp_path_factory.mktemp("battery_cases")
-    template = root / "template"
-    template.mkdir()
-    make_inputs(template)
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
-        futures = {c.id: ex.submit(_run_case, c, template, root) for c in CASES}
-        return {k: f.result() for k, f in futures.items()}
+    return run_cases(CASES, tmp_path_factory.mktemp("battery_cases"), make_inputs, _prepare)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_fails_loudly_and_cleanly(case: Case, battery):
-    p, before, after = battery[case.id]
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert p.returncode != 0, f"exit 0 for {case.args}; stdout: {p.stdout[:500]}"
-    assert "Traceback" not in p.stderr, p.stderr
-    assert len(lines) == 1, f"expected one stderr line, got {len(lines)}:\n{p.stderr}"
-    line = lines[0]
-    assert line.startswith("capaudit "), line
-    for s in case.expect:
-        assert s in line, f"{s!r} not in: {line}"
-    assert after == before, "the failing command created, changed or removed a file"
+    assert_fails_cleanly(case, battery[case.id])
 
 
 def test_debug_flag_shows_the_traceback(scratch: Path):

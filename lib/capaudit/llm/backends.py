@@ -1,8 +1,13 @@
 """Offline backends served by ``capaudit serve`` under their own model names.
 
 A backend is ``fn(messages, request_payload) -> str`` (the assistant message content).
-``register_backend(name, fn)`` adds one; the name is the model name clients send and the
-``model`` field of every response, so a heuristic's name travels into every artifact it feeds.
+``register_backend(name, fn, requires=..., degrades=...)`` adds one; the name is the model name
+clients send and the ``model`` field of every response, so a heuristic's name travels into every
+artifact it feeds. ``requires`` names system resources (``capaudit.resources``) without which the
+backend cannot answer: :func:`check_backends` raises one line naming the backend, the resource
+and its install command, and ``capaudit serve`` refuses to start. ``degrades`` names resources
+without which it answers with less (no OCR, say): :func:`degraded_notes` lists what is missing so
+the server can say so in every answer.
 
 Built in:
 * ``capaudit-echo``: returns the last user message's text (smoke tests).
@@ -19,7 +24,7 @@ any other function.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.llm._json import dumps_bytes
 from capaudit.llm.dialects import requested_schema
@@ -34,15 +39,45 @@ class BackendRegistry:
 
     def __init__(self, plugins: Sequence[str] = PLUGIN_MODULES):
         self._fns: Dict[str, BackendFn] = {}
+        self._requires: Dict[str, Tuple[str, ...]] = {}
+        self._degrades: Dict[str, Tuple[str, ...]] = {}
         self._plugins = tuple(plugins)
         self._loaded = False
 
-    def register(self, name: str, fn: BackendFn) -> None:
+    def register(self, name: str, fn: BackendFn, requires: Sequence[str] = (),
+                 degrades: Sequence[str] = ()) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("backend name must be a non-empty string")
         if not callable(fn):
             raise ValueError(f"backend {name!r}: fn must be callable")
+        from capaudit.resources import RESOURCES
+
+        unknown = [r for r in (*requires, *degrades) if r not in RESOURCES]
+        if unknown:
+            raise ValueError(f"backend {name!r}: unknown resources {unknown}; known: {', '.join(RESOURCES)}")
         self._fns[name] = fn
+        self._requires[name] = tuple(requires)
+        self._degrades[name] = tuple(degrades)
+
+    def check(self, name: str) -> None:
+        """Raise :class:`capaudit.resources.ResourceMissing` if ``name`` lacks a required resource."""
+        from capaudit.resources import require
+
+        self.get(name)
+        for r in self._requires.get(name, ()):
+            require(r, needed_by=f"backend {name}")
+
+    def degraded(self, name: str) -> List[str]:
+        """One note per optional resource ``name`` runs without (empty when it runs in full)."""
+        from capaudit.resources import RESOURCES, status
+
+        self.get(name)
+        notes = []
+        for r in self._degrades.get(name, ()):
+            ok, detail = status(r)
+            if not ok:
+                notes.append(f"{name} runs without {RESOURCES[r].what} ({detail}); affects: {RESOURCES[r].needed_by}")
+        return notes
 
     def load_plugins(self) -> None:
         if self._loaded:
@@ -70,9 +105,20 @@ class BackendRegistry:
 DEFAULT_BACKENDS = BackendRegistry()
 
 
-def register_backend(name: str, fn: BackendFn) -> None:
-    """Register an offline backend ``fn(messages, request_payload) -> str`` under ``name``."""
-    DEFAULT_BACKENDS.register(name, fn)
+def register_backend(name: str, fn: BackendFn, requires: Sequence[str] = (), degrades: Sequence[str] = ()) -> None:
+    """Register an offline backend ``fn(messages, request_payload) -> str`` under ``name``;
+    ``requires`` / ``degrades`` name system resources (see the module docstring)."""
+    DEFAULT_BACKENDS.register(name, fn, requires, degrades)
+
+
+def check_backends(names: Sequence[str], registry: Optional[BackendRegistry] = None) -> List[str]:
+    """Raise ``ResourceMissing`` for the first backend that cannot run; else the degradation notes."""
+    reg = registry or DEFAULT_BACKENDS
+    notes: List[str] = []
+    for n in names:
+        reg.check(n)
+        notes.extend(reg.degraded(n))
+    return notes
 
 
 def get_backend(name: str) -> BackendFn:

@@ -5,6 +5,14 @@ The request's ``model`` selects the backend (``capaudit.llm.backends``); the res
 ``model`` is the backend name. Backends run in a thread pool (``workers`` threads, default 1
 so that backends need not be thread-safe). ``usage`` counts whitespace-separated words, not
 model tokens (there is no tokenizer). Binds 127.0.0.1 unless told otherwise.
+
+Before it serves, each backend's required system resources are checked
+(``BackendRegistry.check``): a missing one stops the server with one line
+naming the backend, the resource and its install command, rather than answering every request
+with an error. A backend running without an optional resource is served, and every completion
+it returns carries the notes in ``capaudit_degraded`` (also on ``/health``). A backend that fails
+at request time for want of a resource answers HTTP 503 with code ``backend_unavailable``, which
+clients do not retry.
 """
 
 from __future__ import annotations
@@ -21,9 +29,13 @@ from aiohttp import web
 
 from capaudit.llm._json import dumps_bytes, loads
 from capaudit.llm.backends import DEFAULT_BACKENDS, BackendRegistry
+from capaudit.resources import ResourceMissing
+
+UNAVAILABLE_CODE = "backend_unavailable"
 
 
 BACKENDS_KEY = web.AppKey("capaudit_backends", list)
+DEGRADED_KEY = web.AppKey("capaudit_degraded", list)
 
 
 def _error(status: int, message: str, code: str, etype: str = "invalid_request_error") -> web.Response:
@@ -50,11 +62,15 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
     fns = {name: reg.get(name) for name in names}
     if not fns:
         raise ValueError("no offline backend to serve")
+    for n in names:
+        reg.check(n)  # a required resource missing: refuse to serve (one line)
+    degraded = {n: reg.degraded(n) for n in names}
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="capaudit-backend")
     created = int(time.time())
 
     async def health(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "models": names})
+        notes = [x for n in names for x in degraded[n]]
+        return web.json_response({"status": "ok", "models": names, "capaudit_degraded": notes})
 
     async def models(request: web.Request) -> web.Response:
         data = [{"id": n, "object": "model", "created": created, "owned_by": "capaudit"} for n in names]
@@ -81,6 +97,8 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
             content = await loop.run_in_executor(pool, fn, messages, payload)
         except ValueError as exc:
             return _error(400, f"backend {name}: {exc}", "backend_rejected")
+        except ResourceMissing as exc:  # can never answer here: clients must not retry
+            return _error(503, f"backend {name} cannot answer: {exc}", UNAVAILABLE_CODE, "server_error")
         except Exception as exc:  # backend crash → 500 so clients may retry
             return _error(500, f"backend {name} failed: {type(exc).__name__}: {exc}", "backend_error", "server_error")
         if not isinstance(content, str):
@@ -96,6 +114,8 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
             "usage": {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
                       "total_tokens": prompt_words + completion_words, "unit": "words"},
         }
+        if degraded[name]:
+            body["capaudit_degraded"] = degraded[name]
         return web.Response(body=dumps_bytes(body), content_type="application/json")
 
     async def on_cleanup(app: web.Application) -> None:
@@ -107,6 +127,7 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
     app.router.add_post("/v1/chat/completions", chat)
     app.on_cleanup.append(on_cleanup)
     app[BACKENDS_KEY] = names
+    app[DEGRADED_KEY] = [x for n in names for x in degraded[n]]
     return app
 
 
@@ -114,6 +135,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000, backends: Optional[List[str
     """Run the server until interrupted (SIGINT/SIGTERM)."""
     app = make_app(backends, workers=workers)
     print(f"capaudit serve: http://{host}:{port}/v1 models={','.join(app[BACKENDS_KEY])}", flush=True)
+    for note in app[DEGRADED_KEY]:
+        print(f"capaudit serve: WARNING: {note}", flush=True)
     web.run_app(app, host=host, port=port, print=None, access_log=None, handle_signals=True)
 
 
