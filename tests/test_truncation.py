@@ -145,7 +145,9 @@ class RefBPE:
 
 
 def _vocab_file(data_dir: Path):
-    cands = [os.environ.get("CAPAUDIT_CLIP_BPE_VOCAB"), str(data_dir / "clip_bpe" / "bpe_simple_vocab_16e6.txt.gz")]
+    from capaudit.resources import clip_bpe_vocab_path
+
+    cands = [str(clip_bpe_vocab_path() or ""), str(data_dir / "clip_bpe" / "bpe_simple_vocab_16e6.txt.gz")]
     for mod in ("open_clip", "clip"):
         spec = importlib.util.find_spec(mod)
         if spec and spec.submodule_search_locations:

@@ -6,7 +6,7 @@ build`` -> ``capaudit llm run`` (vLLM structured-outputs dialect) -> Ctrl-C mid-
 The model is weak (its claims are mostly "object"); what is checked is the protocol: every
 response schema-valid and about its own caption, nothing lost or duplicated across the interrupt.
 
-Needs the serving environment built by ``.ci/vllm_cpu_env.sh`` (``CAPAUDIT_VLLM_PYTHON`` = its
+Needs the serving environment built by ``setup/vllm_cpu_env.sh`` (``CAPAUDIT_VLLM_PYTHON`` = its
 python); skipped, with the reason, when it is absent.
 """
 
@@ -44,7 +44,7 @@ def _free_port() -> int:
 
 #: Printed in the skip reason (``make test`` runs pytest with ``-rs``): the one command that builds
 #: the serving environment (~3.5 min, cached) and runs this test with it.
-BUILD_COMMAND = 'CAPAUDIT_VLLM_PYTHON="$(bash .ci/vllm_cpu_env.sh | tail -n 1)" make test'
+BUILD_COMMAND = "make vllm-cpu-env (make test builds it unless SKIP_VLLM=1)"
 BUILD_HINT = f"to build the vLLM serving environment and run this test: {BUILD_COMMAND}"
 
 
@@ -55,10 +55,12 @@ def _cli(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def vllm_url(tmp_path_factory) -> Iterator[str]:
-    py = os.environ.get("CAPAUDIT_VLLM_PYTHON")
-    if not py:
-        pytest.skip((os.environ.get("CAPAUDIT_VLLM_UNAVAILABLE") or "CAPAUDIT_VLLM_PYTHON is not set")
-                    + "; " + BUILD_HINT)
+    from capaudit.resources import status
+
+    found, where = status("vllm-cpu")  # CAPAUDIT_VLLM_PYTHON, else the cached environment
+    if not found:
+        pytest.skip(f"vLLM CPU environment: {where}; {BUILD_HINT}")
+    py = os.environ.get("CAPAUDIT_VLLM_PYTHON") or str(Path(where) / "bin" / "python")
     cache = Path(os.environ.get("CAPAUDIT_CACHE", Path.home() / ".cache" / "capaudit"))
     if not (cache / "smollm2-135m-hf" / "config.json").is_file():
         pytest.skip(f"{cache}/smollm2-135m-hf is missing; {BUILD_HINT}")

@@ -40,6 +40,7 @@ STAGE_CLIS: List[str] = [
     "capaudit.detail.cli",
     "capaudit.alttext.cli",
     "capaudit.engine.cli",
+    "capaudit.doctor",
 ]
 
 

