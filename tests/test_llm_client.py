@@ -20,7 +20,8 @@ from capaudit.llm.validate import TaskRules
 from test_llm_support import FaultServer, ids_by_status, make_rows, read_jsonl, wait_for
 
 FAULTS = {"500": 0.10, "429": 0.05, "hang": 0.04, "badjson": 0.05, "schema": 0.05, "conn": 0.03}
-FAST = dict(timeout=0.4, backoff_base=0.005, backoff_max=0.05, progress=False)
+# probe=False: these tests script per-request faults; the endpoint probe has its own tests
+FAST = dict(timeout=0.4, backoff_base=0.005, backoff_max=0.05, progress=False, probe=False)
 
 
 def test_endpoint_url_forms():
@@ -177,7 +178,7 @@ def _cli(args, **kw):
 def _run_args(req, out, url, extra=()):
     return ["--requests", str(req), "--out", str(out), "--url", url, "--model", "fault-model",
             "--concurrency", "8", "--timeout", "0.4", "--retries", "4", "--backoff", "0.005", "--backoff-max", "0.05",
-            "--no-progress", *extra]
+            "--no-progress", "--allow-failures", "--no-probe", *extra]
 
 
 @pytest.mark.slow
@@ -199,7 +200,8 @@ def test_cli_sigkill_then_resume_loses_nothing(tmp_path):
         proc = _cli(_run_args(req, out, srv.url, ["--resume"]))
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
-        stats = json.loads(err.decode().strip().splitlines()[-1].split("capaudit llm run: ", 1)[1])
+        line = next(ln for ln in err.decode().splitlines() if ln.startswith("capaudit llm run: {"))
+        stats = json.loads(line.split("capaudit llm run: ", 1)[1])
     after = out.read_bytes()
     complete_before = before[: before.rfind(b"\n") + 1]
     assert after.startswith(complete_before)  # nothing recorded before the kill was lost or rewritten

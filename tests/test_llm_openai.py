@@ -19,7 +19,8 @@ from capaudit.llm.store import merge  # noqa: E402
 from test_llm_support import FaultServer, free_port, make_rows, read_jsonl  # noqa: E402
 
 TIMING = ("started_at", "elapsed_sec")
-FAST = dict(timeout=1.0, backoff_base=0.005, backoff_max=0.05, progress=False)
+# probe=False: these tests script per-request faults; the endpoint probe has its own tests
+FAST = dict(timeout=1.0, backoff_base=0.005, backoff_max=0.05, progress=False, probe=False)
 
 
 def rows_without_timing(path) -> Dict[str, dict]:

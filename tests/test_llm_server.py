@@ -41,7 +41,7 @@ def test_routes_and_errors():
     reg = BackendRegistry(plugins=())
     reg.register("upper", lambda messages, payload: messages[-1]["content"].upper())
     app = make_app(["upper"], registry=reg)
-    assert _call(app, "GET", "/health") == (200, {"status": "ok", "models": ["upper"]})
+    assert _call(app, "GET", "/health") == (200, {"status": "ok", "models": ["upper"], "capaudit_degraded": []})
     status, models = _call(make_app(["upper"], registry=reg), "GET", "/v1/models")
     assert status == 200 and [m["id"] for m in models["data"]] == ["upper"]
     status, out = _call(make_app(["upper"], registry=reg), "POST", "/v1/chat/completions",

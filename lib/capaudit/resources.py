@@ -137,9 +137,11 @@ RESOURCES: Dict[str, Resource] = {r.name: r for r in (
              ("paper", "test")),
     Resource("tex", "LaTeX toolchain (latexmk, pdflatex, manuscript packages)", "make paper (the PDF), tests of the PDF",
              "apt-get install latexmk texlive-latex-base texlive-latex-recommended texlive-latex-extra "
-             "texlive-fonts-recommended", _tex,
+             "texlive-fonts-recommended lmodern", _tex,
              ("latexmk", "texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra",
-              "texlive-fonts-recommended"), ("paper", "test")),
+              "texlive-fonts-recommended", "lmodern"), ("paper", "test")),
+    Resource("pdftotext", "Poppler's pdftotext", "tests that read the manuscript PDF back",
+             "apt-get install poppler-utils", _program("pdftotext"), ("poppler-utils",), ("test",)),
     Resource("chromium", "headless Chromium + ChromeDriver", "browser tests of the annotation notebook",
              "apt-get install chromium chromium-driver", _program("chromium", "chromium-browser"),
              ("chromium", "chromium-driver"), ("test",)),

@@ -59,6 +59,7 @@ from typing import (Any, Awaitable, Callable, ClassVar, Dict, Iterable, Iterator
                     Set, Tuple, TypeVar, Union)
 
 
+from capaudit.errors import CapauditError
 from capaudit.llm._json import dumps_bytes, loads, loads_lenient
 from capaudit.llm.dialects import DIALECTS, build_payload
 from capaudit.llm.http import Pool
@@ -66,9 +67,16 @@ from capaudit.llm.requests import check_request, count_lines, iter_request_lines
 from capaudit.llm.store import ResponseStore
 from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache, load_validator
 
+class EndpointUnavailable(CapauditError):
+    """An endpoint cannot answer at all (unreachable, model not served, backend unavailable)."""
+
+
 TRANSPORTS = ("fast", "openai")
 TRANSIENT_KINDS = frozenset({"connection", "timeout", "http_retryable"})
 OUTPUT_KINDS = frozenset({"parse", "schema", "rule", "empty"})  # re-asked (``reasks``)
+ENDPOINT_STATUSES = frozenset({401, 403, 404})  # with 5xx: the endpoint, not the request, is at fault
+#: error codes of servers that say a backend can never answer here (``capaudit serve``): not retried
+UNAVAILABLE_CODES = frozenset({"backend_unavailable"})
 MAX_ERROR_CHARS = 2000
 
 
@@ -260,6 +268,11 @@ class RequestRun:
         self.stop = asyncio.Event()
         self.bar: Any = None
         self.input_error: Optional[BaseException] = None
+        # probe: the run's first request is sent alone; if it fails for an endpoint reason, stop
+        self.probe = True
+        self._probe_rid: Optional[str] = None
+        self._probe_done = asyncio.Event()
+        self.endpoint_error: Optional[EndpointUnavailable] = None
 
     # -- hooks ----------------------------------------------------------------------------------
     def interpret(self, text: Any, finish_reason: Any, req: Optional[Mapping[str, Any]]) -> Interpretation:
@@ -386,12 +399,22 @@ class RequestRun:
         one row (:meth:`response_row`) to the store; counts go to :attr:`stats`. ``req`` is passed to
         :meth:`interpret`, ``extra`` to :meth:`response_row`. A cancelled send records nothing."""
         st = self.stats
+        if self.probe and not self._probe_done.is_set():
+            if self._probe_rid is not None:  # the probe is in flight: wait for its verdict
+                await self._probe_done.wait()
+                if self.endpoint_error is not None:
+                    return
+            else:
+                self._probe_rid = rid
         st.sent += 1
         try:
             await self._send(rid, body, pools, req, extra)
         except asyncio.CancelledError:
             st.cancelled += 1
             raise
+        finally:
+            if rid == self._probe_rid:
+                self._probe_done.set()
 
     async def _send(self, rid: str, body: bytes, pools: Sequence[Any], req: Optional[Mapping[str, Any]],
                     extra: Any) -> None:
@@ -460,7 +483,7 @@ class RequestRun:
 
             if kind is not None:
                 retryable = kind in ("connection", "timeout") or (
-                    kind == "http" and self._retryable_status(status, resp_headers))
+                    kind == "http" and self._retryable_status(status, resp_headers) and not never_answers(raw))
                 if not self.stop.is_set():
                     if retryable and transient_left > 0:
                         transient_left -= 1
@@ -477,6 +500,12 @@ class RequestRun:
                         continue
                 st.failed += 1
                 st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
+                if rid == self._probe_rid and endpoint_failure(kind, status) and not self.stop.is_set():
+                    url = self.router.urls[idx] if idx < len(self.router.urls) else "?"
+                    self.endpoint_error = EndpointUnavailable(
+                        f"{url} (model {self.model}) cannot answer the run's first request {rid}: {clip_text(reason, 600)}"
+                        f"; nothing more was sent")
+                    self.stop.set()
             else:
                 st.answered += 1
             self.store.append(self.response_row({
@@ -569,6 +598,8 @@ class RequestRun:
                 loop.remove_signal_handler(sig)
         if failure is not None:
             raise failure
+        if self.endpoint_error is not None and not self.stats.interrupted:
+            raise self.endpoint_error
 
 
 class TextRequestRun(RequestRun):
@@ -599,6 +630,52 @@ class TextRequestRun(RequestRun):
         return f"{self.answer_noun} is empty once cleaned"
 
 
+def endpoint_failure(kind: Optional[str], status: Optional[int]) -> bool:
+    """True when a failure says the endpoint cannot answer any request (unreachable, timing out,
+    auth refused, model not found, server error after retries), not just this one."""
+    if kind in ("connection", "timeout"):
+        return True
+    return kind == "http" and status is not None and (status in ENDPOINT_STATUSES or status >= 500)
+
+
+def never_answers(raw: bytes) -> bool:
+    """True when an error body says the backend can never answer (code in :data:`UNAVAILABLE_CODES`)."""
+    try:
+        err = loads(raw).get("error")
+    except Exception:
+        return False
+    return isinstance(err, Mapping) and err.get("code") in UNAVAILABLE_CODES
+
+
+def check_endpoints(urls: Sequence[str], model: str, api_key: Optional[str] = None, timeout: float = 10.0) -> None:
+    """One ``GET /v1/models`` per endpoint before a batch: a model list without ``model``, or every
+    endpoint unreachable, raises :class:`EndpointUnavailable` (one line); one reachable endpoint of
+    several is enough (the router avoids dead ones). A server without the route passes."""
+    import urllib.error
+    import urllib.request
+
+    dead: List[str] = []
+    for u in urls:
+        url = endpoint_url(u).rsplit("/chat/completions", 1)[0] + "/models"
+        rq = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key or 'sk-fake'}"})
+        try:
+            with urllib.request.urlopen(rq, timeout=timeout) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError:
+            continue  # no /v1/models here: the first request decides
+        except (OSError, ValueError) as exc:
+            dead.append(f"{u} ({getattr(exc, 'reason', exc)})")
+            continue
+        try:
+            served = [m.get("id") for m in loads(body).get("data", []) if isinstance(m, Mapping)]
+        except Exception:
+            continue
+        if served and model not in served:
+            raise EndpointUnavailable(f"{u} does not serve model {model!r} (served: {', '.join(map(str, served))})")
+    if dead and len(dead) == len(urls):
+        raise EndpointUnavailable(f"endpoint unreachable: {'; '.join(dead)}; start the server or fix --url")
+
+
 def _hash(body: bytes) -> str:
     return hashlib.blake2b(body, digest_size=16).hexdigest()
 
@@ -627,10 +704,13 @@ async def arun_requests(
     rules: Optional[TaskRules] = None,
     seed: Optional[int] = None,
     transport: str = "fast",
+    probe: bool = True,
 ) -> RunStats:
     """Coroutine form of :func:`run_requests` (use it inside a running event loop).
 
     ``transport``: ``fast`` (our HTTP/1.1 pools) or ``openai`` (the ``openai`` package's client).
+    ``probe``: check each endpoint (``GET /v1/models``) and send the first request alone; an
+    endpoint that cannot answer raises :class:`EndpointUnavailable` before the batch is sent.
     """
     own_store = not isinstance(store, ResponseStore)
     st_obj = ResponseStore(store) if own_store else store
@@ -642,6 +722,9 @@ async def arun_requests(
         raise ValueError(f"{st_obj.path}: response store already has rows; resume it or remove it first")
     only: Optional[Set[str]] = failed if only_failed else None
     load_validator()  # before any request is in flight (validate.load_validator)
+    if probe:
+        await asyncio.get_running_loop().run_in_executor(None, check_endpoints, urls, model, api_key)
+    run.probe = probe
     t_start = time.monotonic()
     if progress:
         if total is None and isinstance(requests, (str, Path)):
@@ -736,5 +819,6 @@ def run_blocking(make_coro: Callable[[], Awaitable[T]], thread_name: str = "capa
 
 
 __all__ = ["RequestStats", "RunStats", "RequestRun", "TextRequestRun", "Interpretation", "TRANSPORTS",
+           "EndpointUnavailable", "check_endpoints", "never_answers",
            "OUTPUT_KINDS", "run_requests", "arun_requests", "endpoint_url", "utc_now", "clip_text",
            "run_loop", "run_blocking"]
