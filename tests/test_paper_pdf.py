@@ -15,7 +15,7 @@ from capaudit.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 needs_tex = pytest.mark.skipif(shutil.which("latexmk") is None or shutil.which("pdftotext") is None,
-                               reason="latexmk / pdftotext not installed (.ci/system_packages.sh)")
+                               reason="latexmk / pdftotext not installed (make test installs them: capaudit doctor --install test)")
 
 
 def _pdf_text(pdf: Path) -> str:

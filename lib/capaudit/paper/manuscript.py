@@ -32,7 +32,7 @@ def latexmk_command(run_dir: PathLike, out_dir: PathLike) -> list:
 def build_pdf(run_dir: PathLike, out_dir: Optional[PathLike] = None, timeout: float = 600.0) -> Path:
     """Build ``<out_dir>/main.pdf`` (default ``<run_dir>/paper``); :class:`ManuscriptError` on failure."""
     if shutil.which("latexmk") is None:
-        raise ManuscriptError("latexmk not found (install TeX Live: .ci/system_packages.sh)")
+        raise ManuscriptError("latexmk not found (install TeX Live: capaudit doctor --install paper)")
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "paper"
     out.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(latexmk_command(run_dir, out), cwd=PAPER_DIR, capture_output=True, text=True, timeout=timeout)
