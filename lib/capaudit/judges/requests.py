@@ -575,14 +575,12 @@ def build_judge_requests(
 
     nbytes = 0
     fast = None
-    if fast_path and _json.HAVE_ORJSON:
+    if fast_path and _json.HAVE_ORJSON and not params.judged_caption:  # no judged-caption slot (small runs)
         try:
             fast = FastRows(params)
         except (KeyError, IndexError, TypeError, ValueError) as exc:  # the request layout changed: slow path
             warnings.warn(f"judges build: no fast request writer ({type(exc).__name__}: {exc}); using build_request",
                           RuntimeWarning, stacklevel=2)
-    if params.judged_caption:  # the fast writer has no judged-caption slot (offline judges: small runs)
-        fast = None
     check_first, check_every = FastRows.CHECK_FIRST, FastRows.CHECK_EVERY
 
     def fail(ff: Any, counts: BuildCounts, hit: Any, cid: str, surface: str, rid: str, reason: str, detail: str) -> None:
