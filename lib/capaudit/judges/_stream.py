@@ -251,12 +251,21 @@ def check_not_empty(rows_per_store: Dict[str, int], what: str = "response") -> N
             raise InputError(f"no {what} row (empty {'store' if Path(store).is_dir() else 'file'})", path=store)
 
 
+def check_utf8(line: bytes, file: PathLike, lineno: int) -> None:
+    """An :class:`InputError` naming file, line and byte when ``line`` is not valid UTF-8."""
+    from capaudit.io.text import check_line
+
+    if not line.isascii():
+        check_line(line.decode("utf-8", "surrogateescape"), file, lineno)
+
+
 def _parse(line: bytes, file: Path, lineno: int) -> Any:
     try:
         row = loads(line)
     except ValueError as exc:
         if not line.endswith(b"\n"):
             return None  # torn tail of an interrupted write
+        check_utf8(line, file, lineno)
         raise InputError(f"unreadable response row ({exc})", path=file, line=lineno) from None
     if not isinstance(row, dict) or not isinstance(row.get("request_id"), str):
         raise InputError("response row needs a string field 'request_id'", path=file, line=lineno)
@@ -275,6 +284,7 @@ def json_lines(path: Path) -> Iterator[Tuple[int, Any]]:
             try:
                 value = loads(line)
             except ValueError as exc:
+                check_utf8(line, path, lineno)
                 raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
             yield lineno, value
 
@@ -376,4 +386,4 @@ def iter_winners(files: Sequence[Path], winners: Winners) -> Iterator[Tuple[Dict
                 yield loads(line), file, lineno
 
 
-__all__ = ["expand", "store_file_list", "CutLine", "check_cut_lines", "check_not_empty", "scan_winners", "iter_winners", "read_at", "RowReader", "Winners", "gc_paused", "BlockWriter"]
+__all__ = ["check_utf8", "expand", "store_file_list", "CutLine", "check_cut_lines", "check_not_empty", "scan_winners", "iter_winners", "read_at", "RowReader", "Winners", "gc_paused", "BlockWriter"]

@@ -227,21 +227,26 @@ def check_cells_have_data(report: Dict[str, Any], names: List[str], surfaces: Li
                          "or complete the runs", path=", ".join(stores))
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def load_params(path: str) -> Any:
+    """The params file, its text checked first (a byte that is not UTF-8: file and line named)."""
     from capaudit.config import load_config
+    from capaudit.io.text import read_text_checked
 
+    read_text_checked(path)
+    return load_config(path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from .stage import run
 
-    out = run(load_config(args.params))
+    out = run(load_params(args.params))
     print(out["table"].to_string(index=False))
     return 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from capaudit.config import load_config
-
     from .probe import run
 
-    out = run(load_config(args.params))
+    out = run(load_params(args.params))
     print(out["table"].to_string(index=False))
     return 0

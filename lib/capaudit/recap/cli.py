@@ -1,7 +1,8 @@
 """``capaudit recap run|export|policies`` (reference-spec §6).
 
     capaudit recap run --images DIR|MANIFEST.jsonl|SHARDS.tar|FILE.parquet --policy NAME --url URL \
-        --model NAME --out STORE [--image-mode data|file] [--concurrency N] [--timeout S] [--retries N] [--resume]
+        --model NAME --out STORE [--image-mode data|file] [--concurrency N] [--timeout S] [--retries N] [--resume] \
+        [--allow-failures]
     capaudit recap export --store STORE --out SURFACE.jsonl|SURFACE.parquet [--mask-pii]
     capaudit recap policies
 

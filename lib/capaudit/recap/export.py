@@ -217,9 +217,9 @@ def export_surface(store: PathLike, out: PathLike, *, fmt: Optional[str] = None,
     """Write the surface of a recap store (module docstring); ``mask`` applies
     :func:`capaudit.recap.pii.mask_pii` to every caption (``pii_names``: rules, ner or off)."""
     out_p = Path(out)
-    f = _format_of(out_p, fmt)
     for p in (out_p, failures_path_for(out_p), out_p.with_name(out_p.name + ".manifest.json")):
         check_output_path(p)
+    f = _format_of(out_p, fmt)
     if not StoreLayout(Path(store)).responses.is_dir():
         raise InputError("not a recap store (no responses/ folder)", path=store, field="store")
     in_progress, cut = check_store_complete(store)

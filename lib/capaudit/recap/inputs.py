@@ -41,6 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, FieldNotFoundError, InputError
+from capaudit.io.text import check_line
 
 from .preprocess import Job
 
@@ -90,8 +91,8 @@ class ImageInput:
         line and field, before anything is written. Tar shards are read only while captioning
         (a damaged shard becomes a failed entry then)."""
         if self.kind == "manifest":
-            for p in self.paths:
-                if not any(True for _ in iter_manifest(p, self.context_fields)):
+            for p in self.paths:  # every line: an error anywhere stops the run before it starts
+                if not sum(1 for _ in iter_manifest(p, self.context_fields)):
                     raise EmptyInputError("manifest lists no image", path=p)
         elif self.kind == "parquet":
             import pyarrow.parquet as pq
@@ -223,6 +224,8 @@ def iter_manifest(path: Path, context_fields: Sequence[str] = ()) -> Iterator[Jo
             try:
                 row = json.loads(line)
             except ValueError as exc:
+                if not line.isascii():
+                    check_line(line.decode("utf-8", "surrogateescape"), path, lineno)  # names the bad byte
                 raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
             if not isinstance(row, dict):
                 raise InputError("a manifest line must be a JSON object", path=path, line=lineno)
