@@ -481,6 +481,25 @@ def test_summarize_refuses_a_cut_line_or_counts_it_while_the_store_is_written(sl
     assert not (tmp_path / "e.json").exists() and not (tmp_path / "f.json").exists()
 
 
+def test_build_counts_the_cut_line_of_a_claims_store_still_being_written(tmp_path: Path, capsys) -> None:
+    from capaudit.cli import main
+    from capaudit.io.lock import ExclusiveLock, lock_path_for
+
+    caps = [{"cid": c, "caption": f"A dog {c}", "image": str(_png(tmp_path / "a.png"))} for c in ("c1", "c2")]
+    f = _claims(tmp_path, caps, {"c1": [U_OBJ]})
+    with open(f["cr"], "a") as fh:
+        fh.write('{"request_id": "c2-half", "ok": tr')
+    argv = ["judges", "build", "--claims-responses", str(f["cr"]), "--claims-requests", str(f["cq"]), "--input",
+            str(f["captions"]), "--id-field", "cid", "--image-field", "image", "--model", "M",
+            "--out", str(tmp_path / "req.jsonl")]
+    assert main(argv) == 1 and f"{f['cr']}:2: last line is cut" in _one_error_line(capsys)
+    with ExclusiveLock(lock_path_for(f["cr"])):
+        assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "1 requests" in err and "(1 not answered" in err
+    assert "1 cut last line(s) of claims stores still being written not counted" in err
+
+
 def test_build_sends_the_judged_caption_only_to_judges_that_leave_it_out(tmp_path: Path) -> None:
     from capaudit.judges.offline import REFCAPTION_JUDGE
     from capaudit.judges.prompts import parse_judged_caption

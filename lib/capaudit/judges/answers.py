@@ -475,6 +475,7 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
     with gc_paused():
         for fi, file in enumerate(files):
             fname = str(file)
+            nrows = 0
             with open(file, "rb", buffering=1 << 20) as fh:
                 lines = enumerate(fh, 1)
                 end = 0
@@ -487,7 +488,7 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
                     if row is None:
                         cut.append(CutLine(fname, lineno, stores[fi]))
                         break
-                    rows_per_store[stores[fi]] += 1
+                    nrows += 1
                     rid = row["request_id"]
                     r = ids_get(rid)
                     if r is None:
@@ -522,6 +523,7 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
                         model = models.setdefault(model, model)
                     notes = row.get("capaudit_degraded")
                     win[r] = (ok, sa, fi, off, payload, model, notes)
+            rows_per_store[stores[fi]] += nrows
     check_not_empty(rows_per_store)
     out = JudgeAnswers(index=index, codes=codes_buf, flags=bytearray(len(index.request_ids)))
     out.cut_lines = cut
