@@ -361,3 +361,6 @@ def test_degraded_answers_are_counted_by_judges_summarize(coco, tmp_path: Path, 
     assert summary["input"]["degraded"][0]["responses"] == 2 and "Tesseract" in summary["input"]["degraded"][0]["note"]
     assert summary["surfaces"]["s"]["uncertain"] == 2  # existing fields unchanged
     assert "DEGRADED: 2 response(s)" in capsys.readouterr().err
+    assert main(["judges", "cells", "--slice", "S", "--judge", f"A={tmp_path / 'resp.jsonl'}", "--requests",
+                 str(tmp_path / "req.jsonl"), "--reps", "20", "--out", str(tmp_path / "cells.json")]) == 0
+    assert "DEGRADED: A: 2 response(s) answered with less" in capsys.readouterr().err

@@ -206,9 +206,12 @@ def cmd_cells(args: argparse.Namespace) -> int:
             {n: ("offline" if n in offline else "model") for n in names}))
         print(f"capaudit judges cells: {n} judged claims -> {args.judged_claims}", file=sys.stderr)
     inter = report.pop("__intersection__")
+    degraded = "; ".join(f"{n}: {a.degraded_responses} response(s) answered with less ({'; '.join(a.degraded)})"
+                         for n, a in zip(names, answers) if a.degraded_responses)
     print(f"capaudit judges cells: slice {args.slice}: {inter['captions']} captions answered by all "
           f"{len(names)} judge(s); " + json.dumps({k: {x: v[x] for x in ('responses', 'answered', 'failed')}
-                                                    for k, v in report.items()}) + f" -> {args.out}", file=sys.stderr)
+                                                    for k, v in report.items()}) + f" -> {args.out}"
+          + (f"; DEGRADED: {degraded}" if degraded else ""), file=sys.stderr)
     return 0
 
 

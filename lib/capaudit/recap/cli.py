@@ -27,7 +27,6 @@ import math
 import os
 import shutil
 import sys
-from pathlib import Path
 from typing import Any
 
 from capaudit.argtypes import nonnegative_int, positive_int
