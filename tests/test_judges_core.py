@@ -337,8 +337,10 @@ def test_ids_not_matching_questions_are_counted_bad(slice_files, tmp_path: Path)
     with pytest.raises(InputError, match="none of the 1 responses belongs to the given judge requests"):
         load_answers(index, [other])
     torn = tmp_path / "torn.jsonl"
-    torn.write_text(bad.read_text() + '{"request_id": "x", "ok": tr')  # torn last line is ignored
-    assert len(load_answers(index, [torn]).failures) == 1
+    torn.write_text(bad.read_text() + '{"request_id": "x", "ok": tr')  # torn last line: not read, recorded
+    torn_ans = load_answers(index, [torn])
+    assert len(torn_ans.failures) == 1
+    assert [(c.file, c.line, c.store) for c in torn_ans.cut_lines] == [(str(torn), 2, str(torn))]
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"request_id": 1, "ok": true}\n')
     with pytest.raises(InputError, match=r"broken\.jsonl:1: response row needs a string field 'request_id'"):
@@ -405,6 +407,116 @@ def test_cli_contract(slice_files, tmp_path: Path, capsys) -> None:
     assert read_cells(out).get("S", "J2", "ref").all_types.responses == 1
     with pytest.raises(InputError, match="expected NAME=RESPONSES"):
         _cli(["judges", "cells", "--slice", "S", "--judge", "J1", "--requests", str(slice_files["r1"]), "--out", str(out)])
+
+
+# --- issue 19: never a number from missing data ----------------------------------------------------
+def _one_error_line(capsys) -> str:
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def _cells_argv(f: Dict[str, Path], p2: Path, out: Path, *extra: str) -> List[str]:
+    return ["judges", "cells", "--slice", "S", "--judge", f"J1={f['p1']}", "--judge", f"J2={p2}", "--requests",
+            str(f["r1"]), "--requests", str(f["r2"]), "--reps", "20", "--out", str(out), *extra]
+
+
+def test_cells_refuse_missing_data(slice_files, tmp_path: Path, capsys) -> None:
+    from capaudit.cli import main
+
+    out = tmp_path / "cells.json"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(_cells_argv(slice_files, empty, out)) == 1
+    line = _one_error_line(capsys)
+    assert f"{empty}: no response row (empty file)" in line and "0.0" not in line
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(slice_files["p2"].read_text() + '{"request_id": "x", "ok": tr')
+    assert main(_cells_argv(slice_files, cut, out)) == 1
+    assert f"{cut}:6: last line is cut" in _one_error_line(capsys)
+    from capaudit.io.lock import ExclusiveLock, lock_path_for
+
+    with ExclusiveLock(lock_path_for(cut)):  # a run still writing it: cells stay refused
+        assert main(_cells_argv(slice_files, cut, out)) == 1
+        assert "still being written" in _one_error_line(capsys)
+    failed = _responses(tmp_path / "failed.jsonl", slice_files["r2"], {c: "HTTP 500" for c in ("a1", "a2", "a3", "b1", "b2")})
+    assert main(_cells_argv(slice_files, failed, out)) == 1
+    assert "no caption is answered by every judge (J1: 5 answered, 0 failed, J2: 0 answered, 5 failed)" in _one_error_line(capsys)
+    no_ref = _responses(tmp_path / "no_ref.jsonl", slice_files["r2"], {"a1": ["yes"] * 3, "b1": "HTTP 500"})
+    assert main(_cells_argv(slice_files, no_ref, out)) == 1
+    assert "surface(s) 'ref' have no caption answered by every judge" in _one_error_line(capsys)
+    assert main(_cells_argv(slice_files, no_ref, out, "--surface", "ours")) == 0  # asked for what has data
+    assert not (tmp_path / "empty.jsonl.lock").exists()
+
+
+def test_summarize_refuses_a_cut_line_or_counts_it_while_the_store_is_written(slice_files, tmp_path: Path,
+                                                                             capsys) -> None:
+    from capaudit.cli import main
+    from capaudit.io.lock import ExclusiveLock, lock_path_for
+
+    out = tmp_path / "judge_summary.json"
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(slice_files["p2"].read_text() + '{"request_id": "x", "ok": tr')
+    argv = ["judges", "summarize", "--responses", str(cut), "--requests", str(slice_files["r2"]), "--out", str(out)]
+    assert main(argv) == 1
+    line = _one_error_line(capsys)
+    assert f"{cut}:6: last line is cut" in line and "resume the run" in line and not out.exists()
+    with ExclusiveLock(lock_path_for(cut)):  # what 'capaudit llm run' holds while it writes
+        assert main(argv) == 0
+    assert "IN PROGRESS: 1 cut last line(s) of stores still being written not counted" in capsys.readouterr().err
+    got = json.loads(out.read_text())
+    assert got["input"]["cut_last_lines"] == [{"file": str(cut), "line": 6, "store": str(cut), "being_written": True}]
+    whole = summarize_files([slice_files["p2"]], [slice_files["r2"]])
+    assert (got["responses"], got["ok"], got["bad"]) == (whole.responses, whole.ok, whole.bad) == (5, 4, 1)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert main(["judges", "summarize", "--responses", str(empty), "--requests", str(slice_files["r2"]),
+                 "--out", str(tmp_path / "e.json")]) == 1
+    assert f"{empty}: no response row (empty file)" in _one_error_line(capsys)
+    failed = _responses(tmp_path / "failed.jsonl", slice_files["r2"], {"a1": "HTTP 500", "b1": "timeout"})
+    assert main(["judges", "summarize", "--responses", str(failed), "--requests", str(slice_files["r2"]),
+                 "--out", str(tmp_path / "f.json")]) == 1
+    line = _one_error_line(capsys)
+    assert f"{failed}:1: none of the 2 responses is a valid answer" in line and "HTTP 500" in line
+    assert not (tmp_path / "e.json").exists() and not (tmp_path / "f.json").exists()
+
+
+def test_build_counts_the_cut_line_of_a_claims_store_still_being_written(tmp_path: Path, capsys) -> None:
+    from capaudit.cli import main
+    from capaudit.io.lock import ExclusiveLock, lock_path_for
+
+    caps = [{"cid": c, "caption": f"A dog {c}", "image": str(_png(tmp_path / "a.png"))} for c in ("c1", "c2")]
+    f = _claims(tmp_path, caps, {"c1": [U_OBJ]})
+    with open(f["cr"], "a") as fh:
+        fh.write('{"request_id": "c2-half", "ok": tr')
+    argv = ["judges", "build", "--claims-responses", str(f["cr"]), "--claims-requests", str(f["cq"]), "--input",
+            str(f["captions"]), "--id-field", "cid", "--image-field", "image", "--model", "M",
+            "--out", str(tmp_path / "req.jsonl")]
+    assert main(argv) == 1 and f"{f['cr']}:2: last line is cut" in _one_error_line(capsys)
+    with ExclusiveLock(lock_path_for(f["cr"])):
+        assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "1 requests" in err and "(1 not answered" in err
+    assert "1 cut last line(s) of claims stores still being written not counted" in err
+
+
+def test_build_sends_the_judged_caption_only_to_judges_that_leave_it_out(tmp_path: Path) -> None:
+    from capaudit.judges.offline import REFCAPTION_JUDGE
+    from capaudit.judges.prompts import parse_judged_caption
+
+    caps = [{"cid": "c1", "caption": "Two dogs on a red sofa.", "image": str(_png(tmp_path / "a.png"))}]
+    f = _claims(tmp_path, caps, {"c1": [U_OBJ, U_CNT]})
+    texts = {}
+    for model in ("J1", REFCAPTION_JUDGE):
+        out = tmp_path / f"{model}.jsonl"
+        build_judge_requests([f["cr"]], [f["cq"]], f["captions"], "cid", "image", JudgeBuildParams(model=model), out)
+        row = json.loads(out.read_text())
+        texts[model] = (row["input"].get("judged_caption"), parse_judged_caption(row["messages"][1]["content"][0]["text"]))
+    assert texts["J1"] == (None, None)  # a VLM judge answers from the image alone
+    assert texts[REFCAPTION_JUDGE] == ("Two dogs on a red sofa.", "Two dogs on a red sofa.")
+    assert JudgeBuildParams(model="J1", judged_caption=True).judged_caption is True
+    with pytest.raises(InputError, match="max_tokens must be a positive integer"):
+        JudgeBuildParams(model="J1", max_tokens=-5)
 
 
 # --- judged-slice surfaces -------------------------------------------------------------------------

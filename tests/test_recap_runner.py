@@ -102,6 +102,12 @@ def test_faults_failures_and_resume(tmp_path: Path):
     assert len(surf) == 5
 
 
+def _run_stats(stderr: str) -> dict:
+    """The statistics of ``recap run``'s summary line (``capaudit recap run: ...; stats {json}``)."""
+    line = next(ln for ln in stderr.splitlines() if ln.startswith("capaudit recap run: "))
+    return json.loads(line.split("; stats ", 1)[1])
+
+
 def test_store_identity_and_lock(tmp_path: Path):
     imgs = tmp_path / "imgs"
     make_images(imgs, 2)
@@ -137,7 +143,7 @@ def test_cli_contract_file_mode_and_duplicates(tmp_path: Path, capsys):
                    "--concurrency", "2", "--timeout", "5", "--retries", "1", "--no-progress", "--workers", "1"])
         assert rc == 0
         err = capsys.readouterr().err
-        stats = json.loads(err.split("capaudit recap run: ", 1)[1])
+        stats = _run_stats(err)
         assert stats["duplicate_ids"] == 1 and stats["answered"] == 4
         assert {p["temperature"] for p in srv.payloads} == {0.0} and all("top_k" not in p for p in srv.payloads)
         rc = main(["recap", "run", "--images", str(imgs), "--policy", "naive-greedy", "--policies-dir", str(POLICIES),
@@ -213,10 +219,96 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path):
         asked_before = len(srv.log)
         done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
-        stats = json.loads(done.stderr.split("capaudit recap run: ", 1)[1])
+        stats = _run_stats(done.stderr)
         assert stats["skipped_answered"] == len(kept)
         asked_after = {srv.log[k][0] for k in range(asked_before, len(srv.log))}
         assert not asked_after & {int(k.split("_")[1]) for k in kept}  # nothing answered on disk is asked again
     rows, failures = collect(store)
     assert [r["image_id"] for r in rows] == [f"img_{i:03d}" for i in range(n)] and failures == []
     assert len({r["request_id"] for r in rows}) == n
+
+
+# --- issue 19: nothing left behind on bad input; failures make the exit status; cut lines refused ---
+def _run_argv(imgs: Path, store: Path, url: str, *extra: str) -> list:
+    return ["recap", "run", "--images", str(imgs), "--policy", "naive-greedy", "--policies-dir", str(POLICIES),
+            "--url", url, "--model", "vision-test", "--out", str(store), "--timeout", "5", "--retries", "0",
+            "--backoff", "0.01", "--no-progress", "--workers", "0", *extra]
+
+
+def test_bad_manifest_leaves_no_store_and_logs_no_run(tmp_path: Path, capsys):
+    imgs = tmp_path / "imgs"
+    make_images(imgs, 2)
+    bad = tmp_path / "m.jsonl"
+    bad.write_text(json.dumps({"image_path": str(imgs / "img_000.png")}) + "\n{oops\n")
+    store = tmp_path / "out" / "store"
+    with VisionFaultServer() as srv:
+        assert main(_run_argv(bad, store, srv.url)) == 1
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert len(err) == 1 and f"{bad}:2: invalid JSON" in err[0]
+        assert not (tmp_path / "out").exists() and srv.log == []  # checked before the store is touched
+        # an existing store refused (another run's identity) is left exactly as it was
+        assert main(_run_argv(imgs, store, srv.url)) == 0
+        before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+        other_policy = [a if a != "naive-greedy" else "naive" for a in _run_argv(imgs, store, srv.url, "--resume")]
+        assert main(other_policy) == 1
+        assert "belongs to another run" in capsys.readouterr().err
+        assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+        assert len(StoreLayout(store).runs_log.read_text().splitlines()) == 1
+
+
+def test_input_error_before_any_work_removes_what_the_run_created(tmp_path: Path):
+    from capaudit.recap.preprocess import Job
+
+    def broken():
+        raise InputError("a.jsonl:1: invalid JSON")
+        yield Job(image_id="x", image_path="x")  # pragma: no cover
+
+    store = tmp_path / "a" / "b" / "store"
+    with VisionFaultServer() as srv:
+        with pytest.raises(InputError, match="invalid JSON"):
+            recap([broken()], load_policy("naive", POLICIES), store, [srv.url], "m", workers=0, **FAST)
+    assert not (tmp_path / "a").exists()
+
+
+def test_failures_exit_3_unless_allowed_and_the_line_counts_them(tmp_path: Path, capsys):
+    imgs = tmp_path / "imgs"
+    make_images(imgs, 3)
+    (imgs / "zero.jpg").write_bytes(b"")
+    store = tmp_path / "store"
+    stats_json = tmp_path / "stats.json"
+    with VisionFaultServer({1: "500"}) as srv:
+        assert main(_run_argv(imgs, store, srv.url, "--stats-json", str(stats_json))) == 3
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert line.startswith("capaudit recap run: 4 images: 2 captioned, 2 failed (http 1, image 1)")
+        assert "rerun with --resume" in line and _run_stats(line)["failed_total"] == 2
+        assert json.loads(stats_json.read_text())["failed_total"] == 2
+        assert main(_run_argv(imgs, store, srv.url, "--resume", "--allow-failures")) == 0
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "2 failed (http 1, image 1)" in line and "failures allowed (--allow-failures)" in line
+        srv.plan.clear()
+        (imgs / "zero.jpg").unlink()
+        assert main(_run_argv(imgs, store, srv.url, "--resume")) == 0
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "1 captioned, 0 failed, 2 skipped (answered before)" in line
+
+
+def test_export_refuses_a_cut_line_unless_a_run_is_writing(tmp_path: Path, capsys):
+    imgs = tmp_path / "imgs"
+    make_images(imgs, 3)
+    store = tmp_path / "store"
+    with VisionFaultServer() as srv:
+        recap([open_images(imgs)], load_policy("naive", POLICIES), store, [srv.url], "m", workers=0, **FAST)
+    part = next(StoreLayout(store).responses.glob("*.jsonl"))
+    with open(part, "ab") as fh:
+        fh.write(b'{"request_id": "r9", "ok": tr')
+    out = tmp_path / "s.jsonl"
+    assert main(["recap", "export", "--store", str(store), "--out", str(out)]) == 1
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and f"{part}:4: last line is cut" in err[0] and "--resume" in err[0]
+    assert not out.exists()
+    with _StoreLock(StoreLayout(store).lock):  # a run in progress: a snapshot, said out loud
+        assert main(["recap", "export", "--store", str(store), "--out", str(out)]) == 0
+    assert "IN PROGRESS: a run is still writing" in capsys.readouterr().err
+    man = json.loads((tmp_path / "s.jsonl.manifest.json").read_text())
+    assert man["rows"] == 3 and man["store_in_progress"] is True
+    assert man["cut_last_lines"] == [{"file": str(part), "line": 4}]

@@ -92,4 +92,22 @@ class ExclusiveLock:
         self.release()
 
 
-__all__ = ["ExclusiveLock", "lock_path_for"]
+def lock_held(path: PathLike) -> bool:
+    """True while some process holds an ``flock`` on the lock file ``path`` (an :class:`ExclusiveLock`
+    or a runner's lock file); False when the file is absent or nobody holds it. Creates nothing."""
+    if fcntl is None:  # pragma: no cover
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing releases our probe
+    return False
+
+
+__all__ = ["ExclusiveLock", "lock_path_for", "lock_held"]

@@ -6,7 +6,11 @@ and picks the winner with the store's rule (an answered row beats a failed one; 
 rows the earliest ``started_at``, among failed rows the latest; exact ties by the rows' canonical
 JSON, re-read from disk). :func:`iter_winners` then yields the winning rows in file order, and
 :func:`read_at` fetches one by location. Same file semantics as the store: blank lines skipped, a
-torn last line (no newline) ignored, any other unreadable line is an error naming file and line.
+torn last line (no newline) is not read, any other unreadable line is an error naming file and line.
+
+A torn (cut) last line is never dropped silently: the readers record it as a :class:`CutLine` and
+the commands decide with :func:`check_cut_lines` — an error naming file and line, or, for a store
+that is still being written (its lock held by a running writer), a count said out loud.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import gc
 import mmap
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from capaudit.errors import InputError
+from capaudit.io.lock import lock_held, lock_path_for
 from capaudit.llm._json import canonical, loads
 from capaudit.llm.store import rank_better, store_files
 
@@ -192,12 +198,74 @@ def expand(paths: Sequence[PathLike]) -> List[Path]:
     return out
 
 
+def store_file_list(paths: Sequence[PathLike], what: str = "response") -> Tuple[List[Path], List[str]]:
+    """:func:`expand` that refuses a path holding no file; also returns, per file, the store path
+    it came from (for :class:`CutLine` and the empty-store check)."""
+    files: List[Path] = []
+    stores: List[str] = []
+    for p in paths:
+        found = store_files(p)
+        if not found:
+            kind = "store folder has no .jsonl file" if Path(p).is_dir() else "file not found"
+            raise InputError(f"{what} {kind}", path=p)
+        files += found
+        stores += [str(p)] * len(found)
+    return files, stores
+
+
+@dataclass(frozen=True)
+class CutLine:
+    """A last line without its newline that is not JSON: a write cut short (or still going on)."""
+
+    file: str
+    line: int
+    store: str
+
+    def being_written(self) -> bool:
+        """True while the store's writer holds its lock (``capaudit llm run`` and the stages do)."""
+        return lock_held(lock_path_for(self.store))
+
+
+def check_cut_lines(cut: Sequence[CutLine], allow_in_progress: bool = False) -> List[CutLine]:
+    """Refuse cut last lines: an :class:`InputError` naming file and line, unless
+    ``allow_in_progress`` and the store is still being written — those are returned, for the
+    caller to count out loud."""
+    kept: List[CutLine] = []
+    for c in cut:
+        if c.being_written():
+            if allow_in_progress:
+                kept.append(c)
+                continue
+            raise InputError(f"last line is cut (no newline, not JSON): the store {c.store} is still being "
+                             "written; wait for its run to finish", path=c.file, line=c.line)
+        raise InputError(f"last line is cut (no newline, not JSON): a write was interrupted; resume the run that "
+                         f"writes {c.store} (it drops the cut line and asks that request again) or delete the line",
+                         path=c.file, line=c.line)
+    return kept
+
+
+def check_not_empty(rows_per_store: Dict[str, int], what: str = "response") -> None:
+    """An :class:`InputError` naming the first store (file or folder) that holds no row."""
+    for store, n in rows_per_store.items():
+        if n == 0:
+            raise InputError(f"no {what} row (empty {'store' if Path(store).is_dir() else 'file'})", path=store)
+
+
+def check_utf8(line: bytes, file: PathLike, lineno: int) -> None:
+    """An :class:`InputError` naming file, line and byte when ``line`` is not valid UTF-8."""
+    from capaudit.io.text import check_line
+
+    if not line.isascii():
+        check_line(line.decode("utf-8", "surrogateescape"), file, lineno)
+
+
 def _parse(line: bytes, file: Path, lineno: int) -> Any:
     try:
         row = loads(line)
     except ValueError as exc:
         if not line.endswith(b"\n"):
             return None  # torn tail of an interrupted write
+        check_utf8(line, file, lineno)
         raise InputError(f"unreadable response row ({exc})", path=file, line=lineno) from None
     if not isinstance(row, dict) or not isinstance(row.get("request_id"), str):
         raise InputError("response row needs a string field 'request_id'", path=file, line=lineno)
@@ -216,6 +284,7 @@ def json_lines(path: Path) -> Iterator[Tuple[int, Any]]:
             try:
                 value = loads(line)
             except ValueError as exc:
+                check_utf8(line, path, lineno)
                 raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
             yield lineno, value
 
@@ -265,19 +334,29 @@ class RowReader:
         self.close()
 
 
-def scan_winners(files: Sequence[Path]) -> Winners:
-    """One winning location per request id (module docstring)."""
+def scan_winners(files: Sequence[Path], cut: Optional[List[CutLine]] = None,
+                 stores: Optional[Sequence[str]] = None, rows: Optional[Dict[str, int]] = None) -> Winners:
+    """One winning location per request id (module docstring). A cut last line is appended to
+    ``cut`` (``stores[i]`` names the store of ``files[i]``); ``rows`` counts rows per store."""
     with gc_paused():
-        return _scan_winners(files)
+        return _scan_winners(files, cut, stores, rows)
 
 
-def _scan_winners(files: Sequence[Path]) -> Winners:
+def _scan_winners(files: Sequence[Path], cut: Optional[List[CutLine]], stores: Optional[Sequence[str]],
+                  rows: Optional[Dict[str, int]]) -> Winners:
     win: Winners = {}
     for fi, file in enumerate(files):
+        store = stores[fi] if stores is not None else str(file)
+        if rows is not None:
+            rows.setdefault(store, 0)
         for off, lineno, line in _lines(file):
             row = _parse(line, file, lineno)
             if row is None:
+                if cut is not None:
+                    cut.append(CutLine(str(file), lineno, store))
                 break
+            if rows is not None:
+                rows[store] += 1
             rid = row["request_id"]
             ok = row["ok"]
             sa = str(row.get("started_at") or "")
@@ -307,4 +386,4 @@ def iter_winners(files: Sequence[Path], winners: Winners) -> Iterator[Tuple[Dict
                 yield loads(line), file, lineno
 
 
-__all__ = ["expand", "scan_winners", "iter_winners", "read_at", "RowReader", "Winners", "gc_paused", "BlockWriter"]
+__all__ = ["check_utf8", "expand", "store_file_list", "CutLine", "check_cut_lines", "check_not_empty", "scan_winners", "iter_winners", "read_at", "RowReader", "Winners", "gc_paused", "BlockWriter"]

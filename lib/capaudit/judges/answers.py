@@ -26,7 +26,7 @@ from capaudit.errors import InputError
 from capaudit.llm._json import dumps_line, loads
 from capaudit.summaries._common import UNIT_CATEGORIES
 
-from ._stream import _parse, expand, gc_paused, json_lines, read_at
+from ._stream import CutLine, _parse, check_not_empty, gc_paused, json_lines, read_at, store_file_list
 from .rules import answer_errors
 
 PathLike = Union[str, Path]
@@ -392,6 +392,12 @@ class JudgeAnswers:
     responses: int = 0
     unknown: int = 0
     model_names: Dict[str, int] = field(default_factory=dict)
+    #: torn last lines met while reading (not counted; see :func:`._stream.check_cut_lines`)
+    cut_lines: List[CutLine] = field(default_factory=list)
+    #: ``capaudit_degraded`` note → merged responses carrying it (answers given with less, e.g. no OCR)
+    degraded: Dict[str, int] = field(default_factory=dict)
+    #: merged responses carrying at least one ``capaudit_degraded`` note
+    degraded_responses: int = 0
 
     @property
     def answered(self) -> Mapping[str, bytes]:
@@ -403,7 +409,8 @@ class JudgeAnswers:
     def detached(self) -> "JudgeAnswers":
         """A copy without the index reference (to send between processes); see :meth:`attach`."""
         return JudgeAnswers(None, self.codes, self.flags, self.answered_rows, self.examples, self.failures,
-                            self.responses, self.unknown, self.model_names)
+                            self.responses, self.unknown, self.model_names, self.cut_lines, self.degraded,
+                            self.degraded_responses)
 
     def attach(self, index: RequestIndex) -> "JudgeAnswers":
         self.index = index
@@ -445,16 +452,19 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
     earliest answered, latest failed; exact ties by canonical JSON). ``failures`` lists every merged
     request whose row failed or whose answer does not match its questions (file and line of the
     winning row); responses for ids not in ``index`` are counted in ``unknown`` (an
-    :class:`InputError` when that is every response: wrong requests file).
+    :class:`InputError` when that is every response: wrong requests file). A given path with no
+    file, or whose files hold no row, is an :class:`InputError`; a torn last line is recorded in
+    ``cut_lines`` (the caller refuses or counts it); ``degraded`` counts the merged responses whose
+    server said it answered with less (``capaudit_degraded``).
     """
     from capaudit.llm._json import canonical
     from capaudit.llm.store import rank_better
 
-    files = expand(responses)
-    if not files:
-        raise InputError("no response file found", path=", ".join(map(str, responses)))
-    # row -> (ok, started_at, file index, offset, payload (None = valid answer, its codes stored), model)
-    win: Dict[int, Tuple[bool, str, int, int, Any, Any]] = {}
+    files, stores = store_file_list(responses)
+    rows_per_store: Dict[str, int] = dict.fromkeys(stores, 0)
+    cut: List[CutLine] = []
+    # row -> (ok, started_at, file index, offset, payload (None = valid answer, its codes stored), model, notes)
+    win: Dict[int, Tuple[bool, str, int, int, Any, Any, Any]] = {}
     unknown: set = set()
     ids_get = index.ids.get
     cids, qoff, qlen = index.caption_ids, index.qoff, index.qlen
@@ -465,6 +475,7 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
     with gc_paused():
         for fi, file in enumerate(files):
             fname = str(file)
+            nrows = 0
             with open(file, "rb", buffering=1 << 20) as fh:
                 lines = enumerate(fh, 1)
                 end = 0
@@ -475,7 +486,9 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
                         continue
                     row = _parse(line, file, lineno)
                     if row is None:
+                        cut.append(CutLine(fname, lineno, stores[fi]))
                         break
+                    nrows += 1
                     rid = row["request_id"]
                     r = ids_get(rid)
                     if r is None:
@@ -508,17 +521,26 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
                     model = row.get("model")
                     if isinstance(model, str):
                         model = models.setdefault(model, model)
-                    win[r] = (ok, sa, fi, off, payload, model)
+                    notes = row.get("capaudit_degraded")
+                    win[r] = (ok, sa, fi, off, payload, model, notes)
+            rows_per_store[stores[fi]] += nrows
+    check_not_empty(rows_per_store)
     out = JudgeAnswers(index=index, codes=codes_buf, flags=bytearray(len(index.request_ids)))
+    out.cut_lines = cut
     out.unknown = len(unknown)
     out.responses = len(win)
     names = out.model_names
     rows_out = out.answered_rows
     flags = out.flags
+    degraded = out.degraded
     surfaces, rids = index.surfaces, index.request_ids
-    for r, (ok, sa, fi, off, payload, model) in win.items():
+    for r, (ok, sa, fi, off, payload, model, notes) in win.items():
         if isinstance(model, str):
             names[model] = names.get(model, 0) + 1
+        if notes:
+            out.degraded_responses += 1
+            for note in (notes if isinstance(notes, list) else [notes]):
+                degraded[str(note)] = degraded.get(str(note), 0) + 1
         if payload is None:
             rows_out.append(r)
             flags[r] = 1

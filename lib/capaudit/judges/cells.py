@@ -51,7 +51,7 @@ from capaudit.summaries.cells import (
 )
 
 from ._parallel import default_workers, run_tasks
-from ._stream import RowReader, expand, scan_winners
+from ._stream import CutLine, RowReader, check_cut_lines, check_not_empty, expand, scan_winners, store_file_list
 from .answers import CAT_CODE, JudgeAnswers, RequestIndex, load_answers, question_positions
 from .questions import questions_from_units
 from .requests import iter_claims_requests
@@ -264,10 +264,12 @@ def _load_detached(index: RequestIndex, paths: Sequence[PathLike], keep_examples
 
 
 def load_slice(judges: Sequence[Tuple[str, Sequence[PathLike]]], requests: Sequence[PathLike],
-               keep_examples: int = 0, workers: Optional[int] = None) -> Tuple[RequestIndex, List[JudgeAnswers]]:
+               keep_examples: int = 0, workers: Optional[int] = None,
+               allow_in_progress: bool = False) -> Tuple[RequestIndex, List[JudgeAnswers]]:
     """The request index of all judges' requests and each judge's validated answers (one judge
     per worker process where ``fork`` is available and the stores are large — ``workers=None`` —
-    or ``workers`` > 1; the same answers either way)."""
+    or ``workers`` > 1; the same answers either way). A cut last line in a response store is an
+    error naming file and line (with ``allow_in_progress``, not while its store is being written)."""
     if not judges:
         raise InputError("at least one --judge NAME=RESPONSES is needed")
     names = [j for j, _ in judges]
@@ -281,7 +283,10 @@ def load_slice(judges: Sequence[Tuple[str, Sequence[PathLike]]], requests: Seque
             size = 0
         workers = default_workers() if size >= _PARALLEL_BYTES else 1
     tasks = [lambda p=paths: _load_detached(index, p, keep_examples) for _, paths in judges]
-    return index, [a.attach(index) for a in run_tasks(tasks, workers)]
+    answers = [a.attach(index) for a in run_tasks(tasks, workers)]
+    for a in answers:
+        check_cut_lines(a.cut_lines, allow_in_progress)
+    return index, answers
 
 
 def cells_from_answers(slice_name: str, names: Sequence[str], index: RequestIndex, answers: Sequence[JudgeAnswers],
@@ -417,9 +422,14 @@ def _agreement(index: RequestIndex, a: JudgeAnswers, b: JudgeAnswers, ra: np.nda
 
 def extraction_accounting(claims_responses: Sequence[PathLike], claims_requests: Sequence[PathLike],
                           surfaces: Optional[Sequence[str]] = None) -> Dict[str, Extraction]:
-    """Per surface of the claims run (module docstring, item 6); surfaces in request order."""
-    files = expand(claims_responses)
-    winners = scan_winners(files) if files else {}
+    """Per surface of the claims run (module docstring, item 6); surfaces in request order.
+    A missing or empty claims response store, or a cut last line in one, is an error."""
+    files, stores = store_file_list(claims_responses, "claims response")
+    cut: List[CutLine] = []
+    rows: Dict[str, int] = {}
+    winners = scan_winners(files, cut, stores, rows)
+    check_not_empty(rows, "claims response")
+    check_cut_lines(cut)
     acc: Dict[str, List[int]] = {}
     seen: set = set()
     with RowReader(files) as reader:

@@ -14,6 +14,12 @@ too). Answers are sent with ``capaudit llm run`` (unchanged). Bad input is an er
 line and field; captions without a usable image become counted failure rows
 (``<out>.failures.jsonl``); responses that fail or whose ids do not match their questions are
 counted as ``bad`` and listed (file, line, request) in the summaries.
+
+No command prints a number from missing data: numeric options are checked by argparse (one line
+naming the option); an output path that is a folder or lies under a file is refused before any
+work; a missing or empty response store, or a cut last line, is refused naming file and line
+(``summarize`` and ``build`` instead count the cut lines of a store still being written, out
+loud); ``cells`` refuses when no caption is answered by every judge, or a surface has none.
 """
 
 from __future__ import annotations
@@ -22,9 +28,33 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
+from capaudit.argtypes import nonnegative_int, positive_int
 from capaudit.errors import InputError
+
+#: bootstrap replicates: a sample std needs at least two
+MIN_REPS = 2
+
+
+def reps_count(text: str) -> int:
+    """``--reps``: an integer >= :data:`MIN_REPS`."""
+    value = positive_int(text)
+    if value < MIN_REPS:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_REPS} (a bootstrap std needs two replicates), "
+                                         f"got {value}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (``--temperature``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
 
 
 def register(subparsers: Any) -> None:
@@ -43,8 +73,8 @@ def register(subparsers: Any) -> None:
     b.add_argument("--model", required=True, help="judge model name (hashed into request ids)")
     b.add_argument("--revision", help="judge model revision (hashed into request ids)")
     b.add_argument("--image-mode", choices=IMAGE_MODES, default="file")
-    b.add_argument("--max-tokens", type=int, default=2048)
-    b.add_argument("--temperature", type=float, default=0.0)
+    b.add_argument("--max-tokens", type=positive_int, default=2048)
+    b.add_argument("--temperature", type=nonnegative_float, default=0.0)
     b.add_argument("--evidence", action="store_true", help="ask for a short evidence string per answer")
     b.add_argument("--thinking", choices=["on", "off", "omit"], default="off",
                    help="chat_template_kwargs.enable_thinking (reference: off)")
@@ -66,8 +96,8 @@ def register(subparsers: Any) -> None:
     c.add_argument("--claims-responses", action="append", default=[], help="claim responses (extraction accounting)")
     c.add_argument("--claims-requests", action="append", default=[], help="claim requests (extraction accounting)")
     c.add_argument("--surface", action="append", default=[], help="surface order of the cells (default: request order)")
-    c.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default 2000)")
-    c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0, fresh per cell)")
+    c.add_argument("--reps", type=reps_count, default=2000, help="bootstrap replicates (default 2000, at least 2)")
+    c.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default 0, fresh per cell)")
     c.add_argument("--judged-claims", help="also write the judged-claims table here (needs --claims-requests)")
     c.add_argument("--offline-judge", action="append", default=[], metavar="NAME",
                    help="judge names to mark 'offline' in the judged-claims table (default: capaudit-offline-*)")
@@ -89,19 +119,31 @@ def _thinking(value: str) -> Any:
     return None if value == "omit" else value == "on"
 
 
-def cmd_build(args: argparse.Namespace) -> int:
-    from .requests import JudgeBuildParams, build_judge_requests
+def check_outputs(*paths: Any) -> None:
+    """Refuse, before any work, an output path that is a folder or lies under a file."""
+    from capaudit.io.atomic import check_output_path
 
+    for p in paths:
+        if p:
+            check_output_path(p)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .requests import JudgeBuildParams, build_judge_requests, failures_path, manifest_path
+
+    check_outputs(args.out, failures_path(args.out), manifest_path(args.out))
     params = JudgeBuildParams(model=args.model, revision=args.revision, image_mode=args.image_mode,
                               max_tokens=args.max_tokens, temperature=args.temperature, evidence=args.evidence,
                               thinking=_thinking(args.thinking))
     counts = build_judge_requests(args.claims_responses, args.claims_requests, args.input, args.id_field,
                                   args.image_field, params, args.out)
+    cut = (f"; {counts.claims_cut_lines} cut last line(s) of claims stores still being written not counted"
+           if counts.claims_cut_lines else "")
     print(f"capaudit judges build: {counts.requests} requests, {counts.questions} questions -> {args.out}; "
           f"{counts.claims_requests} claim requests ({counts.claims_not_answered} not answered, "
           f"{counts.claims_failed} failed, {counts.claims_zero_units} with no unit); "
           f"{counts.failures} image failures (no_image {counts.no_image}, missing {counts.image_missing}, "
-          f"unreadable {counts.image_unreadable})", file=sys.stderr)
+          f"unreadable {counts.image_unreadable}){cut}", file=sys.stderr)
     return 0
 
 
@@ -109,8 +151,18 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from .summarize import summarize_files
 
     s = summarize_files(args.responses, args.requests, args.out, judge=args.judge)
+    label = s.input if isinstance(s.input, dict) else {}
+    cut = label.get("cut_last_lines") or []
+    degraded = label.get("degraded") or []
+    notes = ""
+    if cut:
+        where = ", ".join(f"{c['file']}:{c['line']}" for c in cut[:3])
+        notes += f"; IN PROGRESS: {len(cut)} cut last line(s) of stores still being written not counted ({where})"
+    if degraded:
+        notes += (f"; DEGRADED: {label.get('degraded_responses')} response(s) answered with less "
+                  f"({'; '.join(d['note'] for d in degraded)})")
     print(f"capaudit judges summarize: {s.responses} responses ({s.ok} ok, {s.bad} bad) over "
-          f"{len(s.surfaces)} surface(s) -> {args.out}", file=sys.stderr)
+          f"{len(s.surfaces)} surface(s) -> {args.out}{notes}", file=sys.stderr)
     return 0
 
 
@@ -133,45 +185,71 @@ def cmd_cells(args: argparse.Namespace) -> int:
     from .judged_claims import judged_claim_rows, write_judged_claims
 
     judges = parse_judge_specs(args.judge)
+    check_outputs(args.out, args.judged_claims)
     if bool(args.claims_responses) != bool(args.claims_requests):
         raise InputError("give both --claims-responses and --claims-requests (extraction accounting) or neither")
+    if args.judged_claims and not args.claims_requests:
+        raise InputError("--judged-claims needs --claims-requests (the caption windows)")
     extraction = (extraction_accounting(args.claims_responses, args.claims_requests)
                   if args.claims_responses else None)
     index, answers = load_slice(judges, args.requests)
     names = [n for n, _ in judges]
     cells, report = cells_from_answers(args.slice, names, index, answers, args.reps, args.seed, extraction,
                                        args.surface or None)
+    check_cells_have_data(report, names, [c.surface for c in cells.cells if c.judge == names[0]],
+                          [p for _, paths in judges for p in paths])
     write_text_atomic(args.out, format_cells(cells))
     if args.judged_claims:
-        if not args.claims_requests:
-            raise InputError("--judged-claims needs --claims-requests (the caption windows)")
         offline = set(args.offline_judge) or {n for n in names if n.startswith("capaudit-offline-")}
         n = write_judged_claims(args.judged_claims, judged_claim_rows(
             args.slice, names, index, answers, args.requests, args.claims_requests,
             {n: ("offline" if n in offline else "model") for n in names}))
         print(f"capaudit judges cells: {n} judged claims -> {args.judged_claims}", file=sys.stderr)
     inter = report.pop("__intersection__")
+    degraded = "; ".join(f"{n}: {a.degraded_responses} response(s) answered with less ({'; '.join(a.degraded)})"
+                         for n, a in zip(names, answers) if a.degraded_responses)
     print(f"capaudit judges cells: slice {args.slice}: {inter['captions']} captions answered by all "
           f"{len(names)} judge(s); " + json.dumps({k: {x: v[x] for x in ('responses', 'answered', 'failed')}
-                                                    for k, v in report.items()}) + f" -> {args.out}", file=sys.stderr)
+                                                    for k, v in report.items()}) + f" -> {args.out}"
+          + (f"; DEGRADED: {degraded}" if degraded else ""), file=sys.stderr)
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from capaudit.config import load_config
+def check_cells_have_data(report: Dict[str, Any], names: List[str], surfaces: List[str], stores: List[str]) -> None:
+    """No cell may be a number from no data: refuse when no caption, or no caption of a surface,
+    is answered by every judge (the error says how many each judge answered)."""
+    inter = report["__intersection__"]
+    answered = ", ".join(f"{n}: {report[n]['answered']} answered, {report[n]['failed']} failed" for n in names)
+    if not inter["captions"]:
+        raise InputError(f"no caption is answered by every judge ({answered}); no cell can be computed",
+                         path=", ".join(stores))
+    empty = [s for s in surfaces if not inter["surfaces"].get(s)]
+    if empty:
+        raise InputError(f"surface(s) {', '.join(map(repr, empty))} have no caption answered by every judge "
+                         f"({answered}); their cells would be numbers from no data: leave them out of --surface "
+                         "or complete the runs", path=", ".join(stores))
 
+
+def load_params(path: str) -> Any:
+    """The params file, its text checked first (a byte that is not UTF-8: file and line named)."""
+    from capaudit.config import load_config
+    from capaudit.io.text import read_text_checked
+
+    read_text_checked(path)
+    return load_config(path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from .stage import run
 
-    out = run(load_config(args.params))
+    out = run(load_params(args.params))
     print(out["table"].to_string(index=False))
     return 0
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from capaudit.config import load_config
-
     from .probe import run
 
-    out = run(load_config(args.params))
+    out = run(load_params(args.params))
     print(out["table"].to_string(index=False))
     return 0

@@ -36,11 +36,22 @@ annotations; nouns map to categories through the reviewed lexicon (:func:`capaud
   → yes; some read → uncertain; none read while OCR reads at least three other words (and a
   claimed word has ≥ 4 letters) → no; otherwise uncertain. OCR misses small, stylised and
   perspective text (on a COCO street scene it reads "GRILL" but not the large "Potsdamer Straße"
-  sign), so silence or a single stray word is never evidence of absence.
+  sign), so silence or a single stray word is never evidence of absence. Without Tesseract every
+  text-rendering answer is ``uncertain`` with the reason ``OCR unavailable (tesseract not
+  installed: ...)``; the backend is registered with ``degrades=("tesseract",)``, so ``capaudit
+  serve`` warns and marks every completion ``capaudit_degraded`` (counted by ``judges summarize``).
+
+Resources at request time (``register_backend(..., requires=, degrades=)``): the annotation judge
+needs no WordNet (its noun lexicon is a shipped data file) and answers with less without
+Tesseract; the reference-caption judge requires WordNet (lemmas, synsets, hypernyms).
 
 ``capaudit-offline-refcaption-judge`` (:class:`RefCaptionJudge`) answers from the *other* human
-captions of the same image — never the caption being judged: caption ids carrying
-``coco-ann-<id>`` name the COCO caption annotation(s) they come from, and those are left out.
+captions of the same image — never the caption being judged: its requests carry the judged
+caption's text (``judged_caption=`` line, :func:`capaudit.judges.prompts.parse_judged_caption`) and
+every reference caption equal to it after :func:`normalized_caption` is left out, whatever the
+caption id; caption ids carrying ``coco-ann-<id>`` also name the COCO caption annotation(s) they
+come from (a SugarCrepe negative: an edited copy of one), and those are left out too. A request
+with neither is refused (``ValueError``: the server answers HTTP 400, the row is a counted failure).
 Words are matched by WordNet lemma (``morphy``), shared synset, or a reference noun whose
 hypernyms include the claimed noun (a caption's "puppy" supports a claimed "dog", not the reverse):
 
@@ -76,13 +87,15 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from capaudit.llm._json import dumps_bytes
 
-from .prompts import message_image_urls, message_text, parse_user_prompt
+from .prompts import message_image_urls, message_text, parse_judged_caption, parse_user_prompt
 from .questions import parse_question_text
 
 ANNOTATION_JUDGE = "capaudit-offline-annotation-judge"
 REFCAPTION_JUDGE = "capaudit-offline-refcaption-judge"
 #: Rule-set versions, hashed into request ids as the model revision (changed rules → new answers).
-JUDGE_VERSIONS = {ANNOTATION_JUDGE: "annotation-rules-v2", REFCAPTION_JUDGE: "refcaption-rules-v2"}
+JUDGE_VERSIONS = {ANNOTATION_JUDGE: "annotation-rules-v2", REFCAPTION_JUDGE: "refcaption-rules-v3"}
+#: Judges whose requests carry the judged caption's text (to leave it out of their evidence).
+CAPTION_AWARE_JUDGES = frozenset({REFCAPTION_JUDGE})
 JUDGE_LABELS = {ANNOTATION_JUDGE: "annotation judge (offline)", REFCAPTION_JUDGE: "reference-caption judge (offline)"}
 JUDGE_SHORT = {ANNOTATION_JUDGE: "Annot. (offline)", REFCAPTION_JUDGE: "Ref.-cap. (offline)"}
 CONFIDENCE = {"yes": 0.9, "no": 0.8, "uncertain": 0.5}
@@ -150,6 +163,12 @@ def content_words(text: str) -> List[str]:
 def excluded_annotations(caption_id: Optional[str]) -> Set[int]:
     """COCO caption annotation ids named by ``coco-ann-<id>`` markers in a caption id."""
     return {int(x) for x in _ANN_MARK.findall(caption_id or "")}
+
+
+def normalized_caption(text: str) -> str:
+    """A caption for equality tests: lower-case word tokens joined by one space (case, punctuation
+    and spacing do not count)."""
+    return " ".join(words(text))
 
 
 def parse_count(unit: str) -> Tuple[Optional[int], bool, List[str]]:
@@ -347,6 +366,26 @@ def is_grayscale(data: bytes) -> bool:
     return float(np.percentile(spread, 99)) <= GRAY_SPREAD
 
 
+def ocr_missing() -> Optional[str]:
+    """Why OCR cannot run here (Tesseract or its English data, or pytesseract, missing), else ``None``;
+    checked once per process."""
+    return _ocr_missing()
+
+
+@functools.lru_cache(maxsize=1)
+def _ocr_missing() -> Optional[str]:
+    import importlib.util
+
+    from capaudit.resources import status
+
+    ok, detail = status("tesseract")
+    if not ok:
+        return detail
+    if importlib.util.find_spec("pytesseract") is None:
+        return "python module pytesseract not installed"
+    return None
+
+
 def ocr_words(data: bytes) -> List[str]:
     """Words Tesseract reads with confidence ≥ :data:`OCR_MIN_CONF` (grayscale and inverted, ``--psm 11``)."""
     import pytesseract
@@ -392,8 +431,12 @@ class OfflineJudge:
                 self._cache.popitem(last=False)
         return value
 
-    def answer(self, category: str, unit: str, target: str, image: Any, data: bytes, caption_id: Optional[str]) -> Tuple[str, str]:
+    def answer(self, category: str, unit: str, target: str, image: Any, data: bytes, caption_id: Optional[str],
+               judged_caption: Optional[str] = None) -> Tuple[str, str]:
         raise NotImplementedError
+
+    def check_request(self, caption_id: Optional[str], judged_caption: Optional[str]) -> None:
+        """Refuse (``ValueError``) a request this judge cannot answer honestly; default: accept."""
 
     def judge(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> Dict[str, Any]:
         user = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None)
@@ -403,7 +446,10 @@ class OfflineJudge:
         urls = message_image_urls(content)
         if not urls:
             raise ValueError("the user message has no image_url part")
-        caption_id, questions = parse_user_prompt(message_text(content))
+        text = message_text(content)
+        caption_id, questions = parse_user_prompt(text)
+        judged = parse_judged_caption(text)
+        self.check_request(caption_id, judged)
         data, file_name = image_bytes_from_url(urls[0])
         image = self.images.find(data, file_name)
         want_evidence = _schema_wants_evidence(payload)
@@ -411,7 +457,7 @@ class OfflineJudge:
         for q in questions:
             cat = str(q.get("category", ""))
             unit, target = parse_question_text(cat, str(q.get("question", "")))
-            ans, why = self.answer(cat, unit, target, image, data, caption_id)
+            ans, why = self.answer(cat, unit, target, image, data, caption_id, judged)
             item: Dict[str, Any] = {"question_id": q["question_id"], "answer": ans, "confidence": CONFIDENCE[ans]}
             if want_evidence:
                 item["evidence"] = why[:160]
@@ -457,7 +503,8 @@ class AnnotationJudge(OfflineJudge):
                 boxes.setdefault(c, []).append(a["bbox"])
         return counts, crowd, boxes
 
-    def answer(self, category: str, unit: str, target: str, image: Any, data: bytes, caption_id: Optional[str]) -> Tuple[str, str]:
+    def answer(self, category: str, unit: str, target: str, image: Any, data: bytes, caption_id: Optional[str],
+               judged_caption: Optional[str] = None) -> Tuple[str, str]:
         lex = _lexicon()
         counts, crowd, boxes = self._presence(image)
         present = set(counts) | crowd
@@ -520,10 +567,13 @@ class AnnotationJudge(OfflineJudge):
                 return ("yes", "grayscale pixels") if gray else ("no", "colour pixels")
             return "uncertain", "style not annotated"
         if category == "text_rendering":
+            missing = ocr_missing()
+            if missing:
+                return "uncertain", f"OCR unavailable (tesseract not installed: {missing})"
             try:
                 read = self.cached("ocr:" + hashlib.sha256(data).hexdigest(), lambda: ocr_words(data))
-            except Exception as exc:  # tesseract missing or failing: cannot see text
-                return "uncertain", f"OCR unavailable ({type(exc).__name__})"
+            except Exception as exc:  # tesseract present but failing on this image: say so
+                return "uncertain", f"OCR failed on this image ({type(exc).__name__}: {exc})"[:160]
             return text_rendering_answer(claimed_text_tokens(unit), read)
         return "uncertain", f"{category} not annotated"
 
@@ -594,9 +644,24 @@ class RefCaptionJudge(OfflineJudge):
 
     name = REFCAPTION_JUDGE
 
-    def references(self, image: Any, caption_id: Optional[str]) -> List[List[str]]:
+    def check_request(self, caption_id: Optional[str], judged_caption: Optional[str]) -> None:
+        if judged_caption is None and not excluded_annotations(caption_id):
+            raise ValueError(f"{self.name}: the request carries no judged_caption= line and its caption id "
+                             f"{caption_id!r} names no coco-ann-<id>, so the judged caption could not be left out "
+                             "of the evidence; rebuild the requests with 'capaudit judges build'")
+
+    def references(self, image: Any, caption_id: Optional[str], judged_caption: Optional[str] = None) -> List[List[str]]:
+        """Content words of the image's human captions, without the judged one (by annotation id
+        named in the caption id, and by normalised text equal to ``judged_caption``)."""
         skip = excluded_annotations(caption_id)
-        return [content_words(str(c.get("caption", ""))) for c in image.captions if int(c.get("id", -1)) not in skip]
+        same = normalized_caption(judged_caption) if judged_caption is not None else None
+        out = []
+        for c in image.captions:
+            text = str(c.get("caption", ""))
+            if int(c.get("id", -1)) in skip or (same is not None and normalized_caption(text) == same):
+                continue
+            out.append(content_words(text))
+        return out
 
     @staticmethod
     def _find(ref: Sequence[str], word: str) -> List[int]:
@@ -613,8 +678,9 @@ class RefCaptionJudge(OfflineJudge):
                 return "no", f"other captions name other {lex.supercategory(c)} objects, not {c}"
         return "uncertain", f"'{head}' not in other captions"
 
-    def answer(self, category: str, unit: str, target: str, image: Any, data: bytes, caption_id: Optional[str]) -> Tuple[str, str]:
-        refs = self.references(image, caption_id)
+    def answer(self, category: str, unit: str, target: str, image: Any, data: bytes, caption_id: Optional[str],
+               judged_caption: Optional[str] = None) -> Tuple[str, str]:
+        refs = self.references(image, caption_id, judged_caption)
         if not refs:
             return "uncertain", "no other caption"
         toks = content_words(unit)
@@ -699,15 +765,15 @@ def judge_label(name: str) -> str:
 def _register() -> None:
     from capaudit.llm.backends import register_backend
 
-    register_backend(ANNOTATION_JUDGE, DEFAULT_ANNOTATION_JUDGE)
-    register_backend(REFCAPTION_JUDGE, DEFAULT_REFCAPTION_JUDGE)
+    register_backend(ANNOTATION_JUDGE, DEFAULT_ANNOTATION_JUDGE, degrades=("tesseract",))
+    register_backend(REFCAPTION_JUDGE, DEFAULT_REFCAPTION_JUDGE, requires=("wordnet",))
 
 
 _register()
 
 __all__ = [
     "ANNOTATION_JUDGE", "REFCAPTION_JUDGE", "OFFLINE_JUDGES", "JUDGE_VERSIONS", "JUDGE_LABELS", "JUDGE_SHORT",
-    "CONFIDENCE", "AnnotationJudge", "RefCaptionJudge", "ImageIndex", "OfflineJudge", "box_relation",
+    "CONFIDENCE", "CAPTION_AWARE_JUDGES", "normalized_caption", "ocr_missing", "AnnotationJudge", "RefCaptionJudge", "ImageIndex", "OfflineJudge", "box_relation",
     "split_relation", "parse_count", "claimed_text_tokens", "text_rendering_answer", "excluded_annotations",
     "ocr_words", "is_grayscale", "refers_to", "lemma", "forms", "same_word", "judge_label", "image_bytes_from_url",
 ]

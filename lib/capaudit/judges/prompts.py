@@ -4,6 +4,11 @@ The intent follows the reference: a strict VQA judge answering each question fro
 evidence only, compact JSON, exactly one answer per question id. The user message ends with the
 schema, a ``caption_id=<id>`` line and a ``questions=<compact JSON list>`` line, so any
 OpenAI-compatible judge (and our offline judges, :func:`parse_user_prompt`) can read them.
+
+Requests for a judge that must leave the judged caption out of its evidence (the offline
+reference-caption judge, which answers from human captions of the image) end with one more line,
+``judged_caption=<JSON string>`` (:func:`parse_judged_caption`). It is never sent to other judges:
+a VLM judge answers from the image alone.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ NO_EVIDENCE_RULE = "- For each question return only question_id, answer and conf
 #: QUESTIONS_LINE + <questions JSON>`` (the request builder's byte-level fast path relies on it)
 CAPTION_LINE = "\ncaption_id="
 QUESTIONS_LINE = "\nquestions="
+JUDGED_CAPTION_LINE = "\njudged_caption="
 
 
 def prompt_head(evidence: bool = False) -> str:
@@ -48,14 +54,19 @@ def prompt_head(evidence: bool = False) -> str:
 
 
 def user_prompt(caption_id: str, questions: Sequence[Mapping[str, Any]], schema: Mapping[str, Any],
-                evidence: bool = False) -> str:
-    """The user message text (module docstring); ``questions`` = ``[{question_id, category, question}]``."""
+                evidence: bool = False, judged_caption: Optional[str] = None) -> str:
+    """The user message text (module docstring); ``questions`` = ``[{question_id, category, question}]``;
+    ``judged_caption`` adds the ``judged_caption=`` line."""
     qs = [{"question_id": q["question_id"], "category": q["category"], "question": q["question"]} for q in questions]
-    return (prompt_head(evidence) + dumps_bytes(schema).decode("utf-8") + CAPTION_LINE + f"{caption_id}"
+    text = (prompt_head(evidence) + dumps_bytes(schema).decode("utf-8") + CAPTION_LINE + f"{caption_id}"
             + QUESTIONS_LINE + dumps_bytes(qs).decode("utf-8"))
+    if judged_caption is not None:
+        text += JUDGED_CAPTION_LINE + dumps_bytes(judged_caption).decode("utf-8")
+    return text
 
 
 _CAPTION_ID = re.compile(r"^caption_id=(.*)$", re.M)
+_JUDGED = re.compile(r"^judged_caption=(\".*\")\s*$", re.M)
 _QUESTIONS = re.compile(r"^questions=(\[.*\])\s*$", re.M)
 
 
@@ -99,5 +110,19 @@ def parse_user_prompt(text: str) -> Tuple[Optional[str], List[Dict[str, Any]]]:
     return (c.group(1).strip() if c else None), qs
 
 
+def parse_judged_caption(text: str) -> Optional[str]:
+    """The ``judged_caption=`` line's text (``None`` when the message has none)."""
+    m = _JUDGED.search(text)
+    if not m:
+        return None
+    try:
+        value = json.loads(m.group(1))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"'judged_caption=' line is not a JSON string ({exc})") from None
+    if not isinstance(value, str):
+        raise ValueError("'judged_caption=' line is not a JSON string")
+    return value
+
+
 __all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "user_prompt", "prompt_head", "CAPTION_LINE", "QUESTIONS_LINE",
-           "parse_user_prompt", "message_text", "message_image_urls"]
+           "JUDGED_CAPTION_LINE", "parse_user_prompt", "parse_judged_caption", "message_text", "message_image_urls"]

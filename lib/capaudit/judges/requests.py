@@ -7,7 +7,9 @@ judges gives two request sets with identical question ids.
 
 ``input`` (hashed): ``caption_id, surface, questions: [{question_id, category, question}],
 image_key, image_mode`` (``image_key`` = ``sha256:<hex>`` of the image bytes, or ``url:<url>``
-for a remote URL; the image mode is hashed because ``data`` re-encodes the JPEG). ``meta`` (not
+for a remote URL; the image mode is hashed because ``data`` re-encodes the JPEG; ``judged_caption``,
+the judged caption's text, only for judges that must leave it out of their evidence — the offline
+reference-caption judge —, taken from the claims request's ``input.source_caption``). ``meta`` (not
 hashed): ``source_row`` (of the caption input), ``claims_request_id``, ``image_path`` and
 ``units`` (``[unit, target, span]`` per question, for the judged-claims table).
 
@@ -57,12 +59,13 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlparse
 
 from capaudit.errors import InputError
-from capaudit.io.atomic import atomic_path, write_json_atomic
+from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
 from capaudit.llm import _json
 from capaudit.llm._json import dumps_line
 from capaudit.llm.requests import RequestIdTemplate, make_request
 
-from ._stream import BlockWriter, RowReader, expand, gc_paused, json_lines, scan_winners
+from ._stream import (BlockWriter, CutLine, RowReader, check_cut_lines, check_not_empty, gc_paused, json_lines,
+                      scan_winners, store_file_list)
 from .prompts import CAPTION_LINE, PROMPT_VERSION, QUESTIONS_LINE, SYSTEM_PROMPT, prompt_head, user_prompt
 from .questions import Question, questions_from_units
 
@@ -115,6 +118,10 @@ class JudgeBuildParams:
     evidence: bool = False
     #: ``chat_template_kwargs.enable_thinking`` (the reference hard-codes false; ``None`` omits it).
     thinking: Optional[bool] = False
+    #: send the judged caption's text (``judged_caption=`` line, ``input.judged_caption``) so the judge
+    #: can leave it out of its evidence; ``None``: only for the judges that need it
+    #: (:data:`capaudit.judges.offline.CAPTION_AWARE_JUDGES`), never for a VLM
+    judged_caption: Optional[bool] = None
 
     def __post_init__(self) -> None:
         if self.image_mode not in IMAGE_MODES:
@@ -122,6 +129,14 @@ class JudgeBuildParams:
                              field="image_mode")
         if not isinstance(self.model, str) or not self.model:
             raise InputError("judge model name must be a non-empty string", field="model")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise InputError(f"max_tokens must be a positive integer, got {self.max_tokens!r}", field="max_tokens")
+        if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
+            raise InputError(f"temperature must be a number >= 0, got {self.temperature!r}", field="temperature")
+        if self.judged_caption is None:
+            from .offline import CAPTION_AWARE_JUDGES
+
+            object.__setattr__(self, "judged_caption", self.model in CAPTION_AWARE_JUDGES)
 
     def decoding(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"temperature": float(self.temperature), "max_tokens": int(self.max_tokens)}
@@ -259,13 +274,22 @@ def build_request(
     image_key: str,
     params: JudgeBuildParams,
     meta: Optional[Mapping[str, Any]] = None,
+    caption: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """One judge request row (module docstring)."""
+    """One judge request row (module docstring); ``caption`` (the judged caption's text) is needed,
+    and sent, only when ``params.judged_caption``."""
     if not questions:
         raise ValueError(f"caption {caption_id!r}: a judge request needs at least one question")
+    if params.judged_caption and not isinstance(caption, str):
+        raise ValueError(f"caption {caption_id!r}: judge {params.model} needs the judged caption's text")
+    judged = caption if params.judged_caption else None
     public = [q.public() for q in questions]
     schema = vqa_schema([q.question_id for q in questions], params.evidence)
-    text = user_prompt(caption_id, public, schema, params.evidence)
+    text = user_prompt(caption_id, public, schema, params.evidence, judged_caption=judged)
+    inp: Dict[str, Any] = {"caption_id": caption_id, "surface": surface, "questions": public, "image_key": image_key,
+                           "image_mode": params.image_mode}
+    if judged is not None:
+        inp["judged_caption"] = judged
     return make_request(
         task=TASK,
         task_version=TASK_VERSION,
@@ -279,8 +303,7 @@ def build_request(
                                          {"type": "image_url", "image_url": {"url": image_url}}]},
         ],
         decoding=params.decoding(),
-        input={"caption_id": caption_id, "surface": surface, "questions": public, "image_key": image_key,
-               "image_mode": params.image_mode},
+        input=inp,
         meta={**(dict(meta) if meta else {}), "units": [[q.unit, q.target, q.span] for q in questions]},
     )
 
@@ -495,6 +518,8 @@ class BuildCounts:
     image_unreadable: int = 0
     requests: int = 0
     questions: int = 0
+    #: cut last lines of claims response stores still being written (their captions: not answered)
+    claims_cut_lines: int = 0
 
     @property
     def failures(self) -> int:
@@ -532,23 +557,25 @@ def build_judge_requests(
 
     Rows are written by :class:`FastRows` (checked against :func:`build_request`; ``fast_path=False``
     writes every row through :func:`build_request` + ``dumps_line`` — the same bytes, slower)."""
-    out = Path(out)
+    out = check_output_path(out)
     captions = Path(captions)
     with gc_paused():
         index = read_caption_index(captions, id_field, image_field)
-    files = expand(claims_responses)
-    if not files:
-        raise InputError("no claims response file found", path=", ".join(map(str, claims_responses)))
-    winners = scan_winners(files)
+    files, stores = store_file_list(claims_responses, "claims response")
+    cut: List[CutLine] = []
+    rows_per_store: Dict[str, int] = {}
+    winners = scan_winners(files, cut, stores, rows_per_store)
+    check_not_empty(rows_per_store, "claims response")
+    in_progress = check_cut_lines(cut, allow_in_progress=True)
     resolver = ImageResolver(params.image_mode, captions.parent)
-    counts = BuildCounts()
+    counts = BuildCounts(claims_cut_lines=len(in_progress))
     fail_path = failures_path(out)
     seen: set = set()
     from .answers import index_line, index_path
 
     nbytes = 0
     fast = None
-    if fast_path and _json.HAVE_ORJSON:
+    if fast_path and _json.HAVE_ORJSON and not params.judged_caption:  # no judged-caption slot (small runs)
         try:
             fast = FastRows(params)
         except (KeyError, IndexError, TypeError, ValueError) as exc:  # the request layout changed: slow path
@@ -595,6 +622,13 @@ def build_judge_requests(
                     fail(ff, counts, hit, cid, surface, rid, exc.reason, str(exc))
                     continue
                 meta = {"source_row": hit[0], "claims_request_id": rid, "image_path": local}
+                caption = None
+                if params.judged_caption:
+                    caption = inp.get("source_caption", inp.get("caption"))
+                    if not isinstance(caption, str):
+                        raise InputError(f"judge {params.model} needs the judged caption's text: the claims request "
+                                         "has no string input.source_caption", path=req_file, line=req_line,
+                                         field="input.source_caption")
                 line = None
                 if fast is not None:
                     try:
@@ -610,7 +644,7 @@ def build_judge_requests(
                             fast = None
                             line = None
                 if line is None:
-                    row = build_request(cid, surface, qs, url, key, params, meta=meta)
+                    row = build_request(cid, surface, qs, url, key, params, meta=meta, caption=caption)
                     new_id, line = row["request_id"], dumps_line(row)
                 fo.write(line)
                 nbytes += len(line)

@@ -162,7 +162,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     from .cells import cells_from_answers, extraction_accounting, load_slice
     from .judged_claims import judged_claim_rows, write_judged_claims
     from .requests import JudgeBuildParams, build_judge_requests
-    from .summarize import summarize_judge
+    from .summarize import degraded_list, summarize_judge
 
     sdir = art / slug(name)
     (sdir / "claims").mkdir(parents=True, exist_ok=True)
@@ -215,7 +215,8 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
         summ = summarize_judge(index, one, [rp], {"judge": j.name, "model": j.model, "revision": j.revision,
                                                   "backend": "offline" if j.offline else "model", "label": j.label,
                                                   "requests": str(rp), "responses": str(sdir / slug(j.name) / "responses.jsonl"),
-                                                  "merge": "answered-wins"})
+                                                  "merge": "answered-wins", "degraded": degraded_list(one),
+                                                  "degraded_responses": one.degraded_responses})
         write_text_atomic(sdir / slug(j.name) / "vqa_summary.json", format_vqa_summary(summ))
     cells, report = cells_from_answers(name, [j.name for j in judges], index, answers, int(section.get("reps", 2000)),
                                        int(section.get("seed", 0)), extraction, [s.name for s in specs])

@@ -8,6 +8,14 @@ no/questions, ``uncertainty_rate`` = uncertain/questions); the same per category
 up to 20 each of ``bad_response`` (file, line, request and reason: failed rows and answers whose
 ids do not match their questions), ``no`` and ``uncertain`` answers (with question text). Surfaces
 are listed in request order, categories in the summarizer's type order.
+
+``capaudit judges summarize`` never prints a number from missing data: a response path with no
+file, an empty store, or a set of responses none of which is a valid answer is an error; so is a
+cut last line (a write interrupted) — unless its store is still being written (a run in progress,
+its lock held), in which case the summary is of what is there and says so: ``input.cut_last_lines``
+lists the cut lines and the command line counts them. ``input.degraded`` lists the notes of
+responses a server answered with less than its full means (``capaudit_degraded``, e.g. the
+annotation judge without Tesseract) and how many responses carry each.
 """
 
 from __future__ import annotations
@@ -17,9 +25,11 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from capaudit.errors import InputError
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.summaries.vqa import MAX_EXAMPLES, AnswerCounts, VqaSummary, VqaSurface, write_vqa_summary
 
+from ._stream import check_cut_lines
 from .answers import JudgeAnswers, RequestIndex, iter_request_rows, load_answers, question_positions
 
 PathLike = Union[str, Path]
@@ -77,13 +87,28 @@ def summarize_judge(index: RequestIndex, answers: JudgeAnswers, request_paths: S
 
 def summarize_files(responses: Sequence[PathLike], requests: Sequence[PathLike], out: Optional[PathLike] = None,
                     judge: Optional[str] = None) -> VqaSummary:
-    """``capaudit judges summarize``: read, summarize, optionally write ``out`` (atomically)."""
+    """``capaudit judges summarize``: read, summarize, optionally write ``out`` (atomically); the
+    refusals and the in-progress count of the module docstring."""
+    if out is not None:
+        from capaudit.io.atomic import check_output_path
+
+        check_output_path(out)
     index = RequestIndex.from_files(requests)
     answers = load_answers(index, responses, keep_examples=MAX_EXAMPLES)
+    in_progress = check_cut_lines(answers.cut_lines, allow_in_progress=True)
+    if not answers.answered_rows:
+        first = answers.failures[0] if answers.failures else None
+        raise InputError(f"none of the {answers.responses} responses is a valid answer; nothing to summarize"
+                         + (f" (first: {first.kind}: {first.error[:200]})" if first else ""),
+                         path=first.file if first else ", ".join(map(str, responses)),
+                         line=first.line if first else None)
     label = {"responses": [str(p) for p in responses], "requests": [str(p) for p in requests],
              "merge": "answered-wins (capaudit.llm.store rule)", "judge": judge,
              "models": dict(sorted(answers.model_names.items())),
-             "unknown_responses": answers.unknown}
+             "unknown_responses": answers.unknown,
+             "cut_last_lines": [{"file": c.file, "line": c.line, "store": c.store, "being_written": True}
+                                for c in in_progress],
+             "degraded": degraded_list(answers), "degraded_responses": answers.degraded_responses}
     summary = summarize_judge(index, answers, requests, label)
     if out is not None:
         from capaudit.io.atomic import write_text_atomic
@@ -93,4 +118,9 @@ def summarize_files(responses: Sequence[PathLike], requests: Sequence[PathLike],
     return summary
 
 
-__all__ = ["summarize_judge", "summarize_files"]
+def degraded_list(answers: JudgeAnswers) -> List[Dict[str, Any]]:
+    """``[{note, responses}]``: each ``capaudit_degraded`` note of the merged responses and how many carry it."""
+    return [{"note": k, "responses": v} for k, v in sorted(answers.degraded.items())]
+
+
+__all__ = ["summarize_judge", "summarize_files", "degraded_list"]

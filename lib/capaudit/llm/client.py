@@ -465,6 +465,7 @@ class RequestRun:
             usage: Any = None
             resp_model: Any = None
             finish: Any = None
+            degraded: Any = None  # capaudit serve's notes on a backend answering with less
             if kind is None and status is not None and status >= 400:
                 kind = "http"
                 reason = f"HTTP {status}: {clip_text(raw, 1000)}"
@@ -476,6 +477,7 @@ class RequestRun:
                     usage = env.get("usage")
                     resp_model = env.get("model")
                     finish = choice.get("finish_reason")
+                    degraded = env.get("capaudit_degraded")
                 except Exception:
                     kind, reason = "parse", f"response is not a chat completion: {clip_text(raw, 500)}"
                 else:
@@ -508,13 +510,16 @@ class RequestRun:
                     self.stop.set()
             else:
                 st.answered += 1
-            self.store.append(self.response_row({
+            row = {
                 "request_id": rid, "ok": kind is None, "status": status, "attempts": attempts,
                 "started_at": started_at, "elapsed_sec": round(time.monotonic() - t0, 4),
                 "model": resp_model or self.model, "usage": usage, "response_text": text, "parsed": value,
                 "error": None if kind is None else clip_text(reason), "error_kind": kind,
                 "request_hash": _hash(body),
-            }, finish, extra))
+            }
+            if degraded:
+                row["capaudit_degraded"] = degraded
+            self.store.append(self.response_row(row, finish, extra))
             if self.bar is not None:
                 self.bar.update(1)
             return

@@ -1,25 +1,39 @@
 """``capaudit recap run|export|policies`` (reference-spec §6).
 
     capaudit recap run --images DIR|MANIFEST.jsonl|SHARDS.tar|FILE.parquet --policy NAME --url URL \
-        --model NAME --out STORE [--image-mode data|file] [--concurrency N] [--timeout S] [--retries N] [--resume]
+        --model NAME --out STORE [--image-mode data|file] [--concurrency N] [--timeout S] [--retries N] [--resume] \
+        [--allow-failures]
     capaudit recap export --store STORE --out SURFACE.jsonl|SURFACE.parquet [--mask-pii]
     capaudit recap policies
 
 The options of ``run`` behave as in ``capaudit llm run`` (several ``--url`` for data-parallel
-endpoints, ``--resume`` skips answered images, ``--only-failed``, ``--overwrite``). Exit status of
-``run``: 0 when every image ended captioned or recorded as failed (``--fail-on-failed`` makes
-failures exit 3), 130 when interrupted, 1 on bad input.
+endpoints, ``--resume`` skips answered images, ``--only-failed``, ``--overwrite``). Everything that
+can be checked is checked before the store is touched: numeric options (one line naming the
+option), ``--out`` and ``--stats-json`` paths, the policy, the metadata and the inputs (every
+manifest line, every Parquet file's columns; an input without images is an error).
+
+Exit status of ``run``: 0 when every image ended captioned; 3 when images remain failed after the
+retries (the summary line counts them; ``--resume`` asks them again) unless ``--allow-failures``,
+which keeps 0 and says how many failed; 130 when interrupted; 1 on bad input; 2 on a bad option.
+The summary line is ``capaudit recap run: N images: A captioned, F failed (...), S skipped ...;
+stats {json}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
-from pathlib import Path
 from typing import Any
+
+from capaudit.argtypes import nonnegative_int, positive_int
+from capaudit.errors import InputError
+
+#: exit status when images remain failed at the end (as ``--fail-on-failed`` of ``llm run``)
+FAILED_EXIT = 3
 
 
 def register(subparsers: Any) -> None:
@@ -43,17 +57,20 @@ def register(subparsers: Any) -> None:
     run.add_argument("--out", required=True, help="recap store folder (created; responses/, run.json, runs.jsonl)")
     run.add_argument("--image-mode", choices=["data", "file"], default="data",
                      help="data: resized JPEG q90 data URLs (default); file: file:// URLs of the originals (<= 64 MiB)")
-    run.add_argument("--workers", type=int, default=2,
+    run.add_argument("--workers", type=nonnegative_int, default=2,
                      help="image-preprocessing processes (0 = one thread in the runner process)")
     run.add_argument("--resume", action="store_true", help="continue --out: skip images already captioned")
     run.add_argument("--only-failed", action="store_true", help="ask only images whose rows in --out all failed")
     run.add_argument("--overwrite", action="store_true", help="delete an existing --out store first")
-    run.add_argument("--limit", type=int, help="stop after this many input images")
+    run.add_argument("--limit", type=positive_int, help="stop after this many input images")
     run.add_argument("--metadata", help="JSONL/Parquet of context fields keyed by image id (anime-booru tags)")
     run.add_argument("--metadata-key", default="image_id", help="key field of --metadata (default image_id)")
     run.add_argument("--id-column", help="Parquet input: the image id column")
     run.add_argument("--image-column", help="Parquet input: the image bytes/path column")
     add_run_control_options(run, unit="image")
+    run.add_argument("--allow-failures", action="store_true",
+                     help="exit 0 even when images remain failed at the end (the summary line counts them); "
+                          "default: exit 3")
     run.set_defaults(func=cmd_run)
 
     ex = sub.add_parser("export", help="write a recap store as a caption surface (JSONL or Parquet)")
@@ -73,17 +90,48 @@ def register(subparsers: Any) -> None:
     rc.set_defaults(func=lambda args: (rc.print_help(), 2)[1])
 
 
+def check_seconds(args: argparse.Namespace) -> None:
+    """The float options ``llm`` declares without a range: finite and >= 0, else one line naming them."""
+    for opt in ("--backoff", "--backoff-max", "--drain-timeout"):
+        v = getattr(args, opt[2:].replace("-", "_"))
+        if not (math.isfinite(v) and v >= 0):
+            raise InputError(f"argument {opt}: expected a finite number >= 0, got {v!r}")
+
+
+def summary_line(d: dict, allow_failures: bool) -> str:
+    """``capaudit recap run: N images: A captioned, F failed (...), ...; stats {json}``."""
+    failed = int(d.get("failed", 0)) + int(d.get("image_failed", 0))
+    kinds = dict(d.get("failed_by_kind") or {})
+    if d.get("image_failed"):
+        kinds["image"] = int(d["image_failed"])
+    detail = f" ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})" if kinds else ""
+    tail = ""
+    if failed:
+        tail = ("; failures allowed (--allow-failures)" if allow_failures
+                else "; rerun with --resume to ask them again (or pass --allow-failures)")
+    return (f"capaudit recap run: {d.get('images', 0)} images: {d.get('answered', 0)} captioned, {failed} failed"
+            f"{detail}, {d.get('skipped_answered', 0)} skipped (answered before), {d.get('duplicate_ids', 0)} "
+            f"duplicate ids{tail}; stats {json.dumps(d, sort_keys=True)}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import check_output_dir, check_output_path
+
     from .inputs import load_metadata, open_images
     from .offline import OFFLINE_NAME, OFFLINE_VERSION
     from .policies import load_policy
     from .runner import StoreLayout, recap
 
+    check_seconds(args)
+    out = check_output_dir(args.out)
+    if args.stats_json:
+        check_output_path(args.stats_json)
     policy = load_policy(args.policy, args.policies_dir)
     inputs = [open_images(s, id_column=args.id_column, image_column=args.image_column,
                           context_fields=policy.context_fields) for s in args.images]
+    for i in inputs:
+        i.check()
     metadata = load_metadata(args.metadata, policy.context_fields, args.metadata_key) if args.metadata else None
-    out = Path(args.out)
     if args.overwrite and out.exists():
         layout = StoreLayout(out)
         if not layout.manifest.exists() and not layout.responses.exists():
@@ -102,13 +150,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     d = stats.to_dict()
     d["skipped_non_image_files"] = sum(i.stats.skipped_non_image for i in inputs)
-    print(f"capaudit recap run: {json.dumps(d, sort_keys=True)}", file=sys.stderr)
+    d["failed_total"] = stats.failed + stats.image_failed
+    print(summary_line(d, args.allow_failures), file=sys.stderr)
     if args.stats_json:
-        Path(args.stats_json).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        from capaudit.io.atomic import write_text_atomic
+
+        write_text_atomic(args.stats_json, json.dumps(d, indent=2, sort_keys=True) + "\n")
     if stats.interrupted:
         return 130
-    if args.fail_on_failed and (stats.failed or stats.image_failed):
-        return 3
+    if d["failed_total"] and not args.allow_failures:
+        return FAILED_EXIT
     return 0
 
 
@@ -117,8 +168,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     res = export_surface(args.store, args.out, mask=args.mask_pii, pii_names=args.pii_names)
     masked = f", PII spans masked: {sum(res.pii_spans.values())}" if args.mask_pii else ""
+    running = ""
+    if res.in_progress:
+        running = (f"; IN PROGRESS: a run is still writing {args.store}, this is a snapshot"
+                   + (f" ({len(res.cut_last_lines)} cut last line(s) not counted)" if res.cut_last_lines else ""))
     print(f"capaudit recap export: {res.rows} captioned images -> {res.path}; {res.failures} failed images -> "
-          f"{res.failures_path}{masked}; models: {', '.join(res.models)}", file=sys.stderr)
+          f"{res.failures_path}{masked}; models: {', '.join(res.models)}{running}", file=sys.stderr)
     return 0
 
 

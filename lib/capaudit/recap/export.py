@@ -24,6 +24,12 @@ changed between runs), the latest answer wins. Images with no answer are listed,
 reason, in ``<out stem>.failures.jsonl``; ``<out>.manifest.json`` (written last) gives counts and
 the ``surfaces:`` entry that names the export in a params file. All files are written atomically.
 The merged rows of a store are held in memory while exporting (about 1-2 KB per image).
+
+A part file whose last line is cut (no newline, not JSON) is refused, naming file and line: the
+run that wrote it was interrupted (``recap run --resume`` drops the cut line and asks that image
+again). While a run is still writing the store (its ``run.lock`` held) the export is a snapshot and
+says so out loud: the manifest's ``store_in_progress`` is true and ``cut_last_lines`` lists the
+lines not counted (both also on the command's line).
 """
 
 from __future__ import annotations
@@ -34,9 +40,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
-from capaudit.io.atomic import atomic_path, write_json_atomic
+from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
+from capaudit.io.lock import lock_held
 from capaudit.llm._json import dumps_line, loads
-from capaudit.llm.store import merge
+from capaudit.llm.store import merge, store_files
 
 from .pii import mask_pii
 from .runner import StoreLayout
@@ -65,11 +72,16 @@ class ExportResult:
     models: List[str] = field(default_factory=list)
     policies: List[str] = field(default_factory=list)
     pii_spans: Dict[str, int] = field(default_factory=dict)
+    #: a run was writing the store while it was exported (a snapshot)
+    in_progress: bool = False
+    #: ``{file, line}`` of cut last lines not counted (only while a run is in progress)
+    cut_last_lines: List[Dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"path": str(self.path), "rows": self.rows, "failures": self.failures,
                 "failures_path": str(self.failures_path), "manifest": str(self.manifest_path),
-                "models": self.models, "policies": self.policies, "pii_spans": self.pii_spans}
+                "models": self.models, "policies": self.policies, "pii_spans": self.pii_spans,
+                "in_progress": self.in_progress, "cut_last_lines": self.cut_last_lines}
 
 
 def _format_of(out: Path, fmt: Optional[str]) -> str:
@@ -83,6 +95,43 @@ def _format_of(out: Path, fmt: Optional[str]) -> str:
     if s.endswith(".parquet"):
         return "parquet"
     raise InputError("cannot tell the format from the name; use .jsonl or .parquet", path=out, field="out")
+
+
+def cut_last_line(file: PathLike) -> Optional[int]:
+    """The 1-based number of ``file``'s last line when it is cut (no newline and not JSON), else ``None``."""
+    with open(file, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        if size == 0:
+            return None
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return None
+        fh.seek(0)
+        data = fh.read()
+    tail = data[data.rfind(b"\n") + 1:]
+    try:
+        loads(tail)
+        return None
+    except ValueError:
+        return data.count(b"\n") + 1
+
+
+def check_store_complete(store: PathLike) -> Tuple[bool, List[Dict[str, Any]]]:
+    """``(in progress, cut last lines)`` of a recap store: a cut line is an :class:`InputError`
+    naming file and line unless a run holds the store's lock (then it is returned, to be said)."""
+    layout = StoreLayout(Path(store))
+    running = lock_held(layout.lock)
+    cut = []
+    for f in store_files(str(layout.responses) + "/"):
+        n = cut_last_line(f)
+        if n is None:
+            continue
+        if not running:
+            raise InputError("last line is cut (no newline, not JSON): a run was interrupted; 'capaudit recap run "
+                             "--resume' drops the cut line and asks that image again", path=f, line=n)
+        cut.append({"file": str(f), "line": n})
+    return running, cut
 
 
 def collect(store: PathLike) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
@@ -168,7 +217,12 @@ def export_surface(store: PathLike, out: PathLike, *, fmt: Optional[str] = None,
     """Write the surface of a recap store (module docstring); ``mask`` applies
     :func:`capaudit.recap.pii.mask_pii` to every caption (``pii_names``: rules, ner or off)."""
     out_p = Path(out)
+    for p in (out_p, failures_path_for(out_p), out_p.with_name(out_p.name + ".manifest.json")):
+        check_output_path(p)
     f = _format_of(out_p, fmt)
+    if not StoreLayout(Path(store)).responses.is_dir():
+        raise InputError("not a recap store (no responses/ folder)", path=store, field="store")
+    in_progress, cut = check_store_complete(store)
     rows, failures = collect(store)
     if not rows and not allow_empty:
         raise EmptyInputError(f"no captioned image in the store ({len(failures)} failed)", path=store)
@@ -191,12 +245,13 @@ def export_surface(store: PathLike, out: PathLike, *, fmt: Optional[str] = None,
     models = sorted({r["model"] for r in rows})
     policies = sorted({str(r["policy"]) for r in rows})
     res = ExportResult(out_p, len(rows), len(failures), fpath, out_p.with_name(out_p.name + ".manifest.json"),
-                       models, policies, spans)
+                       models, policies, spans, in_progress, cut)
     manifest = {
         "surface": str(out_p), "format": f, "rows": len(rows), "failures": len(failures),
         "failures_file": fpath.name, "store": str(store), "models": models, "policies": policies,
         "backends": sorted({backend_kind(m) for m in models}), "pii_masked": mask,
         "pii_names": pii_names if mask else None, "pii_spans": spans, "columns": columns,
+        "store_in_progress": in_progress, "cut_last_lines": cut,
         "surface_spec": {"file": str(out_p), "format": f, "caption_field": "caption", "key_field": "image_id",
                          "image_field": "image_path"},
     }

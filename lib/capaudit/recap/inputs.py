@@ -25,7 +25,9 @@ Nothing is held in memory beyond one folder listing, one WebDataset sample or on
   ``__key__`` by default, else the path's stem, else ``<file stem>:<row>``.
 
 Bad input (unreadable manifest line, missing column) raises :class:`~capaudit.errors.InputError`
-naming the file, line/row and field; a bad *image* is never an input error.
+naming the file, line/row and field; a bad *image* is never an input error. :meth:`ImageInput.check`
+finds such errors before a run touches its store: every manifest line is read, every Parquet
+file's columns resolved, and an input with no image at all is an error.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from capaudit.errors import FieldNotFoundError, InputError
+from capaudit.errors import EmptyInputError, FieldNotFoundError, InputError
+from capaudit.io.text import check_line
 
 from .preprocess import Job
 
@@ -82,6 +85,38 @@ class ImageInput:
     def describe(self) -> Dict[str, Any]:
         return {"spec": self.spec, "kind": self.kind, "files": len(self.paths),
                 "id_column": self.id_column, "image_column": self.image_column}
+
+    def check(self) -> None:
+        """Read what can be read up front (module docstring): an :class:`InputError` naming file,
+        line and field, before anything is written. Tar shards are read only while captioning
+        (a damaged shard becomes a failed entry then)."""
+        if self.kind == "manifest":
+            for p in self.paths:  # every line: an error anywhere stops the run before it starts
+                if not sum(1 for _ in iter_manifest(p, self.context_fields)):
+                    raise EmptyInputError("manifest lists no image", path=p)
+        elif self.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            rows = 0
+            for p in self.paths:
+                try:
+                    pf = pq.ParquetFile(p)
+                except Exception as exc:
+                    raise InputError(f"not a readable Parquet file ({exc})", path=p) from None
+                names = pf.schema_arrow.names
+                if _pick(names, self.image_column, PARQUET_IMAGE_COLUMNS, p, "image") is None:
+                    raise FieldNotFoundError(PARQUET_IMAGE_COLUMNS[0], names, path=p,
+                                             hint="name the image column with --image-column")
+                _pick(names, self.id_column, PARQUET_ID_COLUMNS, p, "id")
+                rows += pf.metadata.num_rows
+            if not rows:
+                raise EmptyInputError("Parquet input has no row", path=self.spec)
+        elif self.kind == "folder":
+            if not any(True for root in self.paths for _ in iter_folder(root, InputStats())):
+                raise EmptyInputError(f"no image file (suffixes {', '.join(sorted(IMAGE_SUFFIXES)[:6])}, ...)",
+                                      path=self.spec)
+        elif not self.paths:  # pragma: no cover - open_images never builds one
+            raise EmptyInputError("no input file", path=self.spec)
 
     def __iter__(self) -> Iterator[Job]:
         for job in self._jobs():
@@ -189,6 +224,8 @@ def iter_manifest(path: Path, context_fields: Sequence[str] = ()) -> Iterator[Jo
             try:
                 row = json.loads(line)
             except ValueError as exc:
+                if not line.isascii():
+                    check_line(line.decode("utf-8", "surrogateescape"), path, lineno)  # names the bad byte
                 raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
             if not isinstance(row, dict):
                 raise InputError("a manifest line must be a JSON object", path=path, line=lineno)

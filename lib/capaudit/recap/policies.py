@@ -207,9 +207,14 @@ def policy_names(policies_dir: Optional[PathLike] = None) -> List[str]:
 
 
 def load_policies(policies_dir: Optional[PathLike] = None) -> Dict[str, Policy]:
-    """Every policy of a folder by name."""
+    """Every policy of a folder by name; a missing folder, or one without policies, is an error."""
     d = Path(policies_dir) if policies_dir is not None else default_policies_dir()
-    return {n: load_policy(n, d) for n in policy_names(d)}
+    if not d.is_dir():
+        raise InputError("policies folder not found", path=d, field="policies-dir")
+    names = policy_names(d)
+    if not names:
+        raise InputError("no policy (*.yaml) in this folder", path=d, field="policies-dir")
+    return {n: load_policy(n, d) for n in names}
 
 
 def normalize_context(policy: Policy, raw: Mapping[str, Any], where: str = "") -> Dict[str, Any]:

@@ -36,7 +36,9 @@ Stopping: SIGINT/SIGTERM stops taking new images and drains requests in flight f
 ``--resume``. A SIGKILL loses at most the last unflushed batch of rows (flushed every 64 rows or
 1 s). ``STORE/run.json`` fixes the store's policy, model, revision, decoding and image mode (a
 run with others is refused); ``STORE/run.lock`` keeps a second runner out; ``STORE/runs.jsonl``
-gets one line of statistics per run.
+gets one line of statistics per run that did any work (with ``error`` when it ended on one). A run
+that fails before any work (bad input, a store of another run, ...) leaves nothing behind: what
+it created of the store (folder, ``run.json``, ``run.lock``, ``responses/``) is removed again.
 """
 
 from __future__ import annotations
@@ -304,27 +306,71 @@ async def arecap(
     tmpl = id_template(policy, model, revision, opts)
     rstats = RecapStats()
     t_start = time.monotonic()
-    with _StoreLock(layout.lock):
-        check_store(layout, identity, inputs_description)
-        rstore = layout.response_store()
-        answered, failed = rstore.scan()
-        if not resume and (answered or failed):
-            raise InputError("the store already has responses; pass --resume to continue it or use a new --out",
-                             path=layout.responses)
-        only = frozenset(failed) if only_failed else None
-        run = _CaptionRun(rstore, urls, model, concurrency=concurrency, timeout=timeout, retries=retries,
-                          reasks=reasks, backoff_base=backoff_base, backoff_max=backoff_max, api_key=api_key,
-                          seed=seed, stats=rstats)
-        try:
-            await _pipeline(run, images, policy, tmpl, opts, frozenset(answered), only, workers, progress,
-                            drain_timeout, handle_signals, metadata, limit)
-        finally:
-            rstore.close()
-            rstats.elapsed_sec = time.monotonic() - t_start
-            with open(layout.runs_log, "ab") as fh:
-                fh.write(dumps_line({"finished_at": utc_now(), "pid": os.getpid(), "urls": list(urls),
-                                     "concurrency": concurrency, "workers": workers, **rstats.to_dict()}))
+    from capaudit.io.atomic import check_output_dir
+
+    check_output_dir(layout.root)
+    new = _NewParts(layout)
+    rstore = layout.response_store()
+    try:
+        with _StoreLock(layout.lock):
+            check_store(layout, identity, inputs_description)
+            answered, failed = rstore.scan()
+            if not resume and (answered or failed):
+                raise InputError("the store already has responses; pass --resume to continue it or use a new --out",
+                                 path=layout.responses)
+            only = frozenset(failed) if only_failed else None
+            run = _CaptionRun(rstore, urls, model, concurrency=concurrency, timeout=timeout, retries=retries,
+                              reasks=reasks, backoff_base=backoff_base, backoff_max=backoff_max, api_key=api_key,
+                              seed=seed, stats=rstats)
+            error: Optional[BaseException] = None
+            try:
+                await _pipeline(run, images, policy, tmpl, opts, frozenset(answered), only, workers, progress,
+                                drain_timeout, handle_signals, metadata, limit)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                rstore.close()
+                rstats.elapsed_sec = time.monotonic() - t_start
+                if error is None or rstats.images or rstore.rows_written:  # a run that did nothing is not logged
+                    line = {"finished_at": utc_now(), "pid": os.getpid(), "urls": list(urls),
+                            "concurrency": concurrency, "workers": workers, **rstats.to_dict()}
+                    if error is not None:
+                        line["error"] = f"{type(error).__name__}: {error}"[:500]
+                    with open(layout.runs_log, "ab") as fh:
+                        fh.write(dumps_line(line))
+    except BaseException:
+        if not rstats.images and not rstore.rows_written:
+            new.remove()
+        raise
     return rstats
+
+
+class _NewParts:
+    """What of a store folder does not exist yet, to remove it again after a run that did nothing."""
+
+    def __init__(self, layout: StoreLayout):
+        self.layout = layout
+        self.folders = [p for p in (layout.root, *layout.root.parents) if not p.exists()]
+        self.files = [p for p in (layout.manifest, layout.lock, layout.runs_log) if not p.exists()]
+        self.responses = not layout.responses.exists()
+
+    def remove(self) -> None:
+        for f in self.files:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        if self.responses:
+            try:
+                self.layout.responses.rmdir()  # only if empty: a run that wrote nothing
+            except OSError:
+                pass
+        for d in self.folders:  # innermost first; only if empty
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
 
 async def _pipeline(run: _CaptionRun, images: ImagesInput, policy: Policy, tmpl: IdTemplate, opts: PrepOptions,
