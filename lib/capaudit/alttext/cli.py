@@ -39,7 +39,9 @@ def _input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--columns", default=None, help="comma-separated column names for a header-less CSV/TSV")
     p.add_argument("--split", default="train", help="Hugging Face split (hf: inputs)")
     p.add_argument("--hf-name", default=None, help="Hugging Face config name (hf: inputs)")
-    p.add_argument("--max-rows", type=int, default=None, help="stop after this many input rows")
+    from ..argtypes import positive_int
+
+    p.add_argument("--max-rows", type=positive_int, default=None, help="stop after this many input rows (>= 1)")
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
