@@ -64,6 +64,10 @@ STRATEGY_LABELS = {
 Count = Union[int, float]
 
 
+ITM_HINT = ("score the captions with an ITM scorer: `capaudit detail score ... --itm "
+            "annotation_precision|clip:PATH|open_clip:ARCH`")
+
+
 def resolve_count(value: Optional[Count], n: int, name: str) -> Optional[int]:
     """K or T as a count: an ``int`` (clamped to ``n``) or a proportion ``float`` in (0, 1] of ``n``."""
     if value is None:
@@ -209,8 +213,13 @@ def select(rows: Sequence[Mapping[str, Any]], strategy: str, k: Optional[Count] 
     for s in used:
         key = names[s]
         if n and not any(key in r for r in rows):
-            raise FieldNotFoundError(key, sorted({f for r in rows[:50] for f in r}), path=where)
+            hint = ITM_HINT if s == "itm" else ""
+            raise FieldNotFoundError(key, sorted({f for r in rows[:50] for f in r}), path=where, hint=hint)
     score = {s: [_number(r, names[s], i, where) for i, r in enumerate(rows)] for s in used}
+    for s in used:  # a ranking by a score no row has would be the tie order alone
+        if n and all(v is None for v in score[s]):
+            raise InputError(f"every row's score is null, so ranking by it would be arbitrary"
+                             + (f"; {ITM_HINT}" if s == "itm" else ""), path=where, field=names[s])
     ties: List[CutTies] = []
     if strategy == "full":
         chosen = list(range(n))
