@@ -324,11 +324,11 @@ def cmd_subgraphs(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from capaudit.config import load_config
+    from capaudit.io.params import load_params
 
     from .stage import run
 
-    out = run(load_config(args.params))
+    out = run(load_params(args.params))
     print(out["surface_table"].to_string(index=False))
     print(out["selection_table"].to_string(index=False))
     return 0
