@@ -175,3 +175,13 @@ def test_streaming_does_not_hold_rows():
     assert _Row.peak <= 256 + 4, f"{_Row.peak} rows alive at once"
     rare = next(b for b in pipe.blocks if b.name == "rare_words")
     assert rare.table_size() == 503          # a, and, number + 500 words: the only state kept across rows
+
+
+def test_max_rows_must_be_positive():
+    from capaudit.alttext.rows import RowSource
+
+    rows = lambda: iter([{"t": "a"}, {"t": "b"}, {"t": "c"}])  # noqa: E731
+    assert [r["t"] for r, _ in RowSource.from_spec({"rows": rows, "max_rows": 2})] == ["a", "b"]
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InputError, match="max_rows"):
+            RowSource.from_spec({"rows": rows, "max_rows": bad})
