@@ -38,6 +38,7 @@ import re
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from capaudit.lexicons import plural_only_nouns
 from capaudit.llm._json import dumps_bytes
 
 from .prompts import parse_user_prompt, user_message_text
@@ -615,8 +616,6 @@ class HeuristicExtractor:
     def noun_lemma(tok: Any) -> str:
         """The lemma of a noun: plural-only nouns keep their form (``scissors``), proper nouns and
         mis-tagged nouns their lower-cased form, other nouns spaCy's lemma."""
-        from capaudit.lexicons import plural_only_nouns
-
         low = tok.lower_
         if low in plural_only_nouns() or tok.pos_ != "NOUN":
             return low
