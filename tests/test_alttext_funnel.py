@@ -80,9 +80,11 @@ def test_shipped_pipelines_are_exactly_the_issue_lists_and_documented():
     assert cc3m["image_format"]["allowed"] == ["jpeg"] and cc3m["image_min_side"]["min_side"] == 400
     assert cc3m["image_aspect_ratio"]["max_ratio"] == 2.0 and cc12m["image_aspect_ratio"]["max_ratio"] == 2.5
     assert cc3m["rare_words"]["min_count"] == 5 and cc12m["rare_words"]["min_count"] == 20
-    assert cc3m["pos_required"]["require"] == ["noun", "preposition"] and cc12m["pos_required"]["require"] == ["noun"]
+    # CC3M Sec. 3: no determiner, no noun or no preposition -> dropped; CC12M Sec. 3 keeps noun + determiner
+    assert cc3m["pos_required"]["require"] == ["determiner", "noun", "preposition"]
+    assert cc12m["pos_required"]["require"] == ["determiner", "noun"]
     assert (cc12m["word_count"]["min_words"], cc12m["word_count"]["max_words"]) == (3, 256)
-    assert cc12m["word_repetition"]["max_fraction"] == 0.2
+    assert cc12m["word_repetition"]["max_fraction"] == 0.2 and cc12m["word_repetition"]["ignore_stop_words"] is False
     for gone in ("capitalisation", "unique_word_ratio", "hypernymise", "digit_substitution", "time_span_deletion"):
         assert gone in cc3m and gone not in cc12m
     assert cc12m["person_substitution"]["token"] == "<PERSON>" and "person_substitution" not in cc3m
@@ -173,3 +175,13 @@ def test_streaming_does_not_hold_rows():
     assert _Row.peak <= 256 + 4, f"{_Row.peak} rows alive at once"
     rare = next(b for b in pipe.blocks if b.name == "rare_words")
     assert rare.table_size() == 503          # a, and, number + 500 words: the only state kept across rows
+
+
+def test_max_rows_must_be_positive():
+    from capaudit.alttext.rows import RowSource
+
+    rows = lambda: iter([{"t": "a"}, {"t": "b"}, {"t": "c"}])  # noqa: E731
+    assert [r["t"] for r, _ in RowSource.from_spec({"rows": rows, "max_rows": 2})] == ["a", "b"]
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InputError, match="max_rows"):
+            RowSource.from_spec({"rows": rows, "max_rows": bad})

@@ -28,6 +28,18 @@ def test_pos_required_noun_and_preposition(ctx):
     assert [o for o, _ in run(PosRequired(require=["noun"]), ctx, ["Vintage Leather Handbag"])] == [KEEP]
 
 
+def test_shipped_pos_rules_need_a_determiner(ctx):
+    # CC3M Sec. 3: no determiner, no noun or no preposition -> dropped; CC12M Sec. 3: noun and determiner
+    from capaudit.alttext.funnel import build_pipeline
+
+    def pos_block(name):
+        return next(b for b in build_pipeline(name).blocks if b.type == "pos_required")
+
+    texts = ["A dog on the beach", "A vintage leather handbag", "Vintage Leather Handbag", "Dogs on beaches"]
+    assert [o for o, _ in run(pos_block("cc12m"), ctx, texts)] == [KEEP, KEEP, DROP, DROP]
+    assert [o for o, _ in run(pos_block("cc3m"), ctx, texts)] == [KEEP, DROP, DROP, DROP]
+
+
 def test_hypernymiser_wordnet_instances_and_defaults():
     h = Hypernymiser()
     assert h.lookup("Albert Einstein", "PERSON") == ("physicist", "wordnet:einstein.n.01")

@@ -64,11 +64,36 @@ def test_unique_word_ratio():
     assert outcomes(b, item("the dog chased the ball in snow"), item("dog dog dog cat"), item("...")) == [KEEP, DROP, DROP]
 
 
-def test_word_repetition_ignores_stop_words():
+def test_word_repetition_is_the_share_of_repeated_words():
+    # CC12M Sec. 3: max fraction of word repetition 0.2; a word used once is no repetition
     b = WordRepetition(max_fraction=0.2)
-    # "a dog and a cat": content words dog, cat -> max 1/5 = 0.2 (kept); "dog dog cat" 2/3 dropped
-    assert outcomes(b, item("a dog and a cat"), item("dog dog cat"), item("the and of")) == [KEEP, DROP, KEEP]
-    assert outcomes(WordRepetition(max_fraction=0.2, ignore_stop_words=False), item("a dog and a cat")) == [DROP]
+    assert b.fraction("Red apple on table") == 0.0                  # 4 words, none repeated
+    assert b.fraction("dog dog dog cat") == 2 / 4
+    assert b.fraction("a dog and a cat") == 1 / 5                    # boundary: 0.2 is allowed
+    assert b.fraction("a dog and a cat on a sofa") == 2 / 8
+    assert b.fraction("...") is None
+    assert outcomes(b, item("Red apple on table"), item("Tavern Brawl by velinov"), item("a dog and a cat"),
+                    item("a dog and a cat on a sofa"), item("dog dog dog cat"), item("...")) == [
+        KEEP, KEEP, KEEP, DROP, DROP, DROP]
+
+
+def test_word_repetition_stop_word_option_is_off_by_default():
+    opt = WordRepetition(max_fraction=0.2, ignore_stop_words=True)
+    assert opt.fraction("a dog and a cat on a sofa") == 0.0          # only "a" repeats
+    assert outcomes(opt, item("a dog and a cat on a sofa"), item("dog dog cat")) == [KEEP, DROP]
+    assert WordRepetition().ignore_stop_words is False
+    with pytest.raises(InputError, match="max_fraction"):
+        WordRepetition(max_fraction=1.5)
+
+
+def test_cc12m_word_repetition_keeps_short_captions():
+    # the shipped cc12m block: every 3..4-word caption without a repeated word survives
+    from capaudit.alttext.funnel import build_pipeline
+
+    block = next(b for b in build_pipeline("cc12m").blocks if b.type == "word_repetition")
+    short = ["Red apple on table", "Tavern Brawl by velinov", "Vintage leather handbag", "A cat sleeping"]
+    assert outcomes(block, *[item(t) for t in short]) == [KEEP] * 4
+    assert outcomes(block, item("sale sale sale now")) == [DROP]
 
 
 def test_adult_words_singular_plural_and_phrases():

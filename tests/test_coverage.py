@@ -113,3 +113,46 @@ def test_cli_coverage_contract(tmp_path):
     assert d["domains"]["top_sites"][0][:2] == ["a.org", 3] and d["curve"][0] == [1, 2]
     assert main(["coverage", "--input", str(src), "--text-field", "caption", "--vocabulary", "nope",
                  "--out", str(out)]) == 1
+
+
+def test_cli_coverage_reads_key_to_captions_json(tmp_path, capsys):
+    """A JSON {key: caption | [captions]} (the Karpathy layout): each caption is one record."""
+    vocab = tmp_path / "VOCAB.txt"
+    vocab.write_text("dog\ncat\n", encoding="utf-8")
+    src = tmp_path / "caps.json"
+    src.write_text(json.dumps({"a.jpg": ["Two dogs on a bench", "A dog", "  "], "b.jpg": "A cat and a dog",
+                               "c.jpg": []}), encoding="utf-8")
+    out = tmp_path / "COVERAGE.json"
+    assert main(["coverage", "--input", str(src), "--vocabulary", str(vocab), "--out", str(out),
+                 "--lemmatiser", "rules"]) == 0
+    d = json.loads(out.read_text())
+    assert d["records"] == 3 and d["per_class"] == {"dog": 3, "cat": 1}      # blank caption skipped
+    # naming a field on this layout, or omitting it on another, is one clear error
+    capsys.readouterr()
+    assert main(["coverage", "--input", str(src), "--text-field", "caption", "--vocabulary", str(vocab),
+                 "--out", str(tmp_path / "x.json")]) == 1
+    assert "Karpathy" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"caption": "a dog"}) + "\n", encoding="utf-8")
+    assert main(["coverage", "--input", str(rows), "--vocabulary", str(vocab), "--out", str(out)]) == 1
+    assert "--text-field" in capsys.readouterr().err
+
+
+def test_cli_coverage_on_the_registry_karpathy_file(tmp_path, data_dir):
+    """The data registry's Karpathy test captions: every caption is a record."""
+    src = data_dir / "coco_karpathy_captions" / "test_captions.json"
+    captions = [c for v in json.loads(src.read_text(encoding="utf-8")).values() for c in v if c.strip()]
+    out = tmp_path / "COVERAGE.json"
+    assert main(["coverage", "--input", str(src), "--vocabulary", "coco80", "--out", str(out),
+                 "--lemmatiser", "rules"]) == 0
+    d = json.loads(out.read_text())
+    assert d["records"] == len(captions) and d["classes"] == 80
+    direct = coverage_of_texts(captions, [load_vocabulary("coco80")], "rules")["coco80"].per_class()
+    assert d["per_class"] == direct and d["per_class"]["dog"] > 0
+
+
+def test_cli_coverage_help_names_the_layouts(capsys):
+    with pytest.raises(SystemExit):
+        main(["coverage", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "{key: caption or [captions]}" in text and "Karpathy" in text and "JSONL" in text

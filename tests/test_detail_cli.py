@@ -165,3 +165,57 @@ def test_read_caption_records_skip_empty_and_row_ids(tmp_path):
         read_caption_records(p, "caption", "image_path", None)
     with pytest.raises(InputError, match=r"s\.jsonl:1 field 'id'"):
         read_caption_records(p, "caption", "image_path", "id", skip_empty=True)
+
+
+def _readme_detail_commands():
+    """The README's "Caption detailness" bash block as argument lists: continuation lines joined,
+    optional ``[...]`` groups dropped, the first of ``a|b|c`` alternatives taken."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Caption detailness"):]
+    section = section[: section.index("\n## ", 5)]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    out = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words, depth = [], 0
+        for w in line.split():
+            if w.startswith("[") and depth == 0 or depth:
+                depth += w.count("[") - w.count("]")
+                continue
+            words.append(w.split("|")[0])
+        if words:
+            out.append(words)
+    return out
+
+
+def test_readme_detail_sequence_runs_end_to_end(tmp_path, data_dir):
+    """score -> select -> subgraphs exactly as the README writes them, on 30 COCO-MINI captions."""
+    cmds = _readme_detail_commands()
+    assert [c[:3] for c in cmds] == [["capaudit", "detail", "score"], ["capaudit", "detail", "select"],
+                                     ["capaudit", "detail", "subgraphs"]]
+    assert "--itm" in cmds[0] and cmds[0][cmds[0].index("--itm") + 1] == "annotation_precision"
+    assert cmds[1][cmds[1].index("--itm-field") + 1] == "itm"
+    ann = data_dir / "coco_mini" / "annotations"
+    inst = ann / "instances_val2017.json"
+    caps = json.loads((ann / "captions_val2017.json").read_text(encoding="utf-8"))
+    names = {im["id"]: im["file_name"] for im in caps["images"]}
+    rows = [{"id": a["id"], "image": names[a["image_id"]], "caption": a["caption"]}
+            for a in sorted(caps["annotations"], key=lambda a: a["id"])[:30]]
+    write_jsonl(tmp_path / "captions.jsonl", rows)
+    subs = {"CAPTIONS.jsonl": str(tmp_path / "captions.jsonl"), "coco:INSTANCES.json": f"coco:{inst}",
+            "coco:X.json": f"coco:{inst}", "SCORES.jsonl": str(tmp_path / "scores.jsonl"),
+            "SUBSET.jsonl": str(tmp_path / "subset.jsonl"), "SUB.jsonl": str(tmp_path / "sub.jsonl"),
+            "K": "20", "T": "10"}
+    for cmd in cmds:
+        assert main([subs.get(w, w) for w in cmd[1:]]) == 0, cmd
+    scores = read_jsonl(tmp_path / "scores.jsonl")
+    assert len(scores) == 30 and all(r["itm_scorer"] == "annotation-precision" for r in scores)
+    subset = read_jsonl(tmp_path / "subset.jsonl")
+    assert len(subset) == 10 and [r["rank"] for r in subset] == list(range(1, 11))
+    sel = json.loads((tmp_path / "subset.wds.json").read_text())["selection"]
+    itm = [r["itm"] for r in scores]
+    ranked = sorted((v for v in itm if v is not None), reverse=True)
+    assert sel["itm_ties"] == (itm.count(ranked[19]) if itm.count(ranked[19]) > 1 else 0)
+    assert read_jsonl(tmp_path / "sub.jsonl")

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from capaudit.detail.export import export_subset, output_paths, sample_keys
-from capaudit.detail.selection import STRATEGIES, parse_count, rank, resolve_count, select, subset_stats
+from capaudit.detail.selection import (STRATEGIES, TIE_BREAK_RULE, parse_count, rank, resolve_count, select,
+                                      subset_stats, tie_order)
 from capaudit.errors import FieldNotFoundError, InputError
 
 #        itm    cd    length  icr   aod   cd_unnormalized
@@ -31,8 +32,9 @@ def test_rank_ties_keep_input_order_and_none_last():
 
 
 def test_itm_cd_method_order_with_ties():
-    # ITM ranking: a, b, e (0.9 tie, input order), f (0.7), c (0.5), d (None); K=4 keeps a, b, e, f.
-    # CD among them: b 0.3, e 0.3 (tie -> ITM-stage order), a 0.1, f None.
+    # ITM ranking: a, b, e (0.9 tie; seed 0's hash order is a, b, e), f (0.7), c (0.5), d (None);
+    # K=4 keeps a, b, e, f. CD among them: b 0.3, e 0.3 (tie -> ITM-stage order), a 0.1, f None.
+    assert [ROWS[i]["id"] for i in tie_order(ROWS, 0) if ROWS[i]["itm"] == 0.9] == ["a", "b", "e"]
     assert ids(select(ROWS, "itm_cd", k=4, t=2)) == ["b", "e"]
     assert ids(select(ROWS, "itm_cd", k=4, t=4)) == ["b", "e", "a", "f"]
     assert ids(select(ROWS, "itm_cd", k=2, t=2)) == ["b", "a"]
@@ -126,3 +128,43 @@ def test_export_jsonl_parquet_manifest(tmp_path):
 
 def test_sample_keys():
     assert sample_keys(["a.b", "a_b", "a/b", "", 3]) == ["a_b", "a_b-2", "a_b-3", "_", "3"]
+
+
+def _tied_pool(n: int = 40):
+    """Most rows at ITM 1.0 (as the annotation-precision stand-in gives), distinct CD."""
+    return [dict(id=f"img{i:02d}", itm=1.0 if i % 8 else 0.5, cd=(i * 37 % n) / n, length=10) for i in range(n)]
+
+
+def test_itm_ties_follow_a_seeded_rule_not_the_file_order():
+    rows = _tied_pool()
+    tied = sum(r["itm"] == 1.0 for r in rows)                      # 35 of 40
+    sel = select(rows, "itm_cd", k=10, t=5, seed=0)
+    assert sel.itm_ties == tied
+    assert sel.ties[0].to_dict() == {"stage": "pruning", "score": "itm", "cut": 10, "candidates": 40,
+                                     "cut_score": 1.0, "tied": tied, "kept_of_tied": 10,
+                                     "decided_by_tie_order": True}
+    d = sel.to_dict()
+    assert d["itm_ties"] == tied and d["tie_break"] == {"rule": TIE_BREAK_RULE, "seed": 0}
+    chosen = {rows[i]["id"] for i in sel.indices}
+    # the file order no longer decides: reversed and interleaved files select the same rows
+    for perm in (rows[::-1], rows[1::2] + rows[::2]):
+        again = select(perm, "itm_cd", k=10, t=5, seed=0)
+        assert {perm[i]["id"] for i in again.indices} == chosen and again.itm_ties == tied
+    # top 10 by ITM = the first 10 tied rows in the seeded order, not the first 10 of the file
+    top = [rows[i]["id"] for i in select(rows, "itm", t=10, seed=0).indices]
+    assert top == [rows[i]["id"] for i in tie_order(rows, 0) if rows[i]["itm"] == 1.0][:10]
+    assert top != [r["id"] for r in rows if r["itm"] == 1.0][:10]
+    # another seed, another draw among the tied rows
+    assert len({frozenset(rows[i]["id"] for i in select(rows, "itm_cd", k=10, t=5, seed=s).indices)
+                for s in range(5)}) > 1
+
+
+def test_tie_order_is_a_seeded_hash_of_the_id():
+    import hashlib
+
+    rows = _tied_pool(12)
+    want = sorted(range(12), key=lambda i: hashlib.sha256(f"3:{rows[i]['id']}".encode()).hexdigest())
+    assert tie_order(rows, 3) == want
+    no_ids = [{"caption": f"c{i}", "itm": 1.0} for i in range(6)]
+    assert sorted(tie_order(no_ids, 0)) == list(range(6)) and tie_order(no_ids, 0) == tie_order(no_ids, 0)
+    assert select(ROWS, "full").ties == () and select(ROWS, "length", t=2).itm_ties is None

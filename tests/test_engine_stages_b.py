@@ -20,7 +20,8 @@ from capaudit.cli import main
 from capaudit.errors import InputError
 
 ALT_ROWS = 1000
-OVERRIDE = ["--set", "rare_words.min_count=2"]  # a rare-word rule that needs the whole input's table
+OVERRIDE = ["--set", "rare_words.min_count=2",  # a rare-word rule that needs the whole input's table
+            "--set", "pos_required.require=[noun]"]  # product titles without a determiner reach the transforms
 
 
 @pytest.fixture(scope="module")

@@ -294,24 +294,43 @@ class UniqueWordRatio(Block):
 
 
 class WordRepetition(Block):
-    """Largest count of one non-stop-word / number of words ≤ ``max_fraction`` (CC12M: 0.2)."""
+    """CC12M's word-repetition rule (Changpinyo et al., CVPR 2021, Sec. 3, text-based filtering: "we
+    set the maximum fraction of word repetition allowed to 0.2").
+
+    The repetition fraction of a caption is the share of its words that repeat an earlier word:
+    ``(words - distinct words) / words`` over lower-cased lexical units; a row is kept when it is at
+    most ``max_fraction``. A word used once is no repetition, so "Red apple on table" scores 0 and
+    "dog dog dog cat" 2/4. The paper makes no stop-word exception; ``ignore_stop_words`` (off by
+    default, not the paper's rule) counts repeats of spaCy English stop words as no repetition.
+    """
 
     type = "word_repetition"
-    defaults = {"max_fraction": 0.2, "ignore_stop_words": True}
+    defaults = {"max_fraction": 0.2, "ignore_stop_words": False}
 
     def validate(self) -> None:
-        from spacy.lang.en.stop_words import STOP_WORDS
+        if not 0 <= float(self.max_fraction) <= 1:
+            raise self._bad(f"max_fraction must be in [0, 1], got {self.max_fraction}")
+        if self.ignore_stop_words:
+            from spacy.lang.en.stop_words import STOP_WORDS
 
-        self.stop = frozenset(STOP_WORDS) if self.ignore_stop_words else frozenset()
+            self.stop = frozenset(STOP_WORDS)
+        else:
+            self.stop = frozenset()
+
+    def fraction(self, text: str) -> Optional[float]:
+        """The repetition fraction of ``text`` (``None`` when it has no word)."""
+        words = lex_units(text)
+        if not words:
+            return None
+        counts = Counter(words)
+        repeats = sum(c - 1 for w, c in counts.items() if w not in self.stop)
+        return repeats / len(words)
 
     def check(self, item: Item) -> str:
-        words = lex_units(item.text)
-        if not words:
+        f = self.fraction(item.text)
+        if f is None:
             return DROP
-        counts = Counter(w for w in words if w not in self.stop)
-        if not counts:
-            return KEEP
-        return KEEP if max(counts.values()) / len(words) <= float(self.max_fraction) else DROP
+        return KEEP if f <= float(self.max_fraction) else DROP
 
 
 class Sentiment(Block):
@@ -461,7 +480,7 @@ class PosRequired(Block):
 
     type = "pos_required"
     needs = frozenset({"pos"})
-    defaults = {"require": ["noun", "preposition"], "max_noun_ratio": None}
+    defaults = {"require": ["determiner", "noun", "preposition"], "max_noun_ratio": None}
     TAGS = {"noun": {"NOUN", "PROPN"}, "preposition": {"ADP"}, "determiner": {"DET"}, "verb": {"VERB", "AUX"},
             "adjective": {"ADJ"}}
 

@@ -30,16 +30,21 @@ def _source(args: argparse.Namespace) -> dict:
     return spec
 
 
-def _input_args(p: argparse.ArgumentParser) -> None:
+def _input_args(p: argparse.ArgumentParser, text_help: Optional[str] = None) -> None:
     p.add_argument("--input", required=True,
                    help="Parquet file/folder, JSONL, JSON, TSV/CSV, WebDataset .tar shard(s) or hf:<dataset id>")
-    p.add_argument("--text-field", required=True, help="field holding the alt-text / caption")
+    if text_help is None:
+        p.add_argument("--text-field", required=True, help="field holding the alt-text / caption")
+    else:
+        p.add_argument("--text-field", default=None, help=text_help)
     p.add_argument("--format", default=None, help="override the format inferred from the suffix")
     p.add_argument("--no-header", action="store_true", help="CSV/TSV without a header row (use --columns)")
     p.add_argument("--columns", default=None, help="comma-separated column names for a header-less CSV/TSV")
     p.add_argument("--split", default="train", help="Hugging Face split (hf: inputs)")
     p.add_argument("--hf-name", default=None, help="Hugging Face config name (hf: inputs)")
-    p.add_argument("--max-rows", type=int, default=None, help="stop after this many input rows")
+    from ..argtypes import positive_int
+
+    p.add_argument("--max-rows", type=positive_int, default=None, help="stop after this many input rows (>= 1)")
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
@@ -77,10 +82,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=_filter_main)
     at.set_defaults(func=lambda a: (at.print_help(), 2)[1])
 
+    from .coverage import COVERAGE_LAYOUTS
+
     c = sub.add_parser("coverage", help="long-tail concept coverage of a caption file",
                        description="Count class mentions (lemmatised, plurals, multi-word names, longest first) "
-                                   "of a vocabulary in a caption file; write COVERAGE.json.")
-    _input_args(c)
+                                   "of a vocabulary in a caption file; write COVERAGE.json. Input layouts: "
+                                   + COVERAGE_LAYOUTS + ".")
+    _input_args(c, text_help="field holding the caption (a string or a list of strings); omit it for a JSON "
+                             "{key: caption or [captions]} file such as the Karpathy COCO captions")
     c.add_argument("--vocabulary", required=True,
                    help="nocaps_ood, lvis, objects365 (also coco80, open_images) or a text file, one class per line")
     c.add_argument("--out", required=True, help="COVERAGE.json")

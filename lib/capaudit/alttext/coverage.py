@@ -205,26 +205,53 @@ def _add_words(c: CoverageCounter, words: List[str], url: Optional[str], count_t
                 c.sites[site] += 1
 
 
-def texts_of_rows(rows: Iterable[Tuple[Mapping[str, Any], Any]], text_field: str, url_field: Optional[str] = None,
-                  *, lists: bool = True) -> Iterator[Tuple[str, Optional[str]]]:
+#: Accepted input layouts of ``capaudit coverage`` (its ``--help``).
+COVERAGE_LAYOUTS = ("rows with a text field (JSONL, Parquet, CSV/TSV, WebDataset, a JSON list of objects or "
+                    "{key: object}): --text-field names it, a list of strings counts each string; "
+                    "a JSON {key: caption or [captions]} (the Karpathy COCO caption files) or a JSON list of "
+                    "strings: each caption is one record, no --text-field")
+
+
+def texts_of_rows(rows: Iterable[Tuple[Mapping[str, Any], Any]], text_field: Optional[str],
+                  url_field: Optional[str] = None, *, lists: bool = True) -> Iterator[Tuple[str, Optional[str]]]:
     """``(text, url)`` of the rows' ``text_field`` (``capaudit coverage``'s rules when ``lists``: null or
     blank skipped, a list gives each non-blank string, another type is an error; the stage's rows rule
-    otherwise: non-blank strings only). A row without the field is an error naming file, row and field."""
+    otherwise: non-blank strings only). A row without the field is an error naming file, row and field.
+
+    ``text_field=None`` reads the captions of a JSON ``{key: caption | [captions]}`` file (or a JSON
+    list of strings; :data:`COVERAGE_LAYOUTS`); any other row is then an error asking for the field."""
+    from capaudit.surfaces.readers import CAPTIONS
+
     from .rows import get_field, optional_str_field
 
     for row, where in rows:
-        try:
-            v = get_field(row, text_field)
-        except KeyError:
+        if text_field is None:
+            if CAPTIONS not in row:
+                fields = sorted(str(k) for k in row if not str(k).startswith("__"))
+                raise InputError(f"{where}: not a JSON {{key: [captions]}} file; name the text field with "
+                                 f"--text-field (fields: {', '.join(fields) or 'none'})", field="--text-field")
+            v = row[CAPTIONS]
             if not lists:
-                raise InputError(f"{where}: no field {text_field!r}", field=text_field) from None
-            fields = sorted(str(k) for k in row if not str(k).startswith("__"))
-            raise InputError(f"{where}: no field {text_field!r} (fields: {', '.join(fields)})",
-                             field=text_field) from None
-        if not lists:
-            if isinstance(v, str) and v.strip():
-                yield v, optional_str_field(row, url_field)
-            continue
+                if isinstance(v, str) and v.strip():
+                    yield v, None
+                continue
+        else:
+            try:
+                v = get_field(row, text_field)
+            except KeyError:
+                if CAPTIONS in row:
+                    raise InputError(f"{where}: this JSON maps keys to captions ({{key: [captions]}}, the "
+                                     f"Karpathy layout): its captions are read without --text-field",
+                                     field=text_field) from None
+                if not lists:
+                    raise InputError(f"{where}: no field {text_field!r}", field=text_field) from None
+                fields = sorted(str(k) for k in row if not str(k).startswith("__"))
+                raise InputError(f"{where}: no field {text_field!r} (fields: {', '.join(fields)})",
+                                 field=text_field) from None
+            if not lists:
+                if isinstance(v, str) and v.strip():
+                    yield v, optional_str_field(row, url_field)
+                continue
         if v is None or (isinstance(v, str) and not v.strip()):
             continue
         if isinstance(v, list):
@@ -238,11 +265,12 @@ def texts_of_rows(rows: Iterable[Tuple[Mapping[str, Any], Any]], text_field: str
             yield x, url
 
 
-def coverage_file(source: Any, text_field: str, vocabulary: str, out: Union[str, Path], *, url_field: Optional[str] = None,
+def coverage_file(source: Any, text_field: Optional[str], vocabulary: str, out: Union[str, Path], *, url_field: Optional[str] = None,
                   detail: bool = False, lemmatiser: str = "wordnet", max_records: Optional[int] = None,
                   engine: str = "local", workers: int = 1, address: Optional[str] = None,
                   shards: Optional[int] = None) -> Dict[str, Any]:
-    """``capaudit coverage``: count one vocabulary over a file's text field; write ``COVERAGE.json``.
+    """``capaudit coverage``: count one vocabulary over a file's text field (``None``: the captions of
+    a JSON ``{key: [captions]}`` file, :data:`COVERAGE_LAYOUTS`); write ``COVERAGE.json``.
 
     ``engine``/``workers``/``address``/``shards`` (issue 15): JSONL / Parquet inputs are counted per
     shard on a process pool or Ray and merged before the summary (byte-identical JSON);
@@ -346,6 +374,6 @@ def hypernym_share(texts: Iterable[str], hypernyms: Sequence[str]) -> Dict[str, 
             "counts": dict(counts.most_common())}
 
 
-__all__ = ["CONTRACT_KS", "CURVE_KS", "CONTRACT_KEYS", "site_of", "CoverageCounter", "coverage_numbers",
+__all__ = ["CONTRACT_KS", "CURVE_KS", "CONTRACT_KEYS", "COVERAGE_LAYOUTS", "site_of", "CoverageCounter", "coverage_numbers",
            "at_least_curve", "coverage_of_texts", "coverage_file", "texts_of_rows", "HypernymCounts",
            "hypernym_share"]

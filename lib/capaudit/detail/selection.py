@@ -18,11 +18,15 @@ strategy            rule                                                        
 ``itm_cd_unnorm``   top K by ITM, then top T by ICR·AOD (CD without length norm.)  itm, icr·aod
 ==================  =============================================================  ==========
 
-**Deterministic tie order.** A ranking sorts by score, highest first; equal scores keep the input
-row order (earlier row first); a missing score (``None``, e.g. ICR unavailable) ranks after every
-number, in input order. In the second stage of a two-stage strategy, ties keep the first stage's
-order (higher ITM first, then input order). ``random`` returns its draw in input order; ``full``
-returns the input order.
+**Seeded tie order.** A ranking sorts by score, highest first; a missing score (``None``, e.g. ICR
+unavailable) ranks after every number. Equal scores are ordered by a seeded hash of the row,
+``sha256("<seed>:<id>")`` (the ``id`` field; a row without one hashes its canonical JSON), then
+input order for exact duplicates: the file order never decides which of many tied rows pass a
+cut (the offline annotation-precision ITM gives 1.0 to most COCO captions), and another ``seed``
+draws another tie order. In the second stage of a two-stage strategy, ties keep the first stage's
+order (higher ITM first, then the seeded hash). ``random`` returns its draw in input order;
+``full`` returns the input order. :meth:`Selection.to_dict` reports the ties at each cut
+(``ties``; ``itm_ties``: rows sharing the ITM score at the ITM cut).
 
 K and T are counts (``int``) or proportions of the pool (``float`` in (0, 1], rounded half up);
 counts above the pool size are clamped to it. A two-stage strategy needs T ≤ K.
@@ -30,6 +34,8 @@ counts above the pool size are clamped to it. A two-stage strategy needs T ≤ K
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -56,6 +62,10 @@ STRATEGY_LABELS = {
     "itm_cd_unnorm": "ITM→CD w/o length norm.",
 }
 Count = Union[int, float]
+
+
+ITM_HINT = ("score the captions with an ITM scorer: `capaudit detail score ... --itm "
+            "annotation_precision|clip:PATH|open_clip:ARCH`")
 
 
 def resolve_count(value: Optional[Count], n: int, name: str) -> Optional[int]:
@@ -99,6 +109,56 @@ def rank(indices: Sequence[int], scores: Sequence[Optional[float]]) -> List[int]
     return sorted(indices, key=lambda ix: (scores[ix] is None, -(scores[ix] or 0.0), pos[ix]))
 
 
+TIE_BREAK_RULE = "equal scores ordered by sha256('<seed>:<id>') of the row (canonical JSON without an id)"
+
+
+def tie_order(rows: Sequence[Mapping[str, Any]], seed: int) -> List[int]:
+    """Row indices in the seeded tie order (module docstring): by ``sha256("<seed>:<id>")``, then index."""
+    def key(i: int) -> Tuple[str, int]:
+        r = rows[i]
+        ident = r.get("id") if isinstance(r, Mapping) else None
+        if ident is None:
+            ident = json.dumps(r, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(f"{seed}:{ident}".encode("utf-8")).hexdigest(), i
+
+    return sorted(range(len(rows)), key=key)
+
+
+@dataclass(frozen=True)
+class CutTies:
+    """Ties at one cut: ``tied`` candidates share the score of the last row kept (0 when no other
+    candidate has it), ``kept`` of them pass the cut; ``split`` when the tie order decided."""
+
+    stage: str
+    score: str
+    cut: int
+    candidates: int
+    cut_score: Optional[float]
+    tied: int
+    kept: int
+
+    @property
+    def split(self) -> bool:
+        return 0 < self.kept < self.tied
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"stage": self.stage, "score": self.score, "cut": self.cut, "candidates": self.candidates,
+                "cut_score": self.cut_score, "tied": self.tied, "kept_of_tied": self.kept,
+                "decided_by_tie_order": self.split}
+
+
+def cut_ties(ranked: Sequence[int], scores: Sequence[Optional[float]], cut: int, stage: str, score: str) -> CutTies:
+    """How many of ``ranked`` share the score at position ``cut`` (the last row kept)."""
+    cut = min(cut, len(ranked))
+    if cut <= 0:
+        return CutTies(stage, score, cut, len(ranked), None, 0, 0)
+    at = scores[ranked[cut - 1]]
+    tied = [p for p, ix in enumerate(ranked) if scores[ix] == at]
+    if len(tied) < 2:
+        return CutTies(stage, score, cut, len(ranked), at, 0, 0)
+    return CutTies(stage, score, cut, len(ranked), at, len(tied), sum(1 for p in tied if p < cut))
+
+
 @dataclass(frozen=True)
 class Selection:
     """The selected row indices (in selection order) and how they were chosen."""
@@ -110,11 +170,23 @@ class Selection:
     t: Optional[int]
     seed: Optional[int]
     fields: Mapping[str, str] = field(default_factory=dict)
+    ties: Tuple[CutTies, ...] = ()
+    tie_seed: Optional[int] = None
+
+    @property
+    def itm_ties(self) -> Optional[int]:
+        """Rows sharing the ITM score at the ITM cut (``None`` when the strategy uses no ITM)."""
+        return next((c.tied for c in self.ties if c.score == "itm"), None)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"strategy": self.strategy, "label": STRATEGY_LABELS.get(self.strategy, self.strategy),
-                "pool": self.pool, "k": self.k, "t": self.t, "selected": len(self.indices), "seed": self.seed,
-                "fields": dict(self.fields)}
+        out = {"strategy": self.strategy, "label": STRATEGY_LABELS.get(self.strategy, self.strategy),
+               "pool": self.pool, "k": self.k, "t": self.t, "selected": len(self.indices), "seed": self.seed,
+               "fields": dict(self.fields), "ties": [c.to_dict() for c in self.ties]}
+        if self.tie_seed is not None:
+            out["tie_break"] = {"rule": TIE_BREAK_RULE, "seed": self.tie_seed}
+        if self.itm_ties is not None:
+            out["itm_ties"] = self.itm_ties
+        return out
 
 
 def select(rows: Sequence[Mapping[str, Any]], strategy: str, k: Optional[Count] = None, t: Optional[Count] = None,
@@ -141,18 +213,34 @@ def select(rows: Sequence[Mapping[str, Any]], strategy: str, k: Optional[Count] 
     for s in used:
         key = names[s]
         if n and not any(key in r for r in rows):
-            raise FieldNotFoundError(key, sorted({f for r in rows[:50] for f in r}), path=where)
+            hint = ITM_HINT if s == "itm" else ""
+            raise FieldNotFoundError(key, sorted({f for r in rows[:50] for f in r}), path=where, hint=hint)
     score = {s: [_number(r, names[s], i, where) for i, r in enumerate(rows)] for s in used}
-    order = list(range(n))
+    for s in used:  # a ranking by a score no row has would be the tie order alone
+        if n and all(v is None for v in score[s]):
+            raise InputError(f"every row's score is null, so ranking by it would be arbitrary"
+                             + (f"; {ITM_HINT}" if s == "itm" else ""), path=where, field=names[s])
+    ties: List[CutTies] = []
     if strategy == "full":
-        chosen = order
+        chosen = list(range(n))
     elif strategy == "random":
-        chosen = sorted(random.Random(seed).sample(order, tt))  # type: ignore[arg-type]
+        chosen = sorted(random.Random(seed).sample(range(n), tt))  # type: ignore[arg-type]
     else:
-        pool = rank(order, score[prune])[:kk] if prune is not None else order
-        chosen = rank(pool, score[by])[:tt] if by is not None else pool[:tt]  # type: ignore[index]
+        order = tie_order(rows, seed)
+        pool = order
+        if prune is not None:
+            ranked = rank(order, score[prune])
+            ties.append(cut_ties(ranked, score[prune], kk, "pruning", prune))  # type: ignore[arg-type]
+            pool = ranked[:kk]
+        if by is not None:
+            ranked = rank(pool, score[by])
+            ties.append(cut_ties(ranked, score[by], tt, "ranking", by))  # type: ignore[arg-type]
+            chosen = ranked[:tt]
+        else:
+            chosen = pool[:tt]  # type: ignore[index]
     return Selection(strategy, tuple(chosen), n, kk if prune is not None else None, tt,
-                     seed if strategy == "random" else None, {s: names[s] for s in used})
+                     seed if strategy == "random" else None, {s: names[s] for s in used}, tuple(ties),
+                     seed if strategy not in ("full", "random") else None)
 
 
 def subset_stats(rows: Sequence[Mapping[str, Any]], sel: Selection, itm_field: str = "itm") -> Dict[str, Any]:
@@ -165,5 +253,5 @@ def subset_stats(rows: Sequence[Mapping[str, Any]], sel: Selection, itm_field: s
             "avg_itm": mean(itm_field), "avg_cd": mean("cd")}
 
 
-__all__ = ["STRATEGIES", "STRATEGY_LABELS", "resolve_count", "parse_count", "rank", "Selection", "select",
-           "subset_stats"]
+__all__ = ["STRATEGIES", "STRATEGY_LABELS", "TIE_BREAK_RULE", "resolve_count", "parse_count", "rank", "tie_order",
+           "CutTies", "cut_ties", "Selection", "select", "subset_stats"]

@@ -7,6 +7,8 @@
 :func:`coco_lexicon` loads it as a :class:`NounLexicon`; ``category_of("puppies")`` → ``"dog"``.
 Each category entry has ``terms`` (name + curated synonyms) and, from version 2, ``hyponyms``
 (WordNet-derived); both map to the category.
+* ``plural_only_nouns.txt``: plural-only nouns (``scissors``, ``pants``) that lemmatisers must not
+  singularise (:func:`plural_only_nouns`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple
 
 import yaml
 
@@ -136,4 +138,16 @@ def coco_lexicon() -> NounLexicon:
     return load_noun_lexicon(LEXICON_DIR / "coco_categories.yaml")
 
 
-__all__ = ["NounLexicon", "load_noun_lexicon", "coco_lexicon", "singular_candidates"]
+@functools.lru_cache(maxsize=None)
+def plural_only_nouns() -> FrozenSet[str]:
+    """The reviewed plural-only nouns (``plural_only_nouns.txt``), lower case."""
+    path = LEXICON_DIR / "plural_only_nouns.txt"
+    words = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        word = line.split("#", 1)[0].strip()
+        if word:
+            words.append(word)
+    return frozenset(words)
+
+
+__all__ = ["NounLexicon", "load_noun_lexicon", "coco_lexicon", "singular_candidates", "plural_only_nouns"]
