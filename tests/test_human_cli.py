@@ -165,3 +165,33 @@ def test_export_and_agreement_give_one_cohen_kappa(tmp_path: Path, capsys) -> No
     assert hh["nominal"]["fleiss_kappa"] == pytest.approx(fleiss_kappa(per_item), abs=1e-12)
     assert abs(hh["nominal"]["fleiss_kappa"] - hh["nominal"]["cohen_kappa"]) > 1e-4
     assert hh["raters"] == 2 and hh["n_items"] == len(order)
+
+
+def test_readme_init_with_db_and_params(tmp_path: Path, capsys) -> None:
+    """``capaudit human init --db S.sqlite --params params/demo.yaml`` (README): the database goes to --db,
+    the settings come from the params file's ``human`` section."""
+    import yaml
+
+    from capaudit.human.study import Study
+
+    params = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
+    db = tmp_path / "S.sqlite"
+    assert main(["human", "init", "--db", str(db), "--params", str(params)]) == 0
+    assert f"study database: {db.resolve()}" in capsys.readouterr().err
+    section = yaml.safe_load(params.read_text(encoding="utf-8"))["human"]
+    with Study.load(db) as st:
+        assert st.study_id == section["study_id"] and st.mode == section["mode"]
+        assert st.config.claims_per_stratum == section["claims_per_stratum"]
+    assert main(["human", "status", "--db", str(db), "--params", str(params), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["db"] == str(db.resolve())
+
+
+def test_export_refuses_zero_resamples(tmp_path: Path) -> None:
+    from capaudit.errors import InputError
+    from capaudit.human.export import export_study
+    from capaudit.human.simulate import fixture_study
+
+    st, _, _ = fixture_study(tmp_path, n_images=8, humans=1)
+    with st, pytest.raises(InputError, match="n_resamples"):
+        export_study(st, tmp_path / "out", n_resamples=0)
+    assert not (tmp_path / "out").exists()

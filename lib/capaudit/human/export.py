@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import InputError
-from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.io.atomic import check_output_dir, write_json_atomic, write_text_atomic
 from capaudit.stats.agreement import (
     ABSTENTIONS, IMAGE_SUPPORT_LABELS, JudgeHumanRecord, binary_agreement, cohen_kappa, consensus, exact_agreement,
     fixed_rater_pairs, fleiss_kappa, gwet_ac1, judge_human_agreement, symmetrized_pairs,
@@ -252,6 +252,13 @@ def repeat_consistency(study: Study) -> Dict[str, Any]:
     return {"n": len(pairs), "exact": (sum(x == y for x, y in pairs) / len(pairs)) if pairs else None}
 
 
+def _check_resamples(n_resamples: Optional[int]) -> None:
+    """``None`` (the study's setting) or a positive integer; 0 is not "the default"."""
+    if n_resamples is not None and (isinstance(n_resamples, bool) or not isinstance(n_resamples, int)
+                                    or n_resamples < 1):
+        raise InputError(f"must be a positive integer, got {n_resamples!r}", field="n_resamples")
+
+
 def agreement_summary(study: Study, n_resamples: Optional[int] = None, seed: Optional[int] = None
                       ) -> Dict[str, JudgeAgreement]:
     """Judge–human agreement per judge (overall and by surface group) as the summary schema."""
@@ -259,7 +266,9 @@ def agreement_summary(study: Study, n_resamples: Optional[int] = None, seed: Opt
     recs = judge_human_records(study)
     if not recs:
         raise InputError("no image-phase consensus yet: nothing to compare with the judges", path=study.path)
-    res = judge_human_agreement(recs, study.judges, n_resamples=n_resamples or r.bootstrap_resamples,
+    _check_resamples(n_resamples)
+    res = judge_human_agreement(recs, study.judges,
+                                n_resamples=r.bootstrap_resamples if n_resamples is None else n_resamples,
                                 seed=r.bootstrap_seed if seed is None else seed, labels=IMAGE_SUPPORT_LABELS)
     out: Dict[str, JudgeAgreement] = {}
     for j, block in res.items():
@@ -317,8 +326,9 @@ def public_rows(study: Study) -> List[Dict[str, Any]]:
 def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = False,
                  n_resamples: Optional[int] = None) -> Dict[str, Path]:
     """Write the aggregate export (and judge–human agreement, and public rows on request) to ``out_dir``."""
+    _check_resamples(n_resamples)
     check_exportable(study)
-    out = Path(out_dir)
+    out = check_output_dir(out_dir)
     paths: Dict[str, Path] = {}
     st = status_report(study)
     scales = {f: dict(sorted(Counter(a[f] for a in study.latest_annotations() if a["phase"] == "pair" and a[f] is not None)
