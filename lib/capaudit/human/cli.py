@@ -1,21 +1,24 @@
 """``capaudit human …`` (reference-spec §7). Every lifecycle command prints where the study database lives.
 
-    capaudit human init      (--db STUDY.sqlite | --params P.yaml) [--study-id ID] [--mode real|simulated] [--config C.yaml]
-    capaudit human sample    (--db | --params) [--judged-claims judged_claims.jsonl ...]
-    capaudit human seal      (--db | --params)
-    capaudit human invite    (--db | --params) --count N [--out invites.csv] [--kind human] [--role annotator]
-    capaudit human assign    (--db | --params) [--extend PSEUDONYM ...] [--extend-all]
-    capaudit human open      (--db | --params)
-    capaudit human close     (--db | --params)
-    capaudit human status    (--db | --params) [--json]
-    capaudit human export    (--db | --params) --out DIR [--include-public-rows] [--n-resamples N]
-    capaudit human backup    (--db | --params) [--out FILE]
-    capaudit human adjudicate (--db | --params) --list [--out CSV] | --item ID --field F --value V --adjudicator PSEUDONYM
-    capaudit human withdraw  (--db | --params) --pseudonym P001
-    capaudit human serve     (--db | --params) [--host 127.0.0.1] [--port 8866]
+    capaudit human init      (--db STUDY.sqlite and/or --params P.yaml) [--study-id ID] [--mode real|simulated] [--config C.yaml]
+    capaudit human sample    (--db and/or --params) [--judged-claims judged_claims.jsonl ...]
+    capaudit human seal      (--db and/or --params)
+    capaudit human invite    (--db and/or --params) --count N [--out invites.csv] [--kind human] [--role annotator]
+    capaudit human assign    (--db and/or --params) [--extend PSEUDONYM ...] [--extend-all]
+    capaudit human open      (--db and/or --params)
+    capaudit human close     (--db and/or --params)
+    capaudit human status    (--db and/or --params) [--json]
+    capaudit human export    (--db and/or --params) --out DIR [--include-public-rows] [--n-resamples N]
+    capaudit human backup    (--db and/or --params) [--out FILE]
+    capaudit human adjudicate (--db and/or --params) --list [--out CSV] | --item ID --field F --value V --adjudicator PSEUDONYM
+    capaudit human withdraw  (--db and/or --params) --pseudonym P001
+    capaudit human serve     (--db and/or --params) [--host 127.0.0.1] [--port 8866]
     capaudit human demo      [--params params/demo.yaml]
     capaudit human agreement --labels LABELS.csv --out AGREEMENT.json
 """
+
+``--db`` names the study database; ``--params`` supplies the settings (``human:`` section, judged claims)
+and, without ``--db``, the database location too.
 
 from __future__ import annotations
 
