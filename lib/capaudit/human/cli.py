@@ -15,10 +15,10 @@
     capaudit human serve     (--db and/or --params) [--host 127.0.0.1] [--port 8866]
     capaudit human demo      [--params params/demo.yaml]
     capaudit human agreement --labels LABELS.csv --out AGREEMENT.json
-"""
 
 ``--db`` names the study database; ``--params`` supplies the settings (``human:`` section, judged claims)
 and, without ``--db``, the database location too.
+"""
 
 from __future__ import annotations
 
