@@ -161,3 +161,17 @@ def test_notebooks_run(run_cfg, tmp_path, repo_dir):
         {p.name for p in figs.iterdir()}
     tex = (Path(params["out_root"]) / "t" / "tables" / "retrieval_margins.tex").read_text()
     assert "RANDOMLY INITIALISED" in tex
+
+
+@pytest.mark.parametrize("setting,key", [({"reps": 0}, "reps"), ({"reps": -1}, "reps"), ({"seed": "x"}, "seed"),
+                                         ({"block": 0}, "block"),
+                                         ({"surfaces": [{"name": "a", "coco_mini_rank": 9}]}, "coco_mini_rank")])
+def test_retrieval_settings_are_checked_before_the_model(run_cfg, tmp_path, setting, key):
+    """A bad ``embed_probes.retrieval`` number names its key (no silent 0-replicate interval)."""
+    from capaudit.embed.stage import run_retrieval
+    from capaudit.errors import InputError
+
+    section = {"model": "in/no-such-model", "surfaces": [{"name": "a", "coco_mini_rank": 0}], **setting}
+    with pytest.raises(InputError, match=rf"retrieval.*{key}"):
+        run_retrieval(run_cfg, section, {"artifacts": tmp_path / "art", "tables": tmp_path / "tab"})
+    assert not (tmp_path / "art").exists()

@@ -112,3 +112,86 @@ def test_lifecycle_commands_print_the_database(tmp_path: Path, capsys) -> None:
     assert main(["human", "close", *d]) == 0
     assert main(["human", "status", "--db", str(tmp_path / "missing.sqlite")]) == 1
     assert "no study database" in capsys.readouterr().err
+
+
+def test_export_and_agreement_give_one_cohen_kappa(tmp_path: Path, capsys) -> None:
+    """Same labels, same Cohen's κ from ``human agreement`` and ``human export`` (= scikit-learn's);
+    the pooled-marginal κ of the export is reported as Fleiss' κ, not as Cohen's."""
+    from sklearn.metrics import cohen_kappa_score
+
+    from capaudit.human.simulate import fixture_study
+    from capaudit.stats.agreement import fleiss_kappa
+
+    st, _, sims = fixture_study(tmp_path, n_images=20, humans=0, simulated=2, mode="simulated")
+    pattern = [("yes", "yes"), ("yes", "no"), ("no", "no"), ("uncertain", "yes"), ("yes", "yes"), ("no", "yes"),
+               ("yes", "yes"), ("no", "no"), ("uncertain", "uncertain"), ("yes", "no"), ("no", "no")]
+    caption = {"caption_licensed": "yes", "atomic_visual_claim": "yes", "category_check": "correct"}
+    order = {}
+    rows = []
+    for r, inv in enumerate(sims):
+        s = st.login(inv.code)
+        s.give_consent()
+        for t in s.tasks(refresh=True):
+            if t.phase == "caption":
+                s.record(t.item_id, "caption", caption)
+            elif t.phase == "image":
+                k = order.setdefault(t.item_id, len(order))
+                label = pattern[k % len(pattern)][r]
+                s.record(t.item_id, "image", {"image_support": label})
+                rows.append((t.item_id, s.pseudonym, label))
+    db = st.path
+    st.close()
+    assert len(rows) == 2 * len(order) >= 20  # both raters labelled every item
+    agreement_json = tmp_path / "agreement.json"
+    assert main(["human", "agreement", "--labels", str(_labels(tmp_path / "l.csv", rows)),
+                 "--out", str(agreement_json)]) == 0
+    assert main(["human", "export", "--db", str(db), "--out", str(tmp_path / "exp"), "--n-resamples", "200"]) == 0
+    two = json.loads(agreement_json.read_text())
+    hh = json.loads((tmp_path / "exp" / "human_study_export.json").read_text())["human_human"]["image_support"]
+    ra, rb = sorted({p for _, p, _ in rows})
+    by = {(i, p): lab for i, p, lab in rows}
+    a = [by[(i, ra)] for i in order]
+    b = [by[(i, rb)] for i in order]
+    assert hh["nominal"]["cohen_kappa"] == pytest.approx(two["nominal"]["cohen_kappa"], abs=1e-12)
+    assert hh["nominal"]["cohen_kappa"] == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+    kept = [(x, y) for x, y in zip(a, b) if "uncertain" not in (x, y)]
+    sk_binary = cohen_kappa_score([x for x, _ in kept], [y for _, y in kept])
+    assert hh["binary"]["cohen_kappa"] == pytest.approx(two["binary"]["cohen_kappa"], abs=1e-12)
+    assert hh["binary"]["cohen_kappa"] == pytest.approx(sk_binary, abs=1e-12)
+    # the pooled-marginal κ is named for what it is, and differs here
+    per_item = {}
+    for item, _, lab in rows:
+        per_item.setdefault(item, []).append(lab)
+    assert hh["nominal"]["fleiss_kappa"] == pytest.approx(fleiss_kappa(per_item), abs=1e-12)
+    assert abs(hh["nominal"]["fleiss_kappa"] - hh["nominal"]["cohen_kappa"]) > 1e-4
+    assert hh["raters"] == 2 and hh["n_items"] == len(order)
+
+
+def test_readme_init_with_db_and_params(tmp_path: Path, capsys) -> None:
+    """``capaudit human init --db S.sqlite --params params/demo.yaml`` (README): the database goes to --db,
+    the settings come from the params file's ``human`` section."""
+    import yaml
+
+    from capaudit.human.study import Study
+
+    params = Path(__file__).resolve().parents[1] / "params" / "demo.yaml"
+    db = tmp_path / "S.sqlite"
+    assert main(["human", "init", "--db", str(db), "--params", str(params)]) == 0
+    assert f"study database: {db.resolve()}" in capsys.readouterr().err
+    section = yaml.safe_load(params.read_text(encoding="utf-8"))["human"]
+    with Study.load(db) as st:
+        assert st.study_id == section["study_id"] and st.mode == section["mode"]
+        assert st.config.claims_per_stratum == section["claims_per_stratum"]
+    assert main(["human", "status", "--db", str(db), "--params", str(params), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["db"] == str(db.resolve())
+
+
+def test_export_refuses_zero_resamples(tmp_path: Path) -> None:
+    from capaudit.errors import InputError
+    from capaudit.human.export import export_study
+    from capaudit.human.simulate import fixture_study
+
+    st, _, _ = fixture_study(tmp_path, n_images=8, humans=1)
+    with st, pytest.raises(InputError, match="n_resamples"):
+        export_study(st, tmp_path / "out", n_resamples=0)
+    assert not (tmp_path / "out").exists()

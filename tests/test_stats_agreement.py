@@ -15,6 +15,8 @@ from capaudit.stats.agreement import (
     confusion_matrix,
     consensus,
     exact_agreement,
+    fixed_rater_pairs,
+    fleiss_kappa,
     gwet_ac1,
     judge_human_agreement,
     nominal_agreement,
@@ -127,6 +129,52 @@ def test_symmetrized_pairs() -> None:
     assert sorted(zip(a, b)) == sorted([("yes", "no"), ("no", "yes"), ("yes", "yes"), ("yes", "yes"),
                                         ("yes", "no"), ("no", "yes"), ("yes", "no"), ("no", "yes")])
     assert sorted(a) == sorted(b)  # equal marginals
+
+
+def test_fleiss_kappa_worked_example() -> None:
+    # Fleiss (1971)-style table of the Wikipedia worked example: 10 items, 14 raters each, 5 categories
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    ratings = {i: [str(k) for k, c in enumerate(row) for _ in range(c)] for i, row in enumerate(table)}
+    n, m = len(table), 14
+    p_bar = sum(sum(c * (c - 1) for c in row) / (m * (m - 1)) for row in table) / n
+    pe = sum((sum(row[k] for row in table) / (n * m)) ** 2 for k in range(5))
+    assert p_bar == pytest.approx(0.378, abs=5e-4) and pe == pytest.approx(0.213, abs=5e-4)
+    assert fleiss_kappa(ratings) == pytest.approx((p_bar - pe) / (1 - pe))
+    assert fleiss_kappa(ratings) == pytest.approx(0.210, abs=5e-4)
+
+
+def test_fleiss_kappa_is_scotts_pi_with_two_raters_and_not_cohens_kappa() -> None:
+    a = ["yes", "yes", "no", "no", "uncertain", "yes", "no", "yes"]
+    b = ["yes", "no", "no", "uncertain", "uncertain", "yes", "yes", "yes"]
+    ratings = {i: [x, y] for i, (x, y) in enumerate(zip(a, b))}
+    po = sum(x == y for x, y in zip(a, b)) / len(a)
+    pooled = [(a.count(k) + b.count(k)) / (2 * len(a)) for k in ("yes", "no", "uncertain")]
+    pe = sum(p * p for p in pooled)
+    scott = (po - pe) / (1 - pe)
+    assert fleiss_kappa(ratings) == pytest.approx(scott)
+    assert cohen_kappa(*symmetrized_pairs(ratings)) == pytest.approx(scott)  # the pooled-pairs κ is Scott's π
+    assert cohen_kappa(a, b) == pytest.approx(cohen_kappa_score(a, b))
+    assert abs(cohen_kappa(a, b) - scott) > 1e-3  # two different statistics
+    # varying rater counts: mean per-item pair agreement, mean per-item label shares (Gwet 2014)
+    var = {"i1": ["yes", "yes", "no"], "i2": ["no", "no"], "i3": ["yes", "no"], "i4": ["yes"]}
+    po = (1 / 3 + 1 + 0) / 3
+    pi_yes = (2 / 3 + 0 + 1 / 2) / 3
+    pe = pi_yes ** 2 + (1 - pi_yes) ** 2
+    assert fleiss_kappa(var) == pytest.approx((po - pe) / (1 - pe))
+    assert fleiss_kappa({"i": ["yes", "yes"], "j": ["yes", "yes"]}) is None
+    with pytest.raises(ValueError, match="no item has two"):
+        fleiss_kappa({"i": ["yes"]})
+    with pytest.raises(ValueError, match="'maybe'"):
+        fleiss_kappa({"i": ["yes", "maybe"]}, ("yes", "no"))
+
+
+def test_fixed_rater_pairs() -> None:
+    got = fixed_rater_pairs({"i1": {"bob": "no", "amy": "yes"}, "i2": {"amy": "no", "bob": "no"}, "i3": {"amy": "x"}})
+    assert got == (("amy", "bob"), ["yes", "no"], ["no", "no"])
+    assert fixed_rater_pairs({"i1": {"amy": "yes", "bob": "no"}, "i2": {"amy": "no", "cat": "no"}}) is None
+    assert fixed_rater_pairs({"i1": {"amy": "yes", "bob": "no", "cat": "no"}}) is None
+    assert fixed_rater_pairs({"i1": {"amy": "yes"}}) is None
 
 
 def _records(n: int, seed: int):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from ..argtypes import nonnegative_int, positive_int
@@ -24,11 +25,24 @@ def _name_value(text: str) -> Tuple[str, str]:
     return name, value
 
 
-def _floats(text: str) -> Tuple[float, ...]:
+def _cosines(text: str) -> Tuple[float, ...]:
+    """Comma-separated cosine thresholds: at least one, each in [-1, 1]."""
+    message = f"expected comma-separated cosines in [-1, 1], got {text!r}"
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(message) from None
+    if not values or not all(-1.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(message)
+    return values
+
+
+def _name_rank(text: str) -> Tuple[str, int]:
+    """``NAME=RANK`` with RANK a COCO caption rank 0-4."""
+    name, value = _name_value(text)
+    if value.strip() not in {"0", "1", "2", "3", "4"}:
+        raise argparse.ArgumentTypeError(f"expected NAME=RANK with RANK 0-4, got {text!r}")
+    return name, int(value)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--k", type=positive_int, default=10, help="k of Coverage/Density@k (default 10)")
     pr.add_argument("--max-gallery", type=positive_int, default=20_000)
     pr.add_argument("--max-query", type=positive_int, default=10_000)
-    pr.add_argument("--thresholds", type=_floats, default=None, help="kNN max-cosine thresholds (default 0.60..0.90)")
+    pr.add_argument("--thresholds", type=_cosines, default=None,
+                    help="kNN max-cosine thresholds in [-1, 1] (default 0.60..0.90)")
     pr.add_argument("--batch-size", type=positive_int, default=64)
     pr.add_argument("--cache-dir", default=None, help="embedding cache (default $CAPAUDIT_CACHE/embeddings)")
     pr.add_argument("--with-spectrum", action="store_true", help="keep the eigenvalues and per-block Vendi in the output")
@@ -78,12 +93,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "capaudit-random-tiny-clip (random weights: a code-path check, not a measurement)")
     rt.add_argument("--surface", action="append", type=_name_value, default=[], metavar="NAME=FILE",
                     help="JSONL with an image path and a caption per row; repeatable")
-    rt.add_argument("--coco-mini", action="append", type=_name_value, default=[], metavar="NAME=RANK",
+    rt.add_argument("--coco-mini", action="append", type=_name_rank, default=[], metavar="NAME=RANK",
                     help="COCO-MINI images with their RANK-th human caption (0-4); repeatable")
     rt.add_argument("--image-field", default="image_path")
     rt.add_argument("--caption-field", default="caption")
     rt.add_argument("--max-length", type=positive_int, default=None, help="text positions (default: the model's)")
-    rt.add_argument("--reps", type=nonnegative_int, default=1000, help="bootstrap replicates (default 1000)")
+    rt.add_argument("--reps", type=positive_int, default=1000,
+                    help="bootstrap replicates of the 95%% intervals (default 1000)")
     rt.add_argument("--seed", type=nonnegative_int, default=0)
     rt.add_argument("--out", default="-", help="output JSON (default stdout)")
     rt.set_defaults(func=_retrieval)
@@ -126,6 +142,14 @@ def _probe(args: argparse.Namespace) -> int:
         surfaces[name] = ts
     pools = {name: sample_texts(name, iter_prompt_records(path, args.pool_field), params.pool_records, params.seed,
                                 source=path) for name, path in args.pool}
+    for name, path in args.surface:  # sizes the metrics need, checked before a model is loaded
+        n = len(surfaces[name].texts)
+        if n < 2:
+            raise InputError(f"surface {name!r} has {n} non-empty caption; the probe needs at least 2", path=path)
+        gallery = min(n, params.max_gallery) if params.max_gallery else n
+        if pools and gallery <= params.k:
+            raise InputError(f"surface {name!r} gives a gallery of {gallery} captions; Coverage/Density@k needs more "
+                             f"than --k {params.k} (lower --k or give more captions)", path=path)
     encoder = load_text_encoder(args.model, prefix=args.prefix)
     result = probe(surfaces, pools, encoder, params=params, cache_dir=args.cache_dir)
     if not args.with_spectrum:
@@ -137,7 +161,7 @@ def _probe(args: argparse.Namespace) -> int:
 
 
 def _retrieval(args: argparse.Namespace) -> int:
-    from ..errors import InputError
+    from ..errors import EmptyInputError, InputError
     from ..surfaces.readers import iter_json_lines
     from .retrieval import coco_mini_pairs, load_clip_scorer, score_surfaces
 
@@ -147,23 +171,34 @@ def _retrieval(args: argparse.Namespace) -> int:
         raise InputError("give at least one --surface NAME=FILE or --coco-mini NAME=RANK", field="--surface")
     rows: Dict[str, List[Dict[str, Any]]] = {}
     for name, path in args.surface:
+        if not Path(path).is_file():
+            raise InputError("surface file not found" if not Path(path).exists() else "not a file", path=path)
         items = []
-        for line, row in iter_json_lines(path):
+        for line, row in iter_json_lines(Path(path)):
             for f in (args.image_field, args.caption_field):
                 if not isinstance(row.get(f), str) or not row.get(f).strip():
                     raise InputError("missing or empty", path=path, line=line, field=f)
-            items.append({"image_path": row[args.image_field], "caption": row[args.caption_field].strip()})
+            items.append({"image_path": row[args.image_field], "caption": row[args.caption_field].strip(),
+                          "line": line})
+        if not items:
+            raise EmptyInputError("no rows: the file is empty", path=path)
         rows[name] = items
     for name, rank in args.coco_mini:
-        try:
-            r = int(rank)
-        except ValueError:
-            raise InputError(f"--coco-mini {name}={rank}: RANK must be an integer 0-4", field="--coco-mini") from None
-        rows[name] = coco_mini_pairs(r)
+        rows[name] = coco_mini_pairs(rank)
     if len(rows) != len(args.surface) + len(args.coco_mini):
         raise InputError("surface names must be distinct", field="--surface")
     n = min(len(v) for v in rows.values())
+    if n < 2:
+        short = [f"{k} ({len(v)})" for k, v in rows.items() if len(v) < 2]
+        where = dict(args.surface).get(next(k for k, v in rows.items() if len(v) < 2))
+        raise InputError(f"retrieval needs at least 2 aligned rows; rows per surface: {', '.join(short)}",
+                         path=where, field=None if where else "--coco-mini")
     first = next(iter(rows.values()))
+    if args.surface:  # the images read are named before the model loads
+        for x in first[:n]:
+            if not Path(x["image_path"]).is_file():
+                raise InputError(f"image not found: {x['image_path']}", path=args.surface[0][1], line=x["line"],
+                                 field=args.image_field)
     images = [x["image_path"] for x in first[:n]]
     scorer = load_clip_scorer(args.model, args.max_length, seed=args.seed)
     result = score_surfaces(scorer, images, {k: [x["caption"] for x in v[:n]] for k, v in rows.items()},

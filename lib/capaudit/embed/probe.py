@@ -20,7 +20,7 @@ from capaudit.embed.cache import DEFAULT_SHARD_SIZE, embed_cached
 from capaudit.embed.metrics import (COVERAGE_NOTE, KNN_PERCENTILES, KNN_THRESHOLDS, coverage_density, spectrum,
                                     vendi_blocks)
 from capaudit.embed.sampling import reservoir_sample, subsample_rows
-from capaudit.errors import InputError
+from capaudit.errors import EmptyInputError, InputError
 
 PathLike = Union[str, Path]
 
@@ -126,7 +126,8 @@ def sample_texts(name: str, texts: Iterable[Optional[str]], max_records: Optiona
     picked = reservoir_sample(clean(), max_records, seed)
     rows = [x for _, x in picked]
     if not rows:
-        raise InputError(f"{name}: no non-empty text to embed ({read} read, {empty} empty)", field=name)
+        raise EmptyInputError(f"{name!r}: no non-empty text to embed ({read} read, {empty} empty)",
+                              path=source or None, field=None if source else name)
     return TextSet(name, [t for _, t in rows], [str(i) for i, _ in rows], read, empty, source)
 
 

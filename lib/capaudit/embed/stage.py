@@ -114,6 +114,18 @@ def _names(section: Mapping[str, Any], key: str, known: Sequence[str], where: st
     return names
 
 
+def _int_setting(section: Mapping[str, Any], key: str, default: Optional[int], minimum: int, where: str,
+                 maximum: Optional[int] = None) -> Optional[int]:
+    """``section[key]`` (or ``default``) as an integer in [minimum, maximum]; else an error naming the key."""
+    v = section.get(key, default)
+    if v is None and default is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (maximum is not None and v > maximum):
+        span = f">= {minimum}" if maximum is None else f"{minimum}-{maximum}"
+        raise InputError(f"{where}.{key}: expected an integer {span}, got {v!r}", field=key)
+    return v
+
+
 def _read_surface(spec: Mapping[str, Any]) -> Dict[str, Any]:
     from capaudit.surfaces import LoadStats, iter_captions
 
@@ -160,7 +172,7 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     windows = section.get("windows", [64])
     if not isinstance(windows, list) or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in windows):
         raise InputError(f"{where}.windows: expected a list of positive integers, got {windows!r}", field="windows")
-    curve_max = int(section.get("curve_max", 512))
+    curve_max = _int_setting(section, "curve_max", 512, 1, where)
     encs = [resolve_encoder(n, paths.get(n), lengths.get(n)) for n in enc_names]
     counters, unavailable = load_counters(encs, on_unavailable)
     if not counters:
@@ -278,7 +290,7 @@ def run_retrieval(cfg: RunConfig, section: Mapping[str, Any], dirs: Mapping[str,
         if not isinstance(it, Mapping) or not it.get("name"):
             raise InputError(f"{where}.surfaces item {i}: needs a name", field="surfaces")
         if "coco_mini_rank" in it:
-            pairs[it["name"]] = coco_mini_pairs(int(it["coco_mini_rank"]))
+            pairs[it["name"]] = coco_mini_pairs(_int_setting(it, "coco_mini_rank", 0, 0, f"{where}.surfaces[{i}]", 4))
         elif "file" in it:
             img_f, cap_f = it.get("image_field", "image_path"), it.get("caption_field", "caption")
             pairs[it["name"]] = [{"image_path": row[img_f], "caption": str(row[cap_f]).strip()}
@@ -286,11 +298,16 @@ def run_retrieval(cfg: RunConfig, section: Mapping[str, Any], dirs: Mapping[str,
         else:
             raise InputError(f"{where}.surfaces item {i}: give coco_mini_rank or file", field="surfaces")
     n = min(len(v) for v in pairs.values())
+    if n < 2:
+        raise InputError(f"{where}.surfaces: retrieval needs at least 2 aligned rows, got {n}", field="surfaces")
     images = [x["image_path"] for x in next(iter(pairs.values()))[:n]]
-    seed = int(section.get("seed", 0))
-    scorer = load_clip_scorer(str(section.get("model", RANDOM_TINY_CLIP)), section.get("max_length"), seed=seed)
+    seed = _int_setting(section, "seed", 0, 0, where)
+    reps = _int_setting(section, "reps", 1000, 1, where)
+    block = _int_setting(section, "block", 512, 1, where)
+    max_length = _int_setting(section, "max_length", None, 1, where)
+    scorer = load_clip_scorer(str(section.get("model", RANDOM_TINY_CLIP)), max_length, seed=seed)
     res = score_surfaces(scorer, images, {k: [x["caption"] for x in v[:n]] for k, v in pairs.items()},
-                         reps=int(section.get("reps", 1000)), seed=seed, block=int(section.get("block", 512)))
+                         reps=reps, seed=seed, block=block)
     art = dirs["artifacts"] / "embed_probes"
     write_json_atomic(art / "retrieval.json", res)
     model = res["model"]

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.atomic import write_json_atomic
+from capaudit.io.text import checked_lines, open_text
 from capaudit.stats.agreement import NOMINAL_LABELS, two_rater_report
 
 PathLike = Union[str, Path]
@@ -30,9 +31,11 @@ def read_two_rater_labels(path: PathLike) -> Tuple[Tuple[str, str], List[str], L
     labels: Dict[str, Dict[str, str]] = {}
     raters: List[str] = []
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
+        with open_text(path) as fh:
+            reader = csv.DictReader(checked_lines(fh, path))
+            if reader.fieldnames is None:
+                raise EmptyInputError(f"the file is empty (need a header {','.join(COLUMNS)})", path=path)
+            header = reader.fieldnames
             for c in COLUMNS:
                 if c not in header:
                     raise InputError(f"missing column (header: {','.join(header) or 'empty'}; need "
@@ -60,8 +63,6 @@ def read_two_rater_labels(path: PathLike) -> Tuple[Tuple[str, str], List[str], L
                         raise InputError(f"a third rater {vals['rater']!r}: the file must hold exactly two raters "
                                          f"({raters[0]!r}, {raters[1]!r})", path=path, line=line, field="rater")
                 labels.setdefault(vals["item_id"], {})[vals["rater"]] = vals["label"]
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", path=path) from None
     except csv.Error as exc:
         raise InputError(f"not a valid CSV file ({exc})", path=path) from None
     if len(raters) != 2:

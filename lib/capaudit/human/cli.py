@@ -1,20 +1,23 @@
 """``capaudit human …`` (reference-spec §7). Every lifecycle command prints where the study database lives.
 
-    capaudit human init      (--db STUDY.sqlite | --params P.yaml) [--study-id ID] [--mode real|simulated] [--config C.yaml]
-    capaudit human sample    (--db | --params) [--judged-claims judged_claims.jsonl ...]
-    capaudit human seal      (--db | --params)
-    capaudit human invite    (--db | --params) --count N [--out invites.csv] [--kind human] [--role annotator]
-    capaudit human assign    (--db | --params) [--extend PSEUDONYM ...] [--extend-all]
-    capaudit human open      (--db | --params)
-    capaudit human close     (--db | --params)
-    capaudit human status    (--db | --params) [--json]
-    capaudit human export    (--db | --params) --out DIR [--include-public-rows] [--n-resamples N]
-    capaudit human backup    (--db | --params) [--out FILE]
-    capaudit human adjudicate (--db | --params) --list [--out CSV] | --item ID --field F --value V --adjudicator PSEUDONYM
-    capaudit human withdraw  (--db | --params) --pseudonym P001
-    capaudit human serve     (--db | --params) [--host 127.0.0.1] [--port 8866]
+    capaudit human init      (--db STUDY.sqlite and/or --params P.yaml) [--study-id ID] [--mode real|simulated] [--config C.yaml]
+    capaudit human sample    (--db and/or --params) [--judged-claims judged_claims.jsonl ...]
+    capaudit human seal      (--db and/or --params)
+    capaudit human invite    (--db and/or --params) --count N [--out invites.csv] [--kind human] [--role annotator]
+    capaudit human assign    (--db and/or --params) [--extend PSEUDONYM ...] [--extend-all]
+    capaudit human open      (--db and/or --params)
+    capaudit human close     (--db and/or --params)
+    capaudit human status    (--db and/or --params) [--json]
+    capaudit human export    (--db and/or --params) --out DIR [--include-public-rows] [--n-resamples N]
+    capaudit human backup    (--db and/or --params) [--out FILE]
+    capaudit human adjudicate (--db and/or --params) --list [--out CSV] | --item ID --field F --value V --adjudicator PSEUDONYM
+    capaudit human withdraw  (--db and/or --params) --pseudonym P001
+    capaudit human serve     (--db and/or --params) [--host 127.0.0.1] [--port 8866]
     capaudit human demo      [--params params/demo.yaml]
     capaudit human agreement --labels LABELS.csv --out AGREEMENT.json
+
+``--db`` names the study database; ``--params`` supplies the settings (``human:`` section, judged claims)
+and, without ``--db``, the database location too.
 """
 
 from __future__ import annotations
@@ -31,20 +34,33 @@ from typing import Any
 
 import yaml
 
-from capaudit.errors import InputError
+from capaudit.argtypes import positive_int
+from capaudit.errors import EmptyInputError, InputError
+from capaudit.io.atomic import check_output_path
+
+
+def _port(text: str) -> int:
+    """A TCP port, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 1-65535, got {value}")
+    return value
 
 
 def _db_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--db", help="study database (SQLite)")
-    g.add_argument("--params", help="params file with a 'human' section (its db, or <artifacts>/human/<study_id>.sqlite)")
+    p.add_argument("--db", help="study database (SQLite); with --params, this database is used")
+    p.add_argument("--params", help="params file with a 'human' section (its settings; its db, or "
+                                    "<artifacts>/human/<study_id>.sqlite, unless --db is given)")
 
 
 def _db_path(args: argparse.Namespace) -> Path:
     if getattr(args, "db", None):
         return Path(args.db)
     if getattr(args, "params", None):
-        from capaudit.config import load_config
+        from capaudit.io.params import load_params as load_config
 
         from .stage import study_db_path
 
@@ -95,7 +111,7 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("invite", help="add pseudonymous participants; prints or writes their invite codes once")
     _db_args(p)
-    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--count", type=positive_int, required=True, help="participants to add")
     p.add_argument("--out", help="CSV (pseudonym,invite_code) written with mode 0600; default: stdout")
     p.add_argument("--kind", choices=["human", "simulated"], default="human")
     p.add_argument("--role", choices=["annotator", "adjudicator"], default="annotator")
@@ -118,7 +134,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--include-public-rows", action="store_true",
                    help="also write hashed-id, allow-listed per-judgment rows")
-    p.add_argument("--n-resamples", type=int, help="bootstrap resamples (default: the study's, 10,000)")
+    p.add_argument("--n-resamples", type=positive_int, help="bootstrap resamples (default: the study's, 10,000)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("backup", help="consistent copy of the study database")
@@ -144,7 +160,7 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("serve", help="serve the annotation notebook with voila on 127.0.0.1")
     _db_args(p)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8866)
+    p.add_argument("--port", type=_port, default=8866)
     p.add_argument("--dry-run", action="store_true", help="prepare the notebook and print the voila command")
     p.set_defaults(func=cmd_serve)
 
@@ -167,17 +183,25 @@ def cmd_init(args: argparse.Namespace) -> int:
     mapping: dict = {}
     source = "<command line>"
     if args.config:
+        from capaudit.io.text import read_text_checked
+
+        if not Path(args.config).is_file():
+            raise InputError("study config not found" if not Path(args.config).exists() else
+                             "study config is not a file", path=args.config)
+        text = read_text_checked(args.config)
         try:
-            mapping = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise InputError("study config not found", path=args.config) from None
+            mapping = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise InputError(f"not valid YAML ({exc})", path=args.config) from None
+            mark = getattr(exc, "problem_mark", None)
+            raise InputError(f"not valid YAML ({getattr(exc, 'problem', None) or exc})", path=args.config,
+                             line=mark.line + 1 if mark is not None else None) from None
+        if mapping is None:
+            raise EmptyInputError("the study config is empty (give a mapping of study settings)", path=args.config)
         source = args.config
         if isinstance(mapping, dict) and "human" in mapping and isinstance(mapping["human"], dict):
             mapping = mapping["human"]
     elif args.params:
-        from capaudit.config import load_config
+        from capaudit.io.params import load_params as load_config
 
         mapping = dict(load_config(args.params).section("human"))
         source = args.params
@@ -188,9 +212,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.mode:
         mapping["mode"] = args.mode
     conf = StudyConfig.from_mapping(mapping, source=source)
-    db = _db_path(args) if (args.db or args.params) else None
-    if db is None:
+    if not (args.db or args.params):
         raise InputError("give the study database with --db STUDY.sqlite or --params PARAMS.yaml")
+    db = check_output_path(_db_path(args))
     with Study.create(db, conf) as st:
         _say(args, db, f"created study {st.study_id!r} ({conf.mode}, protocol {conf.protocol})")
     return 0
@@ -201,7 +225,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if not paths:
         if not args.params:
             raise InputError("give --judged-claims FILE (or --params with human.judged_claims)")
-        from capaudit.config import load_config
+        from capaudit.io.params import load_params as load_config
 
         from .stage import judged_claims_paths
 
@@ -236,6 +260,11 @@ def cmd_close(args: argparse.Namespace) -> int:
 
 
 def cmd_invite(args: argparse.Namespace) -> int:
+    if args.out:  # checked before any participant is added
+        check_output_path(args.out)
+        if os.path.lexists(args.out):
+            raise InputError("already exists; invite codes are shown once, so this file is never overwritten",
+                             path=args.out)
     db, st = _open(args)
     with st:
         invites = st.invite(args.count, kind=args.kind, role=args.role)
@@ -291,8 +320,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import check_output_dir
+
     from .export import export_study
 
+    check_output_dir(args.out)
     db, st = _open(args)
     with st:
         paths = export_study(st, args.out, include_public_rows=args.include_public_rows, n_resamples=args.n_resamples)
@@ -301,6 +333,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
+    if args.out:
+        check_output_path(args.out)
     db, st = _open(args)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out) if args.out else db.with_name(f"{db.stem}.backup-{stamp}.sqlite")
@@ -313,6 +347,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def cmd_adjudicate(args: argparse.Namespace) -> int:
     from .export import disagreements
 
+    if args.out:
+        check_output_path(args.out)
     db, st = _open(args)
     with st:
         if args.list:
@@ -349,11 +385,13 @@ def cmd_withdraw(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .serve import serve
 
-    return serve(_db_path(args), host=args.host, port=args.port, dry_run=args.dry_run)
+    db, st = _open(args)  # refuses a file that is not a study before anything is served
+    st.close()
+    return serve(db, host=args.host, port=args.port, dry_run=args.dry_run)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from capaudit.config import load_config
+    from capaudit.io.params import load_params as load_config
 
     from .stage import run_demo
 
@@ -366,6 +404,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_agreement(args: argparse.Namespace) -> int:
     from .agreement import labels_agreement
 
+    check_output_path(args.out)
     rep = labels_agreement(args.labels, args.out)
     nom, b = rep["nominal"], rep["binary"]
     print(f"capaudit human agreement: nominal n={nom['n']} exact={nom['exact']:.4f}; binary n={b['n']} "

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import InputError
-from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.io.atomic import check_output_dir, write_json_atomic, write_text_atomic
 from capaudit.stats.agreement import (
-    IMAGE_SUPPORT_LABELS, JudgeHumanRecord, binary_agreement, consensus, judge_human_agreement, nominal_agreement,
-    symmetrized_pairs,
+    ABSTENTIONS, IMAGE_SUPPORT_LABELS, JudgeHumanRecord, binary_agreement, cohen_kappa, consensus, exact_agreement,
+    fixed_rater_pairs, fleiss_kappa, gwet_ac1, judge_human_agreement, symmetrized_pairs,
 )
 from capaudit.summaries.agreement import AgreementInterval, JudgeAgreement, format_agreement
 
@@ -176,27 +177,68 @@ def _hash(salt: str, kind: str, value: str) -> str:
     return hashlib.blake2b(f"{salt}\0{kind}\0{value}".encode("utf-8"), digest_size=12).hexdigest()
 
 
-def _agreement_block(a: Sequence[str], b: Sequence[str], labels: Sequence[str], n_items: int) -> Dict[str, Any]:
-    if not a:
-        return {"n_items": n_items, "n_pairs": 0}
-    nom = nominal_agreement(a, b, labels)
-    binary = binary_agreement(a, b)
-    return {"n_items": n_items, "n_pairs": len(a) // 2, "nominal": nom.as_dict(), "binary": binary.as_dict(detail=True)}
+def _ratings_by_field(study: Study) -> Dict[str, Dict[str, Dict[str, str]]]:
+    """field → item_id → participant_id → label (latest revision; non-repeat items)."""
+    items = {r["item_id"]: r for r in study.items()}
+    out: Dict[str, Dict[str, Dict[str, str]]] = {f: {} for f in ADJUDICABLE_FIELDS}
+    for a in study.latest_annotations():
+        it = items.get(a["item_id"])
+        if it is None or it["repeat_of"] is not None:
+            continue
+        for f, ph in ADJUDICABLE_FIELDS.items():
+            if a["phase"] == ph and a[f] is not None:
+                out[f].setdefault(a["item_id"], {})[a["participant_id"]] = a[f]
+    return out
+
+
+def _nominal_block(ratings: Dict[str, Dict[str, str]], labels: Sequence[str]) -> Dict[str, Any]:
+    """Pooled exact agreement and AC1 (symmetrized pairs), Cohen's κ (two fixed raters only, else
+    ``None``) and Fleiss' κ (any raters) of items with ≥ 2 labels."""
+    per_item = {i: list(r.values()) for i, r in ratings.items()}
+    a, b = symmetrized_pairs(per_item)
+    fixed = fixed_rater_pairs(ratings)
+    return {"n": len(a), "exact": exact_agreement(a, b),
+            "cohen_kappa": cohen_kappa(fixed[1], fixed[2], labels) if fixed else None,
+            "gwet_ac1": gwet_ac1(a, b, labels), "fleiss_kappa": fleiss_kappa(per_item, labels)}
+
+
+def _binary_block(ratings: Dict[str, Dict[str, str]]) -> Dict[str, Any]:
+    """Pooled binary agreement (symmetrized pairs, abstentions dropped) with Cohen's κ of two fixed
+    raters (else ``None``) and Fleiss' κ of the yes/no labels of items with ≥ 2 of them."""
+    per_item = {i: list(r.values()) for i, r in ratings.items()}
+    a, b = symmetrized_pairs(per_item)
+    pooled = binary_agreement(a, b)
+    fixed = fixed_rater_pairs(ratings)
+    kept = {i: [x for x in labs if x not in ABSTENTIONS] for i, labs in per_item.items()}
+    kept = {i: labs for i, labs in kept.items() if len(labs) >= 2}
+    out = dataclasses.replace(pooled, cohen_kappa=binary_agreement(fixed[1], fixed[2]).cohen_kappa
+                              if fixed else None).as_dict(detail=True)
+    out["fleiss_kappa"] = fleiss_kappa(kept, SUBSTANTIVE) if kept else None
+    return out
 
 
 def human_human(study: Study) -> Dict[str, Any]:
-    """Symmetrized pooled human–human agreement per nominal field (items with ≥ 2 raters)."""
-    labels, _ = _labels_by_field(study)
+    """Symmetrized pooled human–human agreement per nominal field (items with ≥ 2 raters).
+
+    ``cohen_kappa`` is Cohen's κ (scikit-learn's, as ``capaudit human agreement``) when the same two
+    participants labelled every such item, else ``None`` (Cohen's κ needs two fixed raters);
+    ``fleiss_kappa`` is Fleiss' κ, defined for any raters (Scott's π with two raters per item).
+    ``raters`` counts the distinct participants; ``n`` counts the symmetrized (ordered) pairs.
+    """
+    ratings = _ratings_by_field(study)
     out: Dict[str, Any] = {}
     for f, ph in ADJUDICABLE_FIELDS.items():
-        per_item = {k[0]: v for k, v in labels.items() if k[1] == f and len(v) >= 2}
-        a, b = symmetrized_pairs(per_item)
+        per_field = {i: r for i, r in ratings[f].items() if len(r) >= 2}
+        n_pairs = sum(len(r) * (len(r) - 1) // 2 for r in per_field.values())
+        block: Dict[str, Any] = {"n_items": len(per_field), "n_pairs": n_pairs}
         allowed = PHASE_FIELDS[ph][f]
         if f in ("caption_licensed", "image_support"):
-            out[f] = _agreement_block(a, b, allowed, len(per_item))
+            if per_field:
+                block.update(nominal=_nominal_block(per_field, allowed), binary=_binary_block(per_field))
         else:
-            out[f] = {"n_items": len(per_item), "n_pairs": len(a) // 2,
-                      "nominal": nominal_agreement(a, b, allowed).as_dict() if a else None}
+            block["nominal"] = _nominal_block(per_field, allowed) if per_field else None
+        block["raters"] = len({p for r in per_field.values() for p in r})
+        out[f] = block
     return out
 
 
@@ -210,6 +252,13 @@ def repeat_consistency(study: Study) -> Dict[str, Any]:
     return {"n": len(pairs), "exact": (sum(x == y for x, y in pairs) / len(pairs)) if pairs else None}
 
 
+def _check_resamples(n_resamples: Optional[int]) -> None:
+    """``None`` (the study's setting) or a positive integer; 0 is not "the default"."""
+    if n_resamples is not None and (isinstance(n_resamples, bool) or not isinstance(n_resamples, int)
+                                    or n_resamples < 1):
+        raise InputError(f"must be a positive integer, got {n_resamples!r}", field="n_resamples")
+
+
 def agreement_summary(study: Study, n_resamples: Optional[int] = None, seed: Optional[int] = None
                       ) -> Dict[str, JudgeAgreement]:
     """Judge–human agreement per judge (overall and by surface group) as the summary schema."""
@@ -217,7 +266,9 @@ def agreement_summary(study: Study, n_resamples: Optional[int] = None, seed: Opt
     recs = judge_human_records(study)
     if not recs:
         raise InputError("no image-phase consensus yet: nothing to compare with the judges", path=study.path)
-    res = judge_human_agreement(recs, study.judges, n_resamples=n_resamples or r.bootstrap_resamples,
+    _check_resamples(n_resamples)
+    res = judge_human_agreement(recs, study.judges,
+                                n_resamples=r.bootstrap_resamples if n_resamples is None else n_resamples,
                                 seed=r.bootstrap_seed if seed is None else seed, labels=IMAGE_SUPPORT_LABELS)
     out: Dict[str, JudgeAgreement] = {}
     for j, block in res.items():
@@ -275,8 +326,9 @@ def public_rows(study: Study) -> List[Dict[str, Any]]:
 def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = False,
                  n_resamples: Optional[int] = None) -> Dict[str, Path]:
     """Write the aggregate export (and judge–human agreement, and public rows on request) to ``out_dir``."""
+    _check_resamples(n_resamples)
     check_exportable(study)
-    out = Path(out_dir)
+    out = check_output_dir(out_dir)
     paths: Dict[str, Path] = {}
     st = status_report(study)
     scales = {f: dict(sorted(Counter(a[f] for a in study.latest_annotations() if a["phase"] == "pair" and a[f] is not None)

@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.manifest import sha256_of
+from capaudit.io.text import checked_lines, open_text
 
 from .protocol import CATEGORIES, JUDGE_ANSWERS, StudyConfig
 
@@ -132,15 +133,17 @@ def read_judged_claims(paths: Sequence[PathLike]) -> Tuple[List[Claim], Dict[str
     for p in paths:
         path = Path(p)
         if not path.is_file():
-            raise InputError("judged-claims file not found", path=path)
-        with open(path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
+            raise InputError("judged-claims file not found" if not path.exists() else
+                             "not a file (give a judged_claims.jsonl)", path=path)
+        rows_before = counts["rows"]
+        with open_text(path) as fh:
+            for i, line in enumerate(checked_lines(fh, path), 1):
                 if not line.strip():
                     continue
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise InputError(f"not valid JSON ({exc.msg})", path=path, line=i) from None
+                    raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=i) from None
                 counts["rows"] += 1
                 c = parse_claim(row, str(path), i)
                 if c is None:
@@ -149,6 +152,8 @@ def read_judged_claims(paths: Sequence[PathLike]) -> Tuple[List[Claim], Dict[str
                 if c.question_id in latest:
                     counts["overridden"] += 1
                 latest[c.question_id] = c
+        if counts["rows"] == rows_before:
+            raise EmptyInputError("no judged claims: the file is empty", path=path)
     return [latest[q] for q in sorted(latest, key=_qid_sort_key)], counts
 
 

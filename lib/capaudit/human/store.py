@@ -259,6 +259,8 @@ class StudyStore:
     def __init__(self, path: PathLike, *, create: bool = False, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
         self.path = Path(path).resolve()
         self.busy_timeout_ms = busy_timeout_ms
+        if self.path.is_dir():
+            raise InputError("is a directory, not a study database", path=self.path)
         exists = self.path.exists() and self.path.stat().st_size > 0
         if not exists and not create:
             raise InputError("no study database here; create one with `capaudit human init`", path=self.path)
@@ -271,11 +273,21 @@ class StudyStore:
         self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000.0, isolation_level=None,
                                     check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
-        self._pragmas()
-        if exists:
-            self._check_version()
-        else:
-            self.write(self._create)
+        try:
+            if exists:  # a foreign or damaged file is refused before anything (WAL mode) is written to it
+                self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                self.schema_version()
+            self._pragmas()
+            if exists:
+                self._check_version()
+            else:
+                self.write(self._create)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise InputError(f"not a readable study database ({exc})", path=self.path) from None
+        except BaseException:
+            self.close()
+            raise
 
     # -- connection -------------------------------------------------------------------------------
     def _pragmas(self) -> None:

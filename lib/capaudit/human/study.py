@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from capaudit.errors import InputError
+from capaudit.errors import EmptyInputError, InputError
 
 from .protocol import (
     ADJUDICABLE_FIELDS, PHASE_FIELDS, PHASES, StudyConfig, claim_text, validate_judgment,
@@ -211,7 +211,12 @@ class Study:
         if st not in ("created", "sampled"):
             raise InputError(f"study {self.study_id!r} is {st}: a sealed study cannot be re-sampled", path=self.path)
         claims, counts = read_judged_claims(judged_claims)
-        items, report = sample_items(claims, self.config)
+        try:
+            items, report = sample_items(claims, self.config)
+        except EmptyInputError as exc:
+            if exc.path is not None:
+                raise
+            raise EmptyInputError(str(exc), path=", ".join(str(p) for p in judged_claims)) from None
         report.counts.update(counts)
         report.sources = [{"path": str(Path(p).resolve()), "sha256": file_digest(p)} for p in judged_claims]
         rows = []
@@ -303,7 +308,7 @@ class Study:
         def tx(conn: sqlite3.Connection) -> None:
             cur = conn.execute("UPDATE participants SET status = 'withdrawn' WHERE pseudonym = ?", (pseudonym,))
             if cur.rowcount != 1:
-                raise AccessError(f"no participant {pseudonym!r}", field="pseudonym")
+                raise AccessError(f"no participant {pseudonym!r}", path=self.path, field="pseudonym")
             pid = conn.execute("SELECT participant_id FROM participants WHERE pseudonym = ?", (pseudonym,)).fetchone()[0]
             conn.execute("INSERT INTO consent_events (participant_id, consent, consent_version, created_at) "
                          "VALUES (?, 'withdrawn', ?, ?)", (pid, self.config.consent_version, utcnow()))
@@ -507,7 +512,8 @@ class Study:
         if not isinstance(adjudicator, str) or not adjudicator or len(adjudicator) > 32 or not all(
                 ch.isalnum() or ch in "_-" for ch in adjudicator):
             raise InputError("adjudicator must be a pseudonym (1-32 letters, digits, '_' or '-')", field="adjudicator")
-        self.item(item_id)
+        if self.store.one("SELECT 1 FROM items WHERE item_id = ?", (item_id,)) is None:
+            raise InputError(f"no item {item_id!r} in study {self.study_id!r}", path=self.path, field="item_id")
         if self.mode == "real" and simulated:
             raise InputError("simulated adjudication is refused in a real study", field="simulated")
         pkt = dict(packet) if packet is not None else {

@@ -4,7 +4,13 @@ Two-rater statistics over paired labels ``a[i]``, ``b[i]`` (one pair per item):
 
 * exact agreement ``p_o = Σ [a = b] / n`` (optionally weighted: :func:`exact_agreement`);
 * Cohen's κ ``(p_o − p_e) / (1 − p_e)`` with ``p_e = Σ_k p_a(k) p_b(k)`` from each rater's own
-  marginals; undefined (``None``) when ``p_e = 1`` (both raters used one and the same label);
+  marginals (scikit-learn's ``cohen_kappa_score``); undefined (``None``) when ``p_e = 1`` (both raters
+  used one and the same label). It needs two *fixed* raters: :func:`fixed_rater_pairs` finds them in a
+  study, where items are otherwise labelled by different participants;
+* Fleiss' κ (:func:`fleiss_kappa`) for items labelled by any number of raters: ``P_o`` = mean over
+  items of the share of agreeing rater pairs, ``p_e = Σ_k π_k²`` with ``π_k`` the mean per-item share
+  of label ``k`` (Fleiss 1971 for a constant number of raters; Gwet 2014's form when it varies). With
+  two raters per item it is Scott's π — the κ of the symmetrized pooled pairs (:func:`symmetrized_pairs`);
 * Gwet's AC1 ``(p_o − p_e) / (1 − p_e)`` with ``p_e = Σ_k π_k (1 − π_k) / (q − 1)``,
   ``π_k = (p_a(k) + p_b(k)) / 2`` and ``q`` the size of the **label set** (not the number of labels
   seen), so AC1 always exists for ``q ≥ 2``;
@@ -84,6 +90,56 @@ def cohen_kappa(a: Sequence[str], b: Sequence[str], labels: Optional[Sequence[st
     if pe >= 1.0:
         return None
     return (po - pe) / (1.0 - pe)
+
+
+def fleiss_kappa(ratings: Mapping[Hashable, Sequence[str]], labels: Optional[Sequence[str]] = None
+                 ) -> Optional[float]:
+    """Fleiss' κ over the items rated at least twice; ``None`` when chance agreement is 1.
+
+    ``ratings`` maps an item to its labels (one per rater; raters need not be the same across
+    items). ``P_o = mean_i Σ_k n_ik (n_ik − 1) / (m_i (m_i − 1))``, ``π_k = mean_i n_ik / m_i``,
+    ``p_e = Σ_k π_k²``: Fleiss (1971) when every item has the same number of raters ``m``, and the
+    varying-``m`` form of Gwet (2014, irrCAC ``fleiss.kappa.raw``) otherwise. Two raters per item:
+    Scott's π. Items with fewer than two labels are left out.
+    """
+    items = [list(v) for v in ratings.values() if len(v) >= 2]
+    if not items:
+        raise ValueError("fleiss_kappa: no item has two or more labels")
+    if labels is not None:
+        allowed = set(labels)
+        for labs in items:
+            for lab in labs:
+                if lab not in allowed:
+                    raise ValueError(f"fleiss_kappa: label {lab!r} not in {list(labels)}")
+    po = 0.0
+    share: Counter = Counter()
+    for labs in items:
+        m = len(labs)
+        counts = Counter(labs)
+        po += sum(c * (c - 1) for c in counts.values()) / (m * (m - 1))
+        for k, c in counts.items():
+            share[k] += c / m
+    n = len(items)
+    po /= n
+    pe = sum((v / n) ** 2 for v in share.values())
+    if pe >= 1.0:
+        return None
+    return (po - pe) / (1.0 - pe)
+
+
+def fixed_rater_pairs(ratings: Mapping[Hashable, Mapping[Hashable, str]]
+                      ) -> Optional[Tuple[Tuple[Hashable, Hashable], List[str], List[str]]]:
+    """``((rater_a, rater_b), labels_a, labels_b)`` when every item rated at least twice was rated by
+    exactly the same two raters (sorted ids, items in order); else ``None``: Cohen's κ is defined for
+    two fixed raters only."""
+    items = [(i, r) for i, r in ratings.items() if len(r) >= 2]
+    if not items:
+        return None
+    pair = tuple(sorted(items[0][1], key=str))
+    if len(pair) != 2 or any(tuple(sorted(r, key=str)) != pair for _, r in items):
+        return None
+    ra, rb = pair
+    return (ra, rb), [r[ra] for _, r in items], [r[rb] for _, r in items]
 
 
 def gwet_ac1(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> float:
@@ -241,7 +297,8 @@ def symmetrized_pairs(ratings: Mapping[Hashable, Sequence[str]]) -> Tuple[List[s
     """Pooled human–human pairs: every unordered pair of raters of an item, in both orders (§7).
 
     Symmetrizing makes both marginals the pooled label distribution, so κ does not depend on which
-    rater is called A.
+    rater is called A; :func:`cohen_kappa` of these pairs is therefore not Cohen's κ but Fleiss' κ
+    (Scott's π with two raters per item) — use :func:`fleiss_kappa` for it.
     """
     a: List[str] = []
     b: List[str] = []
@@ -342,6 +399,8 @@ __all__ = [
     "confusion_matrix",
     "consensus",
     "exact_agreement",
+    "fixed_rater_pairs",
+    "fleiss_kappa",
     "gwet_ac1",
     "judge_human_agreement",
     "nominal_agreement",
