@@ -129,7 +129,7 @@ def _python_module(mod: str) -> Check:
 
 
 RESOURCES: Dict[str, Resource] = {r.name: r for r in (
-    Resource("wordnet", "WordNet 3.0 (Debian)", "reference-caption judge, annotation judge lexicon, detail parsers, "
+    Resource("wordnet", "WordNet 3.0 (Debian)", "reference-caption judge, COCO lexicon rebuild, "
              "alt-text hypernyms", "apt-get install wordnet-base wordnet-sense-index", _wordnet,
              ("wordnet-base", "wordnet-sense-index"), ("paper", "test")),
     Resource("tesseract", "Tesseract OCR + English data", "annotation judge (text-rendering claims)",

@@ -68,9 +68,6 @@ def register(subparsers: Any) -> None:
     run.add_argument("--id-column", help="Parquet input: the image id column")
     run.add_argument("--image-column", help="Parquet input: the image bytes/path column")
     add_run_control_options(run, unit="image")
-    run.add_argument("--allow-failures", action="store_true",
-                     help="exit 0 even when images remain failed at the end (the summary line counts them); "
-                          "default: exit 3")
     run.set_defaults(func=cmd_run)
 
     ex = sub.add_parser("export", help="write a recap store as a caption surface (JSONL or Parquet)")
@@ -146,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         workers=args.workers, resume=bool(args.resume or args.only_failed), only_failed=args.only_failed,
         progress=not args.no_progress, backoff_base=args.backoff, backoff_max=args.backoff_max,
         api_key=os.environ.get(args.api_key_env) if args.api_key_env else None, drain_timeout=args.drain_timeout,
-        metadata=metadata, limit=args.limit, inputs_description=[i.describe() for i in inputs],
+        metadata=metadata, limit=args.limit, inputs_description=[i.describe() for i in inputs], probe=args.probe,
     )
     d = stats.to_dict()
     d["skipped_non_image_files"] = sum(i.stats.skipped_non_image for i in inputs)

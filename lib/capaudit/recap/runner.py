@@ -287,6 +287,7 @@ async def arecap(
     api_key: Optional[str] = None,
     drain_timeout: float = 30.0,
     handle_signals: bool = True,
+    probe: bool = True,
     metadata: Optional[Mapping[str, Mapping[str, Any]]] = None,
     limit: Optional[int] = None,
     seed: Optional[int] = None,
@@ -322,6 +323,7 @@ async def arecap(
             run = _CaptionRun(rstore, urls, model, concurrency=concurrency, timeout=timeout, retries=retries,
                               reasks=reasks, backoff_base=backoff_base, backoff_max=backoff_max, api_key=api_key,
                               seed=seed, stats=rstats)
+            run.probe = probe  # the first request alone: an endpoint that cannot answer stops the run
             error: Optional[BaseException] = None
             try:
                 await _pipeline(run, images, policy, tmpl, opts, frozenset(answered), only, workers, progress,
