@@ -463,5 +463,21 @@ def extraction_accounting(claims_responses: Sequence[PathLike], claims_requests:
                           invalid_at_token_cap=acc[s][4]) for s in names if s in acc}
 
 
-__all__ = ["bootstrap_stds", "bootstrap_sums", "build_cells", "load_slice", "cells_from_answers", "judge_agreement",
+
+def check_cells_have_data(report: Dict[str, Any], names: List[str], surfaces: List[str], stores: List[str]) -> None:
+    """No cell may be a number from no data: refuse when no caption, or no caption of a surface,
+    is answered by every judge (the error says how many each judge answered)."""
+    inter = report["__intersection__"]
+    answered = ", ".join(f"{n}: {report[n]['answered']} answered, {report[n]['failed']} failed" for n in names)
+    if not inter["captions"]:
+        raise InputError(f"no caption is answered by every judge ({answered}); no cell can be computed",
+                         path=", ".join(stores))
+    empty = [s for s in surfaces if not inter["surfaces"].get(s)]
+    if empty:
+        raise InputError(f"surface(s) {', '.join(map(repr, empty))} have no caption answered by every judge "
+                         f"({answered}); their cells would be numbers from no data: leave them out of --surface "
+                         "or complete the runs", path=", ".join(stores))
+
+
+__all__ = ["check_cells_have_data", "bootstrap_stds", "bootstrap_sums", "build_cells", "load_slice", "cells_from_answers", "judge_agreement",
            "extraction_accounting", "intersect"]

@@ -181,7 +181,7 @@ def cmd_cells(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import write_text_atomic
     from capaudit.summaries.cells import format_cells
 
-    from .cells import cells_from_answers, extraction_accounting, load_slice
+    from .cells import cells_from_answers, check_cells_have_data, extraction_accounting, load_slice
     from .judged_claims import judged_claim_rows, write_judged_claims
 
     judges = parse_judge_specs(args.judge)
@@ -213,21 +213,6 @@ def cmd_cells(args: argparse.Namespace) -> int:
                                                     for k, v in report.items()}) + f" -> {args.out}"
           + (f"; DEGRADED: {degraded}" if degraded else ""), file=sys.stderr)
     return 0
-
-
-def check_cells_have_data(report: Dict[str, Any], names: List[str], surfaces: List[str], stores: List[str]) -> None:
-    """No cell may be a number from no data: refuse when no caption, or no caption of a surface,
-    is answered by every judge (the error says how many each judge answered)."""
-    inter = report["__intersection__"]
-    answered = ", ".join(f"{n}: {report[n]['answered']} answered, {report[n]['failed']} failed" for n in names)
-    if not inter["captions"]:
-        raise InputError(f"no caption is answered by every judge ({answered}); no cell can be computed",
-                         path=", ".join(stores))
-    empty = [s for s in surfaces if not inter["surfaces"].get(s)]
-    if empty:
-        raise InputError(f"surface(s) {', '.join(map(repr, empty))} have no caption answered by every judge "
-                         f"({answered}); their cells would be numbers from no data: leave them out of --surface "
-                         "or complete the runs", path=", ".join(stores))
 
 
 def load_params(path: str) -> Any:

@@ -159,7 +159,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     from capaudit.llm.requests import write_requests
     from capaudit.summaries.claimed import format_claimed_summary
 
-    from .cells import cells_from_answers, extraction_accounting, load_slice
+    from .cells import cells_from_answers, check_cells_have_data, extraction_accounting, load_slice
     from .judged_claims import judged_claim_rows, write_judged_claims
     from .requests import JudgeBuildParams, build_judge_requests
     from .summarize import degraded_list, summarize_judge
@@ -220,6 +220,8 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
         write_text_atomic(sdir / slug(j.name) / "vqa_summary.json", format_vqa_summary(summ))
     cells, report = cells_from_answers(name, [j.name for j in judges], index, answers, int(section.get("reps", 2000)),
                                        int(section.get("seed", 0)), extraction, [s.name for s in specs])
+    check_cells_have_data(report, [j.name for j in judges], [s.name for s in specs],
+                          [str(sdir / slug(j.name) / "responses.jsonl") for j in judges])
     write_text_atomic(sdir / "cells.json", format_cells(cells))
     n_claims = write_judged_claims(sdir / "judged_claims.jsonl", judged_claim_rows(
         name, [j.name for j in judges], index, answers, req_paths, [creq],
