@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 
 def _int_at_least(text: str, minimum: int, expected: str) -> int:
@@ -48,6 +48,54 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _interval(lo: float, hi: float, lo_open: bool, hi_open: bool) -> str:
+    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+
+
+def _inside(v: float, lo: float, hi: float, lo_open: bool, hi_open: bool) -> bool:
+    return (lo < v if lo_open else lo <= v) and (v < hi if hi_open else v <= hi)
+
+
+def number_in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False) -> Callable[[str], float]:
+    """Argument type: one number in the interval (``number_in(0, 1, hi_open=True)`` is [0, 1))."""
+    def parse(text: str) -> float:
+        message = f"expected a number in {_interval(lo, hi, lo_open, hi_open)}, got {text!r}"
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(message) from None
+        if not _inside(value, lo, hi, lo_open, hi_open):
+            raise argparse.ArgumentTypeError(message)
+        return value
+    return parse
+
+
+def numbers_in(lo: float, hi: float, what: str, *, lo_open: bool = False,
+               hi_open: bool = False) -> Callable[[str], Tuple[float, ...]]:
+    """Argument type: comma-separated numbers (at least one), each in the interval."""
+    def parse(text: str) -> Tuple[float, ...]:
+        message = f"expected comma-separated {what} in {_interval(lo, hi, lo_open, hi_open)}, got {text!r}"
+        try:
+            values = tuple(float(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(message) from None
+        if not values or not all(_inside(v, lo, hi, lo_open, hi_open) for v in values):
+            raise argparse.ArgumentTypeError(message)
+        return values
+    return parse
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (``--temperature``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
 
 

@@ -25,12 +25,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, List, Tuple, Union
+from typing import Any, List, Union
 
 
 def register(subparsers: Any) -> None:
     """Add ``detail`` and its subcommands to the ``capaudit`` command."""
-    from capaudit.argtypes import add_engine_options, nonnegative_int, positive_float, positive_int
+    from capaudit.argtypes import add_engine_options, nonnegative_int, number_in, numbers_in, positive_float, positive_int
 
     from .metrics import LENGTH_UNITS, RELATION_ENDS
     from .selection import STRATEGIES
@@ -85,9 +85,9 @@ def register(subparsers: Any) -> None:
     sg.add_argument("--grounding", action="append", default=[], metavar="SPEC", help="as for score (needed for icr)")
     sg.add_argument("--out", required=True)
     sg.add_argument("--measure", action="append", choices=["icr", "aod"], default=[])
-    sg.add_argument("--fractions", type=fractions_list, default=(0.2, 0.4, 0.6, 0.8),
+    sg.add_argument("--fractions", type=numbers_in(0, 1, "fractions", lo_open=True, hi_open=True), default=(0.2, 0.4, 0.6, 0.8),
                     help="comma-separated target fractions, each in (0, 1) (default 0.2,0.4,0.6,0.8)")
-    sg.add_argument("--tolerance", type=tolerance_value, default=0.05, help="allowed |ratio - fraction|, in [0, 1)")
+    sg.add_argument("--tolerance", type=number_in(0, 1, hi_open=True), default=0.05, help="allowed |ratio - fraction|, in [0, 1)")
     sg.add_argument("--seed", type=nonnegative_int, default=0)
     sg.add_argument("--relation-ends", choices=RELATION_ENDS, default="both")
     sg.add_argument("--realiser", choices=["template", "llm"], default="template")
@@ -113,29 +113,6 @@ def count_or_proportion(text: str) -> Union[int, float]:
         raise argparse.ArgumentTypeError(f"expected a count >= 1 or a proportion in (0, 1], got {text!r}") from None
     if (isinstance(value, float) and not 0.0 < value <= 1.0) or (isinstance(value, int) and value < 1):
         raise argparse.ArgumentTypeError(f"expected a count >= 1 or a proportion in (0, 1], got {text!r}")
-    return value
-
-
-def fractions_list(text: str) -> Tuple[float, ...]:
-    """``--fractions``: comma-separated numbers, each in (0, 1)."""
-    message = f"expected comma-separated fractions in (0, 1), got {text!r}"
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(message) from None
-    if not values or not all(0.0 < v < 1.0 for v in values):
-        raise argparse.ArgumentTypeError(message)
-    return values
-
-
-def tolerance_value(text: str) -> float:
-    """``--tolerance``: a number in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
     return value
 
 

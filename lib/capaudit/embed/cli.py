@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from ..argtypes import nonnegative_int, positive_int
+from ..argtypes import nonnegative_int, numbers_in, positive_int
 from ..io.atomic import check_output_path, write_text_atomic
 
 
@@ -23,18 +23,6 @@ def _name_value(text: str) -> Tuple[str, str]:
     if not sep or not name or not value:
         raise argparse.ArgumentTypeError(f"expected NAME=FILE, got {text!r}")
     return name, value
-
-
-def _cosines(text: str) -> Tuple[float, ...]:
-    """Comma-separated cosine thresholds: at least one, each in [-1, 1]."""
-    message = f"expected comma-separated cosines in [-1, 1], got {text!r}"
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(message) from None
-    if not values or not all(-1.0 <= v <= 1.0 for v in values):
-        raise argparse.ArgumentTypeError(message)
-    return values
 
 
 def _name_rank(text: str) -> Tuple[str, int]:
@@ -77,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--k", type=positive_int, default=10, help="k of Coverage/Density@k (default 10)")
     pr.add_argument("--max-gallery", type=positive_int, default=20_000)
     pr.add_argument("--max-query", type=positive_int, default=10_000)
-    pr.add_argument("--thresholds", type=_cosines, default=None,
+    pr.add_argument("--thresholds", type=numbers_in(-1, 1, "cosines"), default=None,
                     help="kNN max-cosine thresholds in [-1, 1] (default 0.60..0.90)")
     pr.add_argument("--batch-size", type=positive_int, default=64)
     pr.add_argument("--cache-dir", default=None, help="embedding cache (default $CAPAUDIT_CACHE/embeddings)")

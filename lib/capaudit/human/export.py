@@ -54,23 +54,15 @@ class Disagreement:
     labels: Tuple[str, ...]
 
 
-def _labels_by_field(study: Study) -> Tuple[Dict[Tuple[str, str], List[str]], Dict[str, Any]]:
-    """(item_id, field) → labels of distinct participants (non-repeat items), and item rows by id."""
-    items = {r["item_id"]: r for r in study.items()}
-    out: Dict[Tuple[str, str], List[str]] = defaultdict(list)
-    for a in study.latest_annotations():
-        it = items.get(a["item_id"])
-        if it is None or it["repeat_of"] is not None:
-            continue
-        for f, ph in ADJUDICABLE_FIELDS.items():
-            if a["phase"] == ph and a[f] is not None:
-                out[(a["item_id"], f)].append(a[f])
-    return out, items
+def _labels_by_field(study: Study) -> Dict[Tuple[str, str], List[str]]:
+    """(item_id, field) → labels of distinct participants (latest revision; non-repeat items)."""
+    return {(item, f): list(by_participant.values())
+            for f, by_item in _ratings_by_field(study).items() for item, by_participant in by_item.items()}
 
 
 def consensus_rows(study: Study) -> Dict[Tuple[str, str], Optional[str]]:
     """(item_id, field) → consensus value (or ``None``) for every nominal field with at least one label."""
-    labels, _ = _labels_by_field(study)
+    labels = _labels_by_field(study)
     adj = study.adjudicated()
     keys = set(labels) | {(i, f) for (i, _, f) in adj}
     return {k: consensus(labels.get(k, []), adj.get((k[0], ADJUDICABLE_FIELDS[k[1]], k[1]))) for k in sorted(keys)}
@@ -78,7 +70,7 @@ def consensus_rows(study: Study) -> Dict[Tuple[str, str], Optional[str]]:
 
 def disagreements(study: Study) -> List[Disagreement]:
     """Fields with the planned number of labels but no consensus and no adjudication."""
-    labels, _ = _labels_by_field(study)
+    labels = _labels_by_field(study)
     adj = study.adjudicated()
     need = study.config.labels_per_item
     out = []

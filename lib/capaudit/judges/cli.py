@@ -27,10 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, List, Tuple
 
-from capaudit.argtypes import nonnegative_int, positive_int
+from capaudit.argtypes import nonnegative_float, nonnegative_int, positive_int
 from capaudit.errors import InputError
 
 #: bootstrap replicates: a sample std needs at least two
@@ -43,17 +42,6 @@ def reps_count(text: str) -> int:
     if value < MIN_REPS:
         raise argparse.ArgumentTypeError(f"expected an integer >= {MIN_REPS} (a bootstrap std needs two replicates), "
                                          f"got {value}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """A finite number >= 0 (``--temperature``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not (value >= 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
 
 

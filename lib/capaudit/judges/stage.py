@@ -155,7 +155,6 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     """Claims, judge requests and answers, summaries, cells and judged claims of one slice."""
     from capaudit.claims.requests import BuildParams, build_requests, write_manifest
     from capaudit.claims.stage import model_revision
-    from capaudit.claims.summarize import summarize_responses
     from capaudit.llm.requests import write_requests
     from capaudit.summaries.claimed import format_claimed_summary
 
