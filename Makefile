@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 ## every stage and paper element of PARAMS (unchanged notebooks are skipped), then the PDF
-paper: $(VENV)/.installed system-paper
+paper: system-paper $(VENV)/.installed
 	$(CAPAUDIT) notebook run-all --params $(PARAMS)
 	@$(MAKE) --no-print-directory paper-pdf PARAMS=$(PARAMS)
 
@@ -44,15 +44,16 @@ doctor: $(VENV)/.installed
 	@$(CAPAUDIT) doctor
 
 ## the Debian packages `make paper` / `make test` need (apt-get as root; otherwise the sudo line, exit 1)
-system-paper system-test: $(VENV)/.installed
-	@$(CAPAUDIT) doctor --install $(@:system-%=%)
+## (runs before the venv: the check needs only the standard library, so a missing package is named at once)
+system-paper system-test:
+	@PYTHONPATH=lib $(PYTHON) -m capaudit.doctor --install $(@:system-%=%)
 
 ## CLIP's BPE vocabulary (sha256-checked) for the tokenizer-equality tests, cached
-clip-vocab:
-	@bash setup/clip_bpe_vocab.sh >/dev/null || echo "[capaudit] CLIP vocabulary not fetched (above); its tests will skip" >&2
+clip-vocab: $(VENV)/.installed
+	@PYTHON=$(VENV)/bin/python bash setup/clip_bpe_vocab.sh >/dev/null || echo "[capaudit] CLIP vocabulary not fetched (above); its tests will skip" >&2
 
 ## the test suite; SKIP_VLLM=1 skips building the vLLM CPU environment (its tests then skip, saying so)
-test: $(VENV)/.installed system-test clip-vocab
+test: system-test $(VENV)/.installed clip-vocab
 	@if [[ -z "$(SKIP_VLLM)" ]]; then \
 	  bash setup/vllm_cpu_env.sh > /dev/null 2> >(tail -n 40 >&2) \
 	  || echo "[capaudit] the vLLM CPU environment could not be built (above); its tests will skip" >&2; fi

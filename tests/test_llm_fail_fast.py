@@ -59,6 +59,7 @@ def test_make_app_refuses_backend_missing_required_resource(absent_wordnet):
     msg = str(err.value)
     assert time.monotonic() - t0 < 5
     assert "backend needs-wn" in msg and "WordNet" in msg and "apt-get install -y wordnet-base wordnet-sense-index" in msg
+    assert "apt-get update" in msg
     assert "\n" not in msg
 
 
@@ -113,8 +114,46 @@ def test_endpoint_checks(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(EndpointUnavailable):
         run_requests(_rows(3), tmp_path / "x.jsonl", [dead], "m", progress=False)
-    assert time.monotonic() - t0 < 5 and not (tmp_path / "x.jsonl").exists() or \
-        (tmp_path / "x.jsonl").read_text() == ""
+    assert time.monotonic() - t0 < 5
+    assert not (tmp_path / "x.jsonl").exists() or (tmp_path / "x.jsonl").read_text() == ""
+
+
+def _fails_on_caption_0(kind: str):
+    def backend(messages, payload):
+        if "caption 0" in messages[-1]["content"]:
+            if kind == "crash":
+                raise RuntimeError("this one input breaks the backend")
+            raise ValueError("this one request is malformed")  # served as HTTP 400
+        return "{}"
+    return backend
+
+
+@pytest.mark.parametrize("kind,status", [("crash", 500), ("reject", 400)])
+def test_a_first_request_failing_alone_does_not_stop_the_run(tmp_path, kind, status):
+    """Only failures that say the endpoint cannot answer stop a run; a 5xx or 400 of one request does not,
+    and a resumed run (which sends that request first again) finishes too."""
+    name = f"test-first-{kind}"
+    backends.register_backend(name, _fails_on_caption_0(kind))
+    with background_server([name]) as url:
+        st = run_requests(_rows(6, name), tmp_path / "o.jsonl", [url], name, retries=1, backoff_base=0.001,
+                          progress=False)
+        again = run_requests(_rows(6, name), tmp_path / "o.jsonl", [url], name, retries=1, backoff_base=0.001,
+                             progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert (st.answered, st.failed) == (5, 1) and (again.answered, again.failed) == (0, 1)
+    failed = [r for r in rows if not r["ok"]]
+    assert len(failed) == 2 and {r["status"] for r in failed} == {status}
+
+
+def test_serving_all_leaves_out_a_backend_that_cannot_run(absent_wordnet):
+    reg = backends.BackendRegistry(plugins=())
+    reg.register("needs-wn", backends.echo_backend, requires=("wordnet",))
+    reg.register("plain", backends.echo_backend)
+    from capaudit.llm.server import BACKENDS_KEY, DEGRADED_KEY
+
+    app = make_app(None, registry=reg)
+    assert app[BACKENDS_KEY] == ["plain"]
+    assert any(n.startswith("needs-wn not served") and "wordnet-base" in n for n in app[DEGRADED_KEY])
 
 
 def _cli(args, timeout: float = 120, **kw) -> subprocess.CompletedProcess:

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from capaudit.resources import RESOURCES, ResourceMissing, install_hint, missing_for, missing_packages, status
 
@@ -34,13 +34,15 @@ def report_rows() -> List[List[str]]:
 
 
 def render(rows: Sequence[Sequence[str]]) -> str:
-    head = ["resource", "status", "where / why", "needed by", "how to get it"]
-    table = [head, *rows]
-    widths = [min(max(len(r[i]) for r in table), 48) for i in range(len(head) - 1)]
+    """One block per resource, nothing cut: ``name  found|MISSING  where/why`` then its users and,
+    when missing, how to get it."""
+    width = max(len(r[0]) for r in rows)
     lines = []
-    for r in table:
-        cells = [r[i][:48].ljust(widths[i]) for i in range(len(head) - 1)] + [r[-1]]
-        lines.append("  ".join(cells).rstrip())
+    for name, state, detail, needed_by, how in rows:
+        lines.append(f"{name.ljust(width)}  {'found  ' if state == 'found' else 'MISSING'}  {detail}")
+        lines.append(f"{' ' * width}  needed by: {needed_by}")
+        if how:
+            lines.append(f"{' ' * width}  get it:    {how}")
     return "\n".join(lines)
 
 
@@ -60,7 +62,7 @@ def install(target: str, *, quiet: bool = False) -> List[str]:
     root = os.geteuid() == 0
     if not root and os.environ.get("CAPAUDIT_APT_SUDO") != "1":
         raise ResourceMissing(f"make {target} needs Debian packages for {', '.join(names)}; run: "
-                              f"sudo apt-get install -y {' '.join(pkgs)}")
+                              f"sudo apt-get update && sudo apt-get install -y {' '.join(pkgs)}")
     if not shutil.which("apt-get"):
         raise ResourceMissing(f"make {target} needs {', '.join(names)} and this system has no apt-get; install "
                               f"the equivalent of: {' '.join(pkgs)}")
@@ -108,4 +110,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_doctor, command="doctor")
 
 
-__all__ = ["install", "render", "report_rows", "register"]
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m capaudit.doctor``: the same command without the rest of capaudit (the Makefile
+    runs it before the virtual environment exists, so a missing package is named at once)."""
+    parser = argparse.ArgumentParser(prog="capaudit doctor")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(["doctor", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except ResourceMissing as exc:
+        print(f"capaudit doctor: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+__all__ = ["install", "main", "render", "report_rows", "register"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

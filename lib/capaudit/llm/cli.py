@@ -216,6 +216,7 @@ def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
             only_failed=args.only_failed, reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
             api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
             allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout, transport=args.transport,
+            probe=args.probe,
         )
     finally:
         store.close()

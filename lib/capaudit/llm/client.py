@@ -74,7 +74,7 @@ class EndpointUnavailable(CapauditError):
 TRANSPORTS = ("fast", "openai")
 TRANSIENT_KINDS = frozenset({"connection", "timeout", "http_retryable"})
 OUTPUT_KINDS = frozenset({"parse", "schema", "rule", "empty"})  # re-asked (``reasks``)
-ENDPOINT_STATUSES = frozenset({401, 403, 404})  # with 5xx: the endpoint, not the request, is at fault
+ENDPOINT_STATUSES = frozenset({401, 403, 404})  # the endpoint, not the request, is at fault
 #: error codes of servers that say a backend can never answer here (``capaudit serve``): not retried
 UNAVAILABLE_CODES = frozenset({"backend_unavailable"})
 MAX_ERROR_CHARS = 2000
@@ -402,7 +402,7 @@ class RequestRun:
         if self.probe and not self._probe_done.is_set():
             if self._probe_rid is not None:  # the probe is in flight: wait for its verdict
                 await self._probe_done.wait()
-                if self.endpoint_error is not None:
+                if self.endpoint_error is not None or self.stop.is_set():
                     return
             else:
                 self._probe_rid = rid
@@ -502,7 +502,7 @@ class RequestRun:
                         continue
                 st.failed += 1
                 st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
-                if rid == self._probe_rid and endpoint_failure(kind, status) and not self.stop.is_set():
+                if rid == self._probe_rid and endpoint_failure(kind, status, raw) and not self.stop.is_set():
                     url = self.router.urls[idx] if idx < len(self.router.urls) else "?"
                     self.endpoint_error = EndpointUnavailable(
                         f"{url} (model {self.model}) cannot answer the run's first request {rid}: {clip_text(reason, 600)}"
@@ -635,12 +635,13 @@ class TextRequestRun(RequestRun):
         return f"{self.answer_noun} is empty once cleaned"
 
 
-def endpoint_failure(kind: Optional[str], status: Optional[int]) -> bool:
-    """True when a failure says the endpoint cannot answer any request (unreachable, timing out,
-    auth refused, model not found, server error after retries), not just this one."""
-    if kind in ("connection", "timeout"):
+def endpoint_failure(kind: Optional[str], status: Optional[int], raw: bytes = b"") -> bool:
+    """True when a failure says the endpoint cannot answer any request: unreachable, auth refused,
+    model not found, or a server that says its backend can never answer. A timeout or a 5xx after
+    retries may be this request's alone, so it does not stop a run."""
+    if kind == "connection":
         return True
-    return kind == "http" and status is not None and (status in ENDPOINT_STATUSES or status >= 500)
+    return kind == "http" and status is not None and (status in ENDPOINT_STATUSES or never_answers(raw))
 
 
 def never_answers(raw: bytes) -> bool:

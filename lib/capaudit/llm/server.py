@@ -59,11 +59,18 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
     """aiohttp application serving ``backends`` (all registered ones when ``None``)."""
     reg = registry or DEFAULT_BACKENDS
     names = list(backends) if backends else reg.names()
+    skipped: List[str] = []
+    for n in list(names):
+        try:
+            reg.check(n)  # a named backend missing a required resource: refuse to serve (one line)
+        except ResourceMissing as exc:
+            if backends:
+                raise
+            names.remove(n)  # serving "all": leave out what cannot run, and say so
+            skipped.append(f"{n} not served: {exc}")
     fns = {name: reg.get(name) for name in names}
     if not fns:
-        raise ValueError("no offline backend to serve")
-    for n in names:
-        reg.check(n)  # a required resource missing: refuse to serve (one line)
+        raise ValueError("no offline backend to serve" + (f" ({'; '.join(skipped)})" if skipped else ""))
     degraded = {n: reg.degraded(n) for n in names}
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="capaudit-backend")
     created = int(time.time())
@@ -127,7 +134,7 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
     app.router.add_post("/v1/chat/completions", chat)
     app.on_cleanup.append(on_cleanup)
     app[BACKENDS_KEY] = names
-    app[DEGRADED_KEY] = [x for n in names for x in degraded[n]]
+    app[DEGRADED_KEY] = skipped + [x for n in names for x in degraded[n]]
     return app
 
 

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Optional
 
-from capaudit.errors import CapauditError
+from capaudit.resources import ResourceMissing
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 LEXNAMES_MAN = Path("/usr/share/man/man5/lexnames.5WN.gz")
@@ -26,8 +26,8 @@ _POS_OF_LEXFILE = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}
 INSTALL_HINT = "apt-get install wordnet-base wordnet-sense-index (Debian/Ubuntu), or set CAPAUDIT_WORDNET_DIR"
 
 
-class WordNetUnavailable(CapauditError):
-    """WordNet files are not installed."""
+class WordNetUnavailable(ResourceMissing):
+    """WordNet files are not installed (a missing resource: servers answer 503, never retried)."""
 
 
 def cache_dir() -> Path:

@@ -59,7 +59,7 @@ from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Seque
 
 from capaudit.errors import InputError, LockHeldError
 from capaudit.llm._json import dumps_bytes, dumps_line, loads
-from capaudit.llm.client import (RequestStats, TextRequestRun, clip_text, endpoint_url, run_blocking,
+from capaudit.llm.client import (RequestStats, TextRequestRun, check_endpoints, clip_text, endpoint_url, run_blocking,
                                  utc_now)
 from capaudit.llm.requests import make_request, request_id
 from capaudit.llm.store import ResponseStore
@@ -302,6 +302,8 @@ async def arecap(
         raise InputError("at least one --url is needed", field="url")
     for u in urls:
         endpoint_url(u)  # a malformed URL is an error before the store is touched
+    if probe:  # an endpoint that is down or does not serve the model: one line, before the store exists
+        await asyncio.get_running_loop().run_in_executor(None, check_endpoints, list(urls), model, api_key)
     layout = StoreLayout(Path(store))
     identity = run_identity(policy, model, revision, opts)
     tmpl = id_template(policy, model, revision, opts)
