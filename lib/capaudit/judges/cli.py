@@ -6,8 +6,21 @@
     capaudit judges cells --slice NAME --judge J1=RESP1.jsonl --judge J2=RESP2.jsonl \
         --requests REQ1.jsonl --requests REQ2.jsonl --out cells.json \
         [--claims-responses CR.jsonl --claims-requests CQ.jsonl] [--judged-claims judged_claims.jsonl]
+    capaudit judges import --format dsg|tifa --answers ANSWERS [--questions DSG_ANNS.csv] [--group NAME] \
+        --judge NAME --out DIR
+    capaudit judges item-scores --store DIR --dependency on|off [--dsg-script-quirks] --out SCORES.jsonl
+    capaudit judges correlate --store DIR --human LIKERT.csv|human_annotations.json --dependency on|off \
+        --missing zero|skip [--dsg-script-quirks] [--reps N] [--seed S] --out CORR.json
+    capaudit judges calibrate --store DIR --human LIKERT --dependency on|off --labelled N --seed S --out CAL.json
     capaudit judges run [--params params/demo.yaml]
     capaudit judges probe [--params params/demo.yaml]
+
+``import`` turns a published VQA answer release into a store folder (:mod:`.releases`);
+``item-scores`` scores each image (:mod:`.item_scores`), ``correlate`` against human ratings
+(:mod:`.correlate`), ``calibrate`` corrects the judge's estimate with a random subset of human
+ratings (:mod:`.calibrate`). ``--dependency on`` scores a question whose parent was not answered
+yes as 0 (:mod:`.dependency`); ``--dsg-script-quirks`` reproduces DSG's released scripts where
+they differ from the stated rule.
 
 ``CAPTIONS.jsonl`` is the file given to ``claims build`` (``--id-field`` names the caption id there
 too). Answers are sent with ``capaudit llm run`` (unchanged). Bad input is an error naming file,
@@ -89,8 +102,35 @@ def register(subparsers: Any) -> None:
     c.add_argument("--judged-claims", help="also write the judged-claims table here (needs --claims-requests)")
     c.add_argument("--offline-judge", action="append", default=[], metavar="NAME",
                    help="judge names to mark 'offline' in the judged-claims table (default: capaudit-offline-*)")
+    add_dependency_options(c, default="off")
     c.add_argument("--out", required=True, help="cells.json")
     c.set_defaults(func=cmd_cells)
+
+    i = sub.add_parser("import", help="a published VQA answer release (DSG, TIFA) -> judge store folder")
+    i.add_argument("--format", required=True, choices=["dsg", "tifa"])
+    i.add_argument("--answers", required=True, help="DSG answers CSV or TIFA evaluation-result JSON")
+    i.add_argument("--questions", help="DSG questions file (dsg-1k-anns.csv): categories and dependencies")
+    i.add_argument("--group", default="tifa", help="text-to-image model of a TIFA result file (default: tifa)")
+    i.add_argument("--judge", required=True, help="the VQA model that answered")
+    i.add_argument("--out", required=True, help="store folder (requests.jsonl, responses.jsonl, import.json)")
+    i.set_defaults(func=cmd_import)
+
+    sc = sub.add_parser("item-scores", help="per-image score of a judge store (share of questions answered yes)")
+    sc.add_argument("--store", required=True, help="store folder ('judges import')")
+    add_dependency_options(sc)
+    sc.add_argument("--out", required=True, help="SCORES.jsonl")
+    sc.set_defaults(func=cmd_item_scores)
+
+    co = sub.add_parser("correlate", help="item scores against human ratings: Spearman, Kendall, p, bootstrap")
+    co.add_argument("--store", required=True, help="store folder ('judges import')")
+    co.add_argument("--human", required=True, help="ratings: CSV (t2i_model, item_id, answer) or TIFA JSON")
+    add_dependency_options(co)
+    co.add_argument("--missing", required=True, choices=["zero", "skip"],
+                    help="a rated image without an answer: score 0 (DSG's scripts) or leave it out")
+    co.add_argument("--reps", type=reps_count, default=2000, help="bootstrap resamples (default 2000)")
+    co.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default 0)")
+    co.add_argument("--out", required=True, help="CORR.json")
+    co.set_defaults(func=cmd_correlate)
 
     r = sub.add_parser("run", help="run the judges stage of a params file")
     r.add_argument("--params", default="params/demo.yaml")
@@ -101,6 +141,16 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_probe)
 
     j.set_defaults(func=lambda args: (j.print_help(), 2)[1])
+
+
+def add_dependency_options(p: argparse.ArgumentParser, default: Any = None) -> None:
+    """``--dependency on|off`` (required unless ``default``) and ``--dsg-script-quirks``."""
+    p.add_argument("--dependency", choices=["on", "off"], required=default is None, default=default,
+                   help="on: a question whose parent was not answered yes scores 0 (DSG)"
+                        + (f"; default {default} (the reference study's protocol)" if default else ""))
+    p.add_argument("--dsg-script-quirks", action="store_true",
+                   help="as DSG's released scripts: an image with an unparsable dependency cell loses all "
+                        "its dependencies")
 
 
 def _thinking(value: str) -> Any:
@@ -181,6 +231,14 @@ def cmd_cells(args: argparse.Namespace) -> int:
     extraction = (extraction_accounting(args.claims_responses, args.claims_requests)
                   if args.claims_responses else None)
     index, answers = load_slice(judges, args.requests)
+    if args.dependency == "on":
+        from .dependency import load_parents, with_dependency
+
+        parents = load_parents(args.requests)
+        answers = [with_dependency(index, a, parents, args.dsg_script_quirks)[0] for a in answers]
+    elif args.dsg_script_quirks:
+        raise InputError("--dsg-script-quirks changes dependency scoring only; use it with --dependency on",
+                         field="--dsg-script-quirks")
     names = [n for n, _ in judges]
     cells, report = cells_from_answers(args.slice, names, index, answers, args.reps, args.seed, extraction,
                                        args.surface or None)
@@ -200,6 +258,72 @@ def cmd_cells(args: argparse.Namespace) -> int:
           f"{len(names)} judge(s); " + json.dumps({k: {x: v[x] for x in ('responses', 'answered', 'failed')}
                                                     for k, v in report.items()}) + f" -> {args.out}"
           + (f"; DEGRADED: {degraded}" if degraded else ""), file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .releases import import_release
+
+    res = import_release(args.format, args.answers, args.judge, args.out, questions=args.questions, group=args.group)
+    m = res.manifest
+    odd = ", ".join(f"{_short(x['raw_answer'])} x{x['count']}" for x in m["not_yes_no_uncertain"][:8])
+    more = len(m["not_yes_no_uncertain"]) - 8
+    status = m["answer_status"]
+    print(f"capaudit judges import: {m['images']} images ({m['answered_images']} answered, "
+          f"{len(m['missing_images'])} without any answer), {m['questions']} questions; answers "
+          + ", ".join(f"{k} {v}" for k, v in m["answers"].items())
+          + f"; not yes/no/uncertain (kept as uncertain, raw value kept): empty {status.get('empty', 0)}, "
+          f"unrecognised {status.get('unrecognised', 0)}, missing {status.get('missing', 0)}"
+          + (f" [{odd}{f', +{more} more' if more > 0 else ''}]" if odd else "")
+          + (f"; reader: {json.dumps(m['reader'])}" if m["reader"] else "") + f" -> {res.out}", file=sys.stderr)
+    return 0
+
+
+def _short(text: Any, width: int = 24) -> str:
+    t = repr(text)
+    return t if len(t) <= width else t[:width - 4] + "...'"
+
+
+def _scores(args: argparse.Namespace) -> Any:
+    from .item_scores import item_scores
+    from .releases import store_paths
+
+    rq, rs = store_paths(args.store)
+    return item_scores([rq], [rs], dependency=args.dependency == "on", dsg_script_quirks=args.dsg_script_quirks)
+
+
+def cmd_item_scores(args: argparse.Namespace) -> int:
+    from .item_scores import write_item_scores
+
+    check_outputs(args.out)
+    s = _scores(args)
+    n = write_item_scores(args.out, s)
+    unanswered = sum(1 for r in s.rows if not r.answered)
+    print(f"capaudit judges item-scores: {n} images ({unanswered} without an answer: score null), dependency "
+          f"{args.dependency} ({s.dependency.zeroed} questions zeroed, {s.dependency.unknown_parents} unknown "
+          f"parents{f', {s.dependency.images_without_dependencies} images without dependencies (DSG script quirk)' if args.dsg_script_quirks else ''})"
+          f" -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_correlate(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import write_json_atomic
+
+    from .correlate import correlate, read_human_ratings
+
+    check_outputs(args.out)
+    human = read_human_ratings(args.human)
+    s = _scores(args)
+    out = correlate(s.rows, human, missing=args.missing, reps=args.reps, seed=args.seed)
+    out["dependency"] = {"on": args.dependency == "on", "dsg_script_quirks": args.dsg_script_quirks,
+                         "zeroed": s.dependency.zeroed}
+    write_json_atomic(args.out, out)
+    def fmt(v: Any, spec: str = ".3f") -> str:
+        return "null" if v is None else format(v, spec)
+
+    print(f"capaudit judges correlate: n {out['n']} (missing {out['missing']['count']}, {args.missing}); "
+          f"Spearman {fmt(out['spearman'])} (p {fmt(out['spearman_p'], '.3g')}), Kendall {fmt(out['kendall'])} "
+          f"(p {fmt(out['kendall_p'], '.3g')}) -> {args.out}", file=sys.stderr)
     return 0
 
 
