@@ -2,7 +2,7 @@
 
     capaudit claims build --input CAPTIONS.jsonl --caption-field caption --surface NAME --budget 64 \
         --out REQUESTS.jsonl [--sample-records N --sample-seed 0 | --max-records N] [--model M] \
-        [--id-field F] [--window whitespace|lexical] [--max-caption-chars 1800] [--max-units K]
+        [--id-field F] [--window whitespace|lexical] [--max-caption-chars 1800] [--max-units K] [--parent-links]
     capaudit claims summarize --responses RESPONSES.jsonl [--responses MORE.jsonl] \
         [--requests REQUESTS.jsonl ...] --out SUMMARY.json
     capaudit claims eval-dsg --out DIR [--dsg dsg-1k-anns.csv]
@@ -55,6 +55,9 @@ def register(subparsers: Any) -> None:
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--thinking", choices=["on", "off"], help="send chat_template_kwargs.enable_thinking")
     b.add_argument("--max-units", type=positive_int, help="maxItems on claimed_units (debug only)")
+    b.add_argument("--parent-links", action="store_true",
+                   help="units may name the object records they are about ('parents'; not in the reference "
+                        "protocol): dependency-aware judging with 'judges cells --dependency on'")
     b.add_argument("--pin-caption-id", action="store_true",
                    help="pin each request's caption_id in its schema (small models; not the reference protocol)")
     b.set_defaults(func=cmd_build)
@@ -89,7 +92,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         thinking=None if args.thinking is None else args.thinking == "on",
         sample_records=args.sample_records, sample_seed=args.sample_seed, max_records=args.max_records,
         max_units=args.max_units,
-        pin_caption_id=args.pin_caption_id,
+        pin_caption_id=args.pin_caption_id, parent_links=args.parent_links,
     )
     counts = build_requests_file(Path(args.input), args.caption_field, Path(args.out), params, args.id_field,
                                  args.on_missing)

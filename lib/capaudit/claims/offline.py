@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from capaudit.lexicons import plural_only_nouns
 from capaudit.llm._json import dumps_bytes
 
-from .prompts import parse_user_prompt, user_message_text
+from .prompts import parse_user_prompt, user_message_text, wants_parent_links
 
 BACKEND_NAME = "capaudit-heuristic-extractor"
 BACKEND_LABEL = "capaudit-heuristic-extractor (heuristic baseline)"
@@ -690,6 +690,28 @@ class HeuristicExtractor:
         return "scene"
 
 
+# --- parent links (heuristic) ----------------------------------------------------------------
+_LINKED = ("attribute", "count", "relation")
+
+
+def link_parents(units: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """``units`` with ``parents`` (heuristic, for schemas with parent links): an attribute or
+    count points at the object record whose unit is its target; a relation at every object record
+    whose unit occurs, as whole words, in the relation's unit; other records get ``[]``."""
+    objects = [(i, str(u.get("unit", ""))) for i, u in enumerate(units) if u.get("category") == "object"]
+    out = []
+    for u in units:
+        cat = u.get("category")
+        parents: List[int] = []
+        if cat in ("attribute", "count"):
+            parents = [i for i, name in objects if name == u.get("target")][:1]
+        elif cat == "relation":
+            text = f" {u.get('unit', '')} "
+            parents = [i for i, name in objects if name and f" {name} " in text]
+        out.append({**u, "parents": parents})
+    return out
+
+
 # --- backend ---------------------------------------------------------------------------------
 class ExtractorBackend:
     """``capaudit serve`` backend: reads ``caption_id=``/``caption=`` from the user message and
@@ -704,12 +726,16 @@ class ExtractorBackend:
             self._extractor = HeuristicExtractor()
         return self._extractor
 
-    def answer(self, caption_id: str, caption: str) -> Dict[str, Any]:
-        return {"caption_id": caption_id, "claimed_units": self.extractor.extract(caption)}
+    def answer(self, caption_id: str, caption: str, parent_links: bool = False) -> Dict[str, Any]:
+        units = self.extractor.extract(caption)
+        return {"caption_id": caption_id, "claimed_units": link_parents(units) if parent_links else units}
 
     def __call__(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
+        from capaudit.llm.dialects import requested_schema
+
         caption_id, caption = parse_user_prompt(user_message_text(messages))
-        return dumps_bytes(self.answer(caption_id, caption)).decode("utf-8")
+        schema = requested_schema(payload)
+        return dumps_bytes(self.answer(caption_id, caption, wants_parent_links(schema))).decode("utf-8")
 
 
 DEFAULT_BACKEND = ExtractorBackend()
@@ -725,5 +751,6 @@ _register()
 
 __all__ = [
     "BACKEND_NAME", "BACKEND_LABEL", "EXTRACTOR_VERSION", "SPACY_MODEL", "HeuristicExtractor", "ExtractorBackend",
+    "link_parents",
     "DEFAULT_BACKEND",
 ]

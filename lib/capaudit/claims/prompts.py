@@ -15,6 +15,8 @@ from typing import Any, Mapping, Sequence
 from capaudit.llm._json import canonical
 
 PROMPT_VERSION = "capaudit-claims-v1"
+#: the prompt version of a schema with parent links (one more rule: :data:`PARENTS_RULE`)
+PARENTS_PROMPT_VERSION = PROMPT_VERSION + "+parents"
 
 #: The eight claim types in the summarizer's order (§4.1).
 CATEGORY_HELP = (
@@ -54,6 +56,12 @@ _RULES = (
     "If the caption states no visual fact, return an empty list [].",
 )
 
+PARENTS_RULE = (
+    "parents: for an attribute, count or relation record, the 0-based positions in this list of the "
+    "object records it is about (an attribute or count: its object; a relation: both elements); "
+    "[] for the other records."
+)
+
 USER_HEADER = (
     "List the controllable visual content units that this caption claims, as atomic records. "
     "Categories:"
@@ -61,12 +69,27 @@ USER_HEADER = (
 SCHEMA_LINE = "Answer only with JSON that matches this schema:"
 
 
+def wants_parent_links(schema: Any) -> bool:
+    """Whether a claims schema's unit records have the optional ``parents`` field."""
+    try:
+        return "parents" in schema["properties"]["claimed_units"]["items"]["properties"]
+    except (KeyError, TypeError):
+        return False
+
+
+def prompt_version(schema: Mapping[str, Any]) -> str:
+    """:data:`PROMPT_VERSION`, or :data:`PARENTS_PROMPT_VERSION` for a schema with parent links."""
+    return PARENTS_PROMPT_VERSION if wants_parent_links(schema) else PROMPT_VERSION
+
+
 def user_prompt(caption_id: str, prompt_caption: str, schema: Mapping[str, Any]) -> str:
-    """The user message for one caption (window already clipped and newline-free)."""
+    """The user message for one caption (window already clipped and newline-free); a schema with
+    parent links adds :data:`PARENTS_RULE`."""
     lines = [USER_HEADER]
     lines += [f"- {name}: {desc}" for name, desc in CATEGORY_HELP]
     lines.append("Rules:")
-    lines += [f"{i}. {r}" for i, r in enumerate(_RULES, start=1)]
+    rules = _RULES + ((PARENTS_RULE,) if wants_parent_links(schema) else ())
+    lines += [f"{i}. {r}" for i, r in enumerate(rules, start=1)]
     lines.append(SCHEMA_LINE)
     lines.append(canonical(schema))
     lines.append(f"caption_id={caption_id}")
@@ -101,5 +124,5 @@ def user_message_text(messages: Sequence[Mapping[str, Any]]) -> str:
         raise ValueError("no user message text")
     return content
 
-__all__ = ["PROMPT_VERSION", "SYSTEM_PROMPT", "CATEGORY_HELP", "user_prompt", "parse_user_prompt",
+__all__ = ["PROMPT_VERSION", "PARENTS_PROMPT_VERSION", "PARENTS_RULE", "wants_parent_links", "prompt_version", "SYSTEM_PROMPT", "CATEGORY_HELP", "user_prompt", "parse_user_prompt",
            "user_message_text"]

@@ -32,7 +32,7 @@ from capaudit.surfaces.readers import iter_json_lines
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.text.lexical import lex_cut_text, whitespace_window
 
-from .prompts import PROMPT_VERSION, SYSTEM_PROMPT, user_prompt
+from .prompts import SYSTEM_PROMPT, prompt_version, user_prompt
 
 TASK = "claimed_cbu"
 TASK_VERSION = 2
@@ -44,11 +44,15 @@ SPAN_MAX_LENGTH = 120
 TARGET_MAX_LENGTH = 80
 
 
-def claims_schema(max_units: Optional[int] = None, caption_id: Optional[str] = None) -> Dict[str, Any]:
+def claims_schema(max_units: Optional[int] = None, caption_id: Optional[str] = None,
+                  parent_links: bool = False) -> Dict[str, Any]:
     """Guided JSON schema (§4.2): ``{caption_id, claimed_units: [{category, unit, span, target}]}``.
 
     ``additionalProperties: false`` at both levels; ``max_units`` adds ``maxItems`` (debug only);
     ``caption_id`` pins the id with a one-value ``enum`` (``BuildParams.pin_caption_id``).
+    ``parent_links`` (not in the reference protocol) adds the optional ``parents`` of a unit: the
+    0-based positions, in ``claimed_units``, of the object records an attribute, count or relation
+    record is about — DSG's dependency graph for our claims (``judges cells --dependency on``).
     """
     units: Dict[str, Any] = {
         "type": "array",
@@ -59,6 +63,7 @@ def claims_schema(max_units: Optional[int] = None, caption_id: Optional[str] = N
                 "unit": {"type": "string", "maxLength": UNIT_MAX_LENGTH},
                 "span": {"type": "string", "maxLength": SPAN_MAX_LENGTH},
                 "target": {"type": "string", "maxLength": TARGET_MAX_LENGTH},
+                **({"parents": {"type": "array", "items": {"type": "integer", "minimum": 0}}} if parent_links else {}),
             },
             "required": ["category", "unit", "span", "target"],
             "additionalProperties": False,
@@ -133,6 +138,8 @@ class BuildParams:
     #: Not in the reference protocol: each request's schema pins its own caption id, so constrained
     #: decoding cannot echo a wrong one (small models do); every request then has its own schema.
     pin_caption_id: bool = False
+    #: Not in the reference protocol: units may carry ``parents`` (:func:`claims_schema`).
+    parent_links: bool = False
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -164,9 +171,9 @@ def build_request(
 ) -> Dict[str, Any]:
     """One request row for one caption (module docstring)."""
     if params.pin_caption_id:
-        schema = claims_schema(params.max_units, caption_id)
+        schema = claims_schema(params.max_units, caption_id, params.parent_links)
     elif schema is None:
-        schema = claims_schema(params.max_units)
+        schema = claims_schema(params.max_units, parent_links=params.parent_links)
     schema = dict(schema)
     win = caption_window(caption, params.budget, params.window)
     text = user_prompt(caption_id, prompt_caption(win, params.max_caption_chars), schema)
@@ -175,7 +182,7 @@ def build_request(
         task_version=TASK_VERSION,
         model=params.model,
         revision=params.revision,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=prompt_version(schema),
         schema=schema,
         messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}],
         decoding=params.decoding(),
@@ -225,7 +232,7 @@ def select_captions(items: Iterable[CaptionItem], params: BuildParams) -> Tuple[
 
 def iter_requests(chosen: Chosen, params: BuildParams) -> Iterator[Dict[str, Any]]:
     """Request rows of the chosen captions, one at a time (a file of millions never sits in memory)."""
-    schema = claims_schema(params.max_units)
+    schema = claims_schema(params.max_units, parent_links=params.parent_links)
     for i, (src, cap, cid, meta) in enumerate(chosen):
         yield build_request(cap, caption_id=cid, source_row=src, emitted_index=i, params=params, meta=meta,
                             schema=schema)
@@ -344,12 +351,12 @@ def write_manifest(requests_path: Path, params: BuildParams, counts: Mapping[str
     body = {
         "task": TASK,
         "task_version": TASK_VERSION,
-        "prompt_version": PROMPT_VERSION,
+        "prompt_version": prompt_version(claims_schema(params.max_units, parent_links=params.parent_links)),
         "model": params.model,
         "budget_label": budget_label(params.budget),
         "parameters": {**p, **extra},
         "decoding": params.decoding(),
-        "schema": claims_schema(params.max_units),
+        "schema": claims_schema(params.max_units, parent_links=params.parent_links),
         "system_prompt": SYSTEM_PROMPT,
         "source": dict(source or {}),
         "counts": dict(counts),

@@ -132,6 +132,30 @@ def questions_from_units(caption_id: str, claimed_units: Any) -> List[Question]:
     return out
 
 
+def question_parents(claimed_units: Any, questions: List[Question]) -> Tuple[Optional[List[List[int]]], int]:
+    """``(parents per question, links dropped)`` from the units' optional ``parents`` (claims
+    schema with parent links): raw unit indices of **object** questions of the same caption, the
+    unit itself excluded; a link to anything else is dropped and counted. ``None`` when no unit
+    has a kept link (the request then carries no ``meta.parents``)."""
+    if not isinstance(claimed_units, list) or not questions:
+        return None, 0
+    objects = {q.index for q in questions if q.category == "object"}
+    out: List[List[int]] = []
+    dropped = 0
+    for q in questions:
+        item = claimed_units[q.index]
+        raw = item.get("parents") if isinstance(item, Mapping) else None
+        kept: List[int] = []
+        if isinstance(raw, list):
+            for p in raw:
+                if isinstance(p, int) and not isinstance(p, bool) and p in objects and p != q.index and p not in kept:
+                    kept.append(p)
+                else:
+                    dropped += 1
+        out.append(kept)
+    return (out if any(out) else None), dropped
+
+
 def span_offsets(window: str, span: str, unit: str) -> Optional[List[int]]:
     """``[start, end]`` of the first case-insensitive occurrence of ``span`` (else of ``unit``) in
     ``window``; ``None`` when neither occurs (judged-claims table, COMMON.md)."""
@@ -145,4 +169,4 @@ def span_offsets(window: str, span: str, unit: str) -> Optional[List[int]]:
 
 
 __all__ = ["Question", "TEXT_TEMPLATE", "TARGET_TEMPLATE", "PLAIN_TEMPLATE", "question_id", "split_question_id",
-           "question_text", "parse_question_text", "questions_from_units", "span_offsets"]
+           "question_text", "parse_question_text", "questions_from_units", "question_parents", "span_offsets"]

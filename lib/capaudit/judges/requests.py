@@ -11,7 +11,10 @@ for a remote URL; the image mode is hashed because ``data`` re-encodes the JPEG;
 the judged caption's text, only for judges that must leave it out of their evidence — the offline
 reference-caption judge —, taken from the claims request's ``input.source_caption``). ``meta`` (not
 hashed): ``source_row`` (of the caption input), ``claims_request_id``, ``image_path`` and
-``units`` (``[unit, target, span]`` per question, for the judged-claims table).
+``units`` (``[unit, target, span]`` per question, for the judged-claims table) and, when the
+extractor gave parent links (``claims build --parent-links``), ``parents`` (per question, the raw
+indices of the object questions it depends on; :func:`.questions.question_parents`), read by
+``judges cells --dependency on``.
 
 Images (``--image-mode``):
 
@@ -67,7 +70,7 @@ from capaudit.llm.requests import RequestIdTemplate, make_request
 from ._stream import (BlockWriter, CutLine, RowReader, check_cut_lines, check_not_empty, gc_paused, json_lines,
                       scan_winners, store_file_list)
 from .prompts import CAPTION_LINE, PROMPT_VERSION, QUESTIONS_LINE, SYSTEM_PROMPT, prompt_head, user_prompt
-from .questions import Question, questions_from_units
+from .questions import Question, question_parents, questions_from_units
 
 TASK = "cbu_vqa"
 TASK_VERSION = 1
@@ -520,6 +523,10 @@ class BuildCounts:
     questions: int = 0
     #: cut last lines of claims response stores still being written (their captions: not answered)
     claims_cut_lines: int = 0
+    #: requests whose questions carry dependency links (``meta.parents``), and links dropped
+    #: (not to an object claim of the same caption)
+    requests_with_parents: int = 0
+    parent_links_dropped: int = 0
 
     @property
     def failures(self) -> int:
@@ -622,6 +629,11 @@ def build_judge_requests(
                     fail(ff, counts, hit, cid, surface, rid, exc.reason, str(exc))
                     continue
                 meta = {"source_row": hit[0], "claims_request_id": rid, "image_path": local}
+                parents, dropped = question_parents(parsed.get("claimed_units"), qs)
+                counts.parent_links_dropped += dropped
+                if parents is not None:  # the fast writer has no parents slot: these rows take the slow path
+                    meta["parents"] = parents
+                    counts.requests_with_parents += 1
                 caption = None
                 if params.judged_caption:
                     caption = inp.get("source_caption", inp.get("caption"))
@@ -630,7 +642,7 @@ def build_judge_requests(
                                          "has no string input.source_caption", path=req_file, line=req_line,
                                          field="input.source_caption")
                 line = None
-                if fast is not None:
+                if fast is not None and parents is None:
                     try:
                         new_id, line = fast.line(cid, surface, qs, url, key, meta)
                     except TypeError:  # a value orjson cannot serialise: the slow path raises or copes
