@@ -242,7 +242,9 @@ def test_every_subcommand_is_in_the_battery(tmp_path: Path) -> None:
     """A new subcommand of ``judges`` or ``recap`` (as ``--help`` lists them) must get its cases here."""
     import re
 
-    covered = {tuple(c.args[:2]) for c in CASES}
+    from test_failures_battery_releases import CASES as RELEASE_CASES
+
+    covered = {tuple(c.args[:2]) for c in [*CASES, *RELEASE_CASES]}
     for group in ("judges", "recap"):
         p = run_cli([group, "--help"], tmp_path)
         names = re.findall(r"^    ([a-z][a-z-]*)\s", p.stdout, flags=re.M)

@@ -138,8 +138,9 @@ def pair_up(scores: Sequence[ItemScore], human: Sequence[HumanRating], missing: 
         h.append(r.mean)
     rated = {(r.group, r.item_id) for r in human}
     not_rated = sum(1 for k in by_key if k not in rated)
-    if len(keys) < 3:
-        raise InputError(f"only {len(keys)} image(s) have both a judge score and ratings (need 3); check that the "
+    answered = len(human) - len(miss)
+    if answered < 3:  # with --missing zero the rest would be zeros made from no answer
+        raise InputError(f"only {answered} image(s) have both a judge score and ratings (need 3); check that the "
                          "store's groups and item ids match the ratings'")
     return Pairs(keys, np.asarray(j, dtype=float), np.asarray(h, dtype=float), miss, not_rated)
 
