@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import stats as _st
 
 __all__ = [
     "CoverageRow",
@@ -125,8 +124,10 @@ def _check_level(level: float) -> None:
 
 def _quantile(level: float, df: Optional[int]) -> float:
     """Two-sided quantile: normal when ``df`` is None, Student-t with ``df`` degrees of freedom else."""
+    from scipy import stats  # lazy: keeps ``import capaudit.stats`` free of scipy
+
     p = 0.5 + level / 2.0
-    return float(_st.norm.ppf(p) if df is None else _st.t.ppf(p, df))
+    return float(stats.norm.ppf(p) if df is None else stats.t.ppf(p, df))
 
 
 def _check_population(n: int, population: int, n_all: int) -> None:
