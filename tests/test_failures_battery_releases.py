@@ -20,13 +20,16 @@ ANSWERS = ANSWERS_HEAD + (
     "tifa160,dsg,m1,tifa160_1,Is there a cat?,1,0,stat stat\n"
     "tifa160,dsg,m2,tifa160_0,Is there a dog?,1,0,yes\n"
     "tifa160,dsg,m2,tifa160_0,Is the dog brown?,2,1,yes\n"
-    "tifa160,dsg,m2,tifa160_1,Is there a cat?,1,0,no\n")
+    "tifa160,dsg,m2,tifa160_1,Is there a cat?,1,0,no\n"
+    "tifa160,dsg,m1,tifa160_2,Is there a cup?,1,0,yes\n"
+    "tifa160,dsg,m2,tifa160_2,Is there a cup?,1,0,no\n")
 QUESTIONS = ("item_id,text,keywords,proposition_id,dependency,category_broad,category_detailed,tuple,"
              "question_natural_language\n"
              "tifa160_0,a brown dog,dog,1,0,entity,whole,entity - whole (dog),Is there a dog?\n"
              "tifa160_0,a brown dog,dog,2,1,attribute,color,\"attribute - color (dog, brown)\",Is the dog brown?\n"
-             "tifa160_1,a cat,cat,1,0,entity,whole,entity - whole (cat),Is there a cat?\n")
-LIKERT = "t2i_model,item_id,answer\n" + "".join(f"{m},tifa160_{i},{r}\n" for m in ("m1", "m2") for i in (0, 1)
+             "tifa160_1,a cat,cat,1,0,entity,whole,entity - whole (cat),Is there a cat?\n"
+             "tifa160_2,a cup,cup,1,0,entity,whole,entity - whole (cup),Is there a cup?\n")
+LIKERT = "t2i_model,item_id,answer\n" + "".join(f"{m},tifa160_{i},{r}\n" for m in ("m1", "m2") for i in (0, 1, 2)
                                               for r in (3, 4))
 
 
@@ -67,7 +70,7 @@ SCORES = ["judges", "item-scores", "--store", "store", "--dependency", "on", "--
 CORR = ["judges", "correlate", "--store", "store", "--human", "in/likert.csv", "--dependency", "on", "--missing",
         "zero", "--reps", "10", "--out", "out/c.json"]
 CAL = ["judges", "calibrate", "--store", "store", "--human", "in/likert.csv", "--dependency", "off",
-       "--labelled", "1", "--seed", "0", "--out", "out/cal.json"]
+       "--labelled", "2", "--seed", "0", "--out", "out/cal.json"]
 
 
 def _with(base: List[str], **opts: Any) -> List[str]:
@@ -119,7 +122,7 @@ CASES = [
     # --- judges correlate
     Case("correlate-human-missing", _with(CORR, human="in/nope.csv"), ["in/nope.csv", "not found"]),
     Case("correlate-human-out-of-range", _with(CORR, human="in/likert_range.csv"),
-         ["in/likert_range.csv:10", "'answer'", "outside 1..5"]),
+         ["in/likert_range.csv:14", "'answer'", "outside 1..5"]),
     Case("correlate-nothing-in-common", _with(CORR, human="in/likert_other.csv"), ["only 0 image"]),
     Case("correlate-bad-missing", _with(CORR, missing="mean"), ["--missing", "mean"]),
     Case("correlate-reps-one", _with(CORR, reps=1), ["--reps", ">= 2"]),
@@ -128,6 +131,7 @@ CASES = [
     # --- judges calibrate
     Case("calibrate-human-missing", _with(CAL, human="in/nope.csv"), ["in/nope.csv", "not found"]),
     Case("calibrate-labelled-zero", _with(CAL, labelled=0), ["--labelled"]),
+    Case("calibrate-labelled-one", _with(CAL, labelled=1), ["--labelled 1", "2 <= N"]),
     Case("calibrate-labelled-too-many", _with(CAL, labelled=5), ["--labelled 5", "images"]),
     Case("calibrate-level-out-of-range", _with(CAL, level=1.5), ["--level"]),
     Case("calibrate-store-missing", _with(CAL, store="in/nope"), ["in/nope", "not a judge store folder"]),
@@ -147,3 +151,13 @@ def battery(tmp_path_factory) -> Dict[str, Any]:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_fails_loudly_and_cleanly(case: Case, battery) -> None:
     assert_fails_cleanly(case, battery[case.id])
+
+
+def test_the_battery_base_commands_succeed(tmp_path: Path) -> None:
+    """Each case changes one thing of a command that works: the bases themselves exit 0."""
+    from _battery import run_cli
+
+    make_inputs(tmp_path)
+    for base in (IMPORT, SCORES, CORR, CAL):
+        p = run_cli(base, tmp_path)
+        assert p.returncode == 0, (base, p.stderr)

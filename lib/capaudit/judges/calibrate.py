@@ -105,7 +105,7 @@ def coverage_table(scores: Sequence[ItemScore], human: Sequence[HumanRating], *,
     for g, p in populations(scores, human, missing).items():
         for r in coverage_study(p.y, p.f, ns=tuple(int(n) for n in ns), subsets=subsets, seed=seed, level=level,
                                 scale=LIKERT_RANGE):
-            rows.append({"group": g, "images": len(p.y), **r})
+            rows.append({"group": g, "images": len(p.y), "unanswered": p.unanswered, **r.to_dict()})
     return rows
 
 

@@ -42,7 +42,7 @@ import json
 import sys
 from typing import Any, List, Tuple
 
-from capaudit.argtypes import nonnegative_float, nonnegative_int, positive_int
+from capaudit.argtypes import nonnegative_float, nonnegative_int, number_in, positive_int
 from capaudit.errors import InputError
 
 #: bootstrap replicates: a sample std needs at least two
@@ -131,6 +131,20 @@ def register(subparsers: Any) -> None:
     co.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default 0)")
     co.add_argument("--out", required=True, help="CORR.json")
     co.set_defaults(func=cmd_correlate)
+
+    ca = sub.add_parser("calibrate", help="judge scores on every image + human ratings on a random few (PPI++)")
+    ca.add_argument("--store", required=True, help="store folder ('judges import')")
+    ca.add_argument("--human", required=True, help="ratings: CSV (t2i_model, item_id, answer) or TIFA JSON")
+    add_dependency_options(ca)
+    ca.add_argument("--labelled", required=True, type=positive_int,
+                    help="images per group whose human ratings the estimate may use (drawn at random)")
+    ca.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the labelled draw (default 0)")
+    ca.add_argument("--level", type=number_in(0, 1, lo_open=True, hi_open=True), default=0.95,
+                    help="interval level (default 0.95)")
+    ca.add_argument("--missing", choices=["zero", "skip"], default="zero",
+                    help="a rated image without an answer: judge score 0 (default) or left out of the population")
+    ca.add_argument("--out", required=True, help="CAL.json")
+    ca.set_defaults(func=cmd_calibrate)
 
     r = sub.add_parser("run", help="run the judges stage of a params file")
     r.add_argument("--params", default="params/demo.yaml")
@@ -324,6 +338,27 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     print(f"capaudit judges correlate: n {out['n']} (missing {out['missing']['count']}, {args.missing}); "
           f"Spearman {fmt(out['spearman'])} (p {fmt(out['spearman_p'], '.3g')}), Kendall {fmt(out['kendall'])} "
           f"(p {fmt(out['kendall_p'], '.3g')}) -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import write_json_atomic
+
+    from .calibrate import calibrate
+    from .correlate import read_human_ratings
+
+    check_outputs(args.out)
+    human = read_human_ratings(args.human)
+    s = _scores(args)
+    out = calibrate(s.rows, human, labelled=args.labelled, seed=args.seed, level=args.level, missing=args.missing)
+    out["dependency"] = {"on": args.dependency == "on", "dsg_script_quirks": args.dsg_script_quirks}
+    write_json_atomic(args.out, out)
+    parts = [f"{g}: PPI {v['ppi']['estimate']:.3f} [{v['ppi']['lo']:.3f}, {v['ppi']['hi']:.3f}] vs human only "
+             f"[{v['human_only']['lo']:.3f}, {v['human_only']['hi']:.3f}]" for g, v in out["groups"].items()]
+    unanswered = sum(v["unanswered"] for v in out["groups"].values())
+    print(f"capaudit judges calibrate: {args.labelled} labelled image(s) per group, level {args.level:g}"
+          + (f", {unanswered} rated image(s) without an answer ({args.missing})" if unanswered else "")
+          + "; " + "; ".join(parts) + f" -> {args.out}", file=sys.stderr)
     return 0
 
 

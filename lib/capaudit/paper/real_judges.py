@@ -88,8 +88,8 @@ def coverage_tex(rows: Sequence[Mapping[str, Any]], judge: str, path: Path) -> P
              "% columns: model & n & subsets & PPI coverage & human coverage & PPI width & human width & ratio"]
     for r in rows:
         lines.append(" & ".join([_tex(r["group"]), str(r["n"]), str(r["subsets"]), _f(r["ppi_coverage"]),
-                                 _f(r["human_only_coverage"]), _f(r["ppi_width"]), _f(r["human_only_width"]),
-                                 _f(r["width_ratio"], 2)]) + r" \\")
+                                 _f(r["human_coverage"]), _f(r["ppi_width"]), _f(r["human_width"]),
+                                 _f(r["relative_width"], 2)]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
 
@@ -101,14 +101,14 @@ def plot_calibration(rows: Sequence[Mapping[str, Any]], stem: Path, level: float
         rs = [r for r in rows if r["group"] == g]
         ns = [r["n"] for r in rs]
         line, = aw.plot(ns, [r["ppi_width"] for r in rs], marker="o", label=g)
-        aw.plot(ns, [r["human_only_width"] for r in rs], marker="x", linestyle="--", color=line.get_color())
+        aw.plot(ns, [r["human_width"] for r in rs], marker="x", linestyle="--", color=line.get_color())
         ac.plot(ns, [r["ppi_coverage"] for r in rs], marker="o", color=line.get_color())
-        ac.plot(ns, [r["human_only_coverage"] for r in rs], marker="x", linestyle="--", color=line.get_color())
+        ac.plot(ns, [r["human_coverage"] for r in rs], marker="x", linestyle="--", color=line.get_color())
     aw.set_xlabel("human-labelled images per model (n)")
     aw.set_ylabel("mean interval width (Likert points)")
     aw.set_title("width: PPI++ (solid) vs human only (dashed)", fontsize=8)
     ac.axhline(level, color="grey", linewidth=0.8)
-    ac.set_ylim(min(0.85, min(min(r["ppi_coverage"], r["human_only_coverage"]) for r in rows) - 0.01), 1.0)
+    ac.set_ylim(min(0.85, min(min(r["ppi_coverage"], r["human_coverage"]) for r in rows) - 0.01), 1.0)
     ac.set_xlabel("n")
     ac.set_ylabel("coverage of the all-ratings mean")
     ac.set_title(f"coverage (nominal {level:.0%})", fontsize=8)
