@@ -286,6 +286,19 @@ def test_correlate_missing_zero_and_skip(pali_store: Path, dsg: Path):
         correlate(s, h, missing="mean")
 
 
+def test_vectorised_spearman_equals_scipy_with_ties():
+    from scipy import stats
+
+    from capaudit.judges.correlate import _spearman_along
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 6, size=(7, 50)) / 5.0  # item scores tie often
+    y = rng.integers(1, 6, size=(7, 50)) + rng.integers(0, 2, size=(7, 50)) / 2.0
+    got = _spearman_along(x, y)
+    want = [stats.spearmanr(a, b).statistic for a, b in zip(x, y)]
+    assert got == pytest.approx(want, abs=1e-12)
+
+
 def test_correlate_refuses_a_store_that_shares_no_image_with_the_ratings(pali_store: Path, tmp_path: Path):
     f = tmp_path / "h.csv"
     f.write_text("t2i_model,item_id,answer\nother,x1,3\nother,x2,4\nother,x3,5\n")

@@ -129,6 +129,8 @@ def register(subparsers: Any) -> None:
                     help="a rated image without an answer: score 0 (DSG's scripts) or leave it out")
     co.add_argument("--reps", type=reps_count, default=2000, help="bootstrap resamples (default 2000)")
     co.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default 0)")
+    co.add_argument("--group-intervals", action="store_true",
+                    help="bootstrap intervals per group (text-to-image model) too, not only pooled")
     co.add_argument("--out", required=True, help="CORR.json")
     co.set_defaults(func=cmd_correlate)
 
@@ -328,7 +330,8 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     check_outputs(args.out)
     human = read_human_ratings(args.human)
     s = _scores(args)
-    out = correlate(s.rows, human, missing=args.missing, reps=args.reps, seed=args.seed)
+    out = correlate(s.rows, human, missing=args.missing, reps=args.reps, seed=args.seed,
+                    group_intervals=args.group_intervals)
     out["dependency"] = {"on": args.dependency == "on", "dsg_script_quirks": args.dsg_script_quirks,
                          "zeroed": s.dependency.zeroed}
     write_json_atomic(args.out, out)
