@@ -499,8 +499,9 @@ def agreement_from_codes(codes: np.ndarray, cats: np.ndarray, names: Sequence[st
     """:class:`JudgesAgreement` of an ``(m, Q)`` array of answer codes (0 yes, 1 no, 2 uncertain;
     row ``j`` = judge ``names[j]``, one column per joined question) with category codes ``cats``.
 
-    Vectorised: one ``(Q, 3)`` count table, per-category confusion matrices of every pair by one
-    ``bincount`` each; the statistics run once per category present and once for ``__all__``."""
+    Vectorised: per-category confusion matrices of every pair by one ``bincount`` each, and one
+    ``bincount`` of (category, count row) — the statistics then run, once per category present and
+    once for ``__all__``, on the distinct count rows weighted by their number of questions."""
     names = list(names)
     c = np.asarray(codes, dtype=np.uint8)
     m, nq = c.shape
@@ -512,37 +513,52 @@ def agreement_from_codes(codes: np.ndarray, cats: np.ndarray, names: Sequence[st
     nt = len(UNIT_CATEGORIES)
     nl = len(AGREEMENT_LABELS)
     t = np.asarray(cats, dtype=np.int64)
-    table = rating_table(c, nl)
-    all_same = table.max(axis=1) == m if nq else np.zeros(0, dtype=bool)
-    joined = np.bincount(t, minlength=nt)
-    exact_all = np.bincount(t[all_same], minlength=nt)
     conf = {}
     for k, (a, b) in zip(keys, ((a, b) for a in range(m) for b in range(a + 1, m))):
         conf[k] = np.bincount(t * (nl * nl) + c[a].astype(np.int64) * nl + c[b],
                               minlength=nt * nl * nl).reshape(nt, nl, nl)
-    order = np.argsort(t, kind="stable")
-    bounds = np.searchsorted(t[order], np.arange(nt + 1))
-    sorted_table = table[order]
+    # each question's count row (r_yes, r_no, r_uncertain) as one pattern number in base m + 1;
+    # per category, the distinct patterns and how many questions have each: the statistics run on
+    # these few weighted rows (at most (m + 1)**3), not on the questions
+    base = m + 1
+    powers = base ** np.arange(nl, dtype=np.int64)
+    pid = rating_table(c, nl) @ powers
+    npat = int(base ** nl)
+    if nt * npat <= 1 << 24:
+        flat = np.bincount(t * npat + pid, minlength=nt * npat)
+        ukey = np.flatnonzero(flat)
+        wts = flat[ukey]
+    else:  # many judges: only the patterns that occur
+        ukey, wts = np.unique(t * npat + pid, return_counts=True)
+    ucat, upat = ukey // npat, ukey % npat
 
-    def entry(sub: np.ndarray, n: int, ea: int, cms: Mapping[str, np.ndarray]) -> MultiAgreement:
+    def rows_of(p: np.ndarray) -> np.ndarray:
+        return (p[:, None] // powers[None, :]) % base
+
+    def entry(p: np.ndarray, w: np.ndarray, cms: Mapping[str, np.ndarray]) -> MultiAgreement:
+        table = rows_of(p)
+        n = int(w.sum())
+        ea = int(w[table.max(axis=1) == m].sum())
         pairs = {}
         for k in keys:
             cm = cms[k]
             ex = int(np.trace(cm))
             pairs[k] = PairAgreement(n, ex, ex / n, _none_if_nan(cohen_kappa_table(cm)))
         return MultiAgreement(questions=n, exact_all=ea, exact_all_rate=ea / n,
-                              fleiss_kappa=_none_if_nan(fleiss_kappa_table(sub)),
-                              gwet_ac1=_none_if_nan(gwet_ac1_table(sub)),
-                              krippendorff_alpha=_none_if_nan(krippendorff_alpha_table(sub)), pairs=pairs)
+                              fleiss_kappa=_none_if_nan(fleiss_kappa_table(table, w)),
+                              gwet_ac1=_none_if_nan(gwet_ac1_table(table, w)),
+                              krippendorff_alpha=_none_if_nan(krippendorff_alpha_table(table, w)), pairs=pairs)
 
     by_type: Dict[str, MultiAgreement] = {}
     if nq:
-        by_type[AGREEMENT_ALL] = entry(table, nq, int(exact_all.sum()), {k: v.sum(axis=0) for k, v in conf.items()})
+        allp, inv = np.unique(upat, return_inverse=True)
+        by_type[AGREEMENT_ALL] = entry(allp, np.bincount(inv, weights=wts).astype(np.int64),
+                                       {k: v.sum(axis=0) for k, v in conf.items()})
     for name in sorted(UNIT_CATEGORIES):
         i = CAT_CODE[name]
-        if joined[i]:
-            by_type[name] = entry(sorted_table[bounds[i]:bounds[i + 1]], int(joined[i]), int(exact_all[i]),
-                                  {k: v[i] for k, v in conf.items()})
+        sel = ucat == i
+        if sel.any():
+            by_type[name] = entry(upat[sel], wts[sel], {k: v[i] for k, v in conf.items()})
     return JudgesAgreement(judges=tuple(names), by_type=by_type, labels=AGREEMENT_LABELS)
 
 
