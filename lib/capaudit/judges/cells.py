@@ -28,8 +28,9 @@ For one slice and its judges:
    judge's request for the caption has it — and reports ``questions``, ``exact_all`` (every judge
    gave the same answer) and its rate, Fleiss' κ, Gwet's AC1 (``q`` = 3 labels) and Krippendorff's
    nominal α over all judges, and per judge pair exact agreement and Cohen's κ on the same
-   questions (:mod:`capaudit.stats.agreement`'s count-table forms, vectorised: one count table per
-   category); undefined statistics are ``null`` and a category with no joined question is left out.
+   questions (:mod:`capaudit.stats.agreement`'s count-table forms, run on each category's distinct
+   count rows weighted by their number of questions: a few ``bincount`` passes over the questions);
+   undefined statistics are ``null`` and a category with no joined question is left out.
    With two judges its pair counts equal ``judge_agreement``'s;
 6. extraction accounting per surface from the claims run: ``requests``, ``valid`` (an ok answer),
    ``invalid``, ``invalid_at_token_cap`` (failed with ``usage.completion_tokens`` equal to the
