@@ -399,7 +399,8 @@ def test_cli_contract(slice_files, tmp_path: Path, capsys) -> None:
     assert _cli(["judges", "cells", "--slice", "S", "--judge", f"J1={slice_files['p1']}", "--judge", f"J2={slice_files['p2']}",
                  "--requests", str(slice_files["r1"]), "--requests", str(slice_files["r2"]), "--reps", "20", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert set(data) == {"cells", "judge_agreement"}
+    assert set(data) == {"cells", "judge_agreement", "judges_agreement"}  # judges_agreement: >= 2 judges
+    assert data["judges_agreement"]["S"]["judges"] == ["J1", "J2"]
     cell = data["cells"][0]
     assert set(cell["all_types"]) == {"responses", "questions", "yes", "no", "uncertain", "supported_cap", "risk",
                                       "uncertain_rate", "supported_cap_std", "risk_std"}

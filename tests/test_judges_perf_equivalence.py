@@ -791,7 +791,8 @@ def test_index_answers_summary_and_cells_match_reference(tmp_path: Path, seed: i
             cells, report = cells_from_answers("S", ["J1", "J2"], index, answers, reps=40, surfaces=surfaces,
                                                workers=workers)
             rc, rr = _ref_cells("S", ["J1", "J2"], ref_index, refs, 40, surfaces)
-            assert format_cells(cells) == format_cells(rc) and report == rr
+            assert format_cells(_without_multi(cells)) == format_cells(rc) and report == rr
+            _check_multi_equals_pairwise(cells)
     # the intersection really exercised both agreement paths and several surfaces
     assert rr["__intersection__"]["captions"] > 30 and len(rr["__intersection__"]["surfaces"]) >= 3
 
@@ -863,7 +864,24 @@ def test_summarize_files_and_build_cells_entry_points(tmp_path: Path) -> None:
     cells, report = build_cells("S", [("J1", [run["resp"][0]]), ("J2", [run["resp"][1]])], run["req"], reps=30)
     refs = [_ref_load_answers(ref_index, [p]) for p in run["resp"]]
     rc, rr = _ref_cells("S", ["J1", "J2"], ref_index, refs, 30)
-    assert format_cells(cells) == format_cells(rc) and report == rr
+    assert format_cells(_without_multi(cells)) == format_cells(rc) and report == rr
+    _check_multi_equals_pairwise(cells)
+
+
+def _without_multi(cells: CellsFile) -> CellsFile:
+    """The cells file without ``judges_agreement`` (the reference predates it; it is tested in
+    tests/test_judges_agreement_multi.py)."""
+    assert set(cells.judges_agreement) == set(cells.judge_agreement)
+    return dataclasses.replace(cells, judges_agreement={})
+
+
+def _check_multi_equals_pairwise(cells: CellsFile) -> None:
+    """With two judges the all-judges block joins exactly the questions of ``judge_agreement``."""
+    for sl, two in cells.judge_agreement.items():
+        multi = cells.judges_agreement[sl]
+        assert multi.judges == two.judges
+        got = {t: (a.questions, a.pairs["J1|J2"].exact) for t, a in multi.by_type.items()}
+        assert got == {t: (a.joined, a.exact) for t, a in two.by_type.items() if a.joined}
 
 
 def test_lines_skip_exactly_the_blank_lines(tmp_path: Path) -> None:

@@ -21,8 +21,17 @@ For one slice and its judges:
    (float32 matrix products while every partial sum stays below 2**24, else float64), and a large
    bootstrap is cut into replicate blocks run in worker processes, each drawing and dropping the
    replicates before its block so the draws are those of one sequential run;
-5. judge agreement (first two judges): join answers on question id over the intersection, per
-   category and ``__all__``: ``joined``, ``exact``, ``exact_rate``;
+5. judge agreement, per category and ``__all__``: ``judge_agreement`` (the reference study's block,
+   first two judges only) joins their answers on question id over the intersection: ``joined``,
+   ``exact``, ``exact_rate``. With two or more judges, ``judges_agreement`` (all judges given,
+   :func:`multi_agreement`) joins on question id across *every* judge — a question counts when each
+   judge's request for the caption has it — and reports ``questions``, ``exact_all`` (every judge
+   gave the same answer) and its rate, Fleiss' κ, Gwet's AC1 (``q`` = 3 labels) and Krippendorff's
+   nominal α over all judges, and per judge pair exact agreement and Cohen's κ on the same
+   questions (:mod:`capaudit.stats.agreement`'s count-table forms, run on each category's distinct
+   count rows weighted by their number of questions: a few ``bincount`` passes over the questions);
+   undefined statistics are ``null`` and a category with no joined question is left out.
+   With two judges its pair counts equal ``judge_agreement``'s;
 6. extraction accounting per surface from the claims run: ``requests``, ``valid`` (an ok answer),
    ``invalid``, ``invalid_at_token_cap`` (failed with ``usage.completion_tokens`` equal to the
    request's ``max_tokens``), ``valid_zero_claims`` (valid with no judgeable unit).
@@ -36,6 +45,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from capaudit.errors import InputError
+from capaudit.stats.agreement import (cohen_kappa_table, fleiss_kappa_table, gwet_ac1_table, krippendorff_alpha_table,
+                                      rating_table)
 from capaudit.stats.bootstrap import CAPTION_REPS, CAPTION_SEED
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.summaries.cells import (
@@ -45,9 +56,14 @@ from capaudit.summaries.cells import (
     Cell,
     CellsFile,
     CellStats,
+    AGREEMENT_LABELS,
     Extraction,
+    JudgesAgreement,
+    MultiAgreement,
+    PairAgreement,
     SliceAgreement,
     TypeCounts,
+    pair_keys,
 )
 
 from ._parallel import default_workers, run_tasks
@@ -297,6 +313,9 @@ def cells_from_answers(slice_name: str, names: Sequence[str], index: RequestInde
     """:func:`build_cells` on loaded answers (``names[i]`` is the judge of ``answers[i]``)."""
     names = list(names)
     nj = len(names)
+    if nj >= 2 and len(set(pair_keys(names))) != len(pair_keys(names)):
+        raise InputError(f"judge names {names} give colliding judge pair keys {pair_keys(names)} "
+                         "(a judge name holds '|'): rename a judge")
     arr = index.arrays()
     keys, krows = _intersection(index, answers)
     key_surface = arr["key_surface"][keys]
@@ -354,13 +373,16 @@ def cells_from_answers(slice_name: str, names: Sequence[str], index: RequestInde
     if nj >= 2:
         agreement[slice_name] = SliceAgreement((names[0], names[1]),
                                                _agreement(index, answers[0], answers[1], krows[0], krows[1]))
+    multi: Dict[str, JudgesAgreement] = {}
+    if nj >= 2:
+        multi[slice_name] = multi_agreement(index, answers, krows, names)
     report = {name: {"responses": a.responses, "answered": len(a.answered_rows), "failed": len(a.failures),
                      "unknown": a.unknown, "failures": [f.example() for f in a.failures[:20]]}
               for name, a in zip(names, answers)}
     report["__intersection__"] = {"captions": len(keys),
                                   "surfaces": {index.surfaces[s]: len(v) for s, v in by_surface.items()}}
     out = CellsFile(cells=cells, judge_agreement=agreement,
-                    extraction={slice_name: dict(extraction)} if extraction else {})
+                    extraction={slice_name: dict(extraction)} if extraction else {}, judges_agreement=multi)
     out.validate(f"cells of slice {slice_name!r}")
     return out, report
 
@@ -418,6 +440,138 @@ def _agreement(index: RequestIndex, a: JudgeAnswers, b: JudgeAnswers, ra: np.nda
         if joined[i]:
             out[t] = Agreement(int(joined[i]), int(exact[i]), int(exact[i]) / int(joined[i]))
     return out
+
+
+def join_questions(index: RequestIndex, rows: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+    """Questions every judge answered, joined on question id: ``(pos, cats)`` with ``pos[j]`` the
+    question positions of judge ``j`` (an ``(m, Q)`` array) and ``cats`` their categories (judge 0's).
+
+    ``rows[j][i]`` is judge ``j``'s index row of caption ``i`` (aligned, as :func:`_intersection`
+    gives them). Captions whose requests have the same question indices in the same order for every
+    judge compare position by position (vectorised); the others join on the raw unit index, in judge
+    0's order, taking a judge's last question with that index (as :func:`_agreement` does, so with
+    two judges the joined questions are ``judge_agreement``'s).
+    """
+    arr = index.arrays()
+    qoff, qlen, qidx, cats = arr["qoff"], arr["qlen"], arr["qidx"], arr["cats"]
+    rs = [np.asarray(r, dtype=np.int64) for r in rows]
+    m = len(rs)
+    r0 = rs[0]
+    same = np.ones(len(r0), dtype=bool)
+    for r in rs[1:]:
+        same &= qlen[r] == qlen[r0]
+    cand = np.flatnonzero(same)
+    pos_parts: List[np.ndarray] = []
+    cat_parts: List[np.ndarray] = []
+    if len(cand):
+        lens = qlen[r0[cand]].astype(np.int64)
+        ps = [question_positions(qoff, qlen, r[cand]) for r in rs]
+        bad = np.zeros(len(ps[0]), dtype=bool)
+        for p in ps[1:]:
+            bad |= qidx[p] != qidx[ps[0]]
+        seg = np.repeat(np.arange(len(cand), dtype=np.int64), lens)
+        differ = np.bincount(seg[bad], minlength=len(cand)) > 0
+        same[cand[differ]] = False
+        ok = ~differ[seg]
+        pos_parts.append(np.stack([p[ok] for p in ps]) if len(ps[0]) else np.zeros((m, 0), dtype=np.int64))
+        cat_parts.append(cats[ps[0][ok]])
+    slow_pos: List[List[int]] = []
+    for i in np.flatnonzero(~same):
+        offs = [int(qoff[r[i]]) for r in rs]
+        idxs = [qidx[o:o + int(qlen[r[i]])].tolist() for o, r in zip(offs, rs)]
+        maps = [{u: k for k, u in enumerate(ix)} for ix in idxs[1:]]
+        for k, u in enumerate(idxs[0]):
+            if all(u in mp for mp in maps):
+                slow_pos.append([offs[0] + k] + [o + mp[u] for o, mp in zip(offs[1:], maps)])
+    if slow_pos:
+        sp = np.array(slow_pos, dtype=np.int64).T
+        pos_parts.append(sp)
+        cat_parts.append(cats[sp[0]])
+    if not pos_parts:
+        return np.zeros((m, 0), dtype=np.int64), np.zeros(0, dtype=np.uint8)
+    return np.concatenate(pos_parts, axis=1), np.concatenate(cat_parts)
+
+
+def _none_if_nan(x: Optional[float]) -> Optional[float]:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def agreement_from_codes(codes: np.ndarray, cats: np.ndarray, names: Sequence[str]) -> JudgesAgreement:
+    """:class:`JudgesAgreement` of an ``(m, Q)`` array of answer codes (0 yes, 1 no, 2 uncertain;
+    row ``j`` = judge ``names[j]``, one column per joined question) with category codes ``cats``.
+
+    Vectorised: per-category confusion matrices of every pair by one ``bincount`` each, and one
+    ``bincount`` of (category, count row) — the statistics then run, once per category present and
+    once for ``__all__``, on the distinct count rows weighted by their number of questions."""
+    names = list(names)
+    c = np.asarray(codes, dtype=np.uint8)
+    m, nq = c.shape
+    if m != len(names) or m < 2:
+        raise ValueError(f"agreement_from_codes: {m} rows of codes for judges {names} (two or more needed)")
+    keys = pair_keys(names)
+    if len(set(keys)) != len(keys):
+        raise InputError(f"judge names {names} give colliding pair keys {keys}: a judge name holds '|'")
+    nt = len(UNIT_CATEGORIES)
+    nl = len(AGREEMENT_LABELS)
+    t = np.asarray(cats, dtype=np.int64)
+    conf = {}
+    for k, (a, b) in zip(keys, ((a, b) for a in range(m) for b in range(a + 1, m))):
+        conf[k] = np.bincount(t * (nl * nl) + c[a].astype(np.int64) * nl + c[b],
+                              minlength=nt * nl * nl).reshape(nt, nl, nl)
+    # each question's count row (r_yes, r_no, r_uncertain) as one pattern number in base m + 1;
+    # per category, the distinct patterns and how many questions have each: the statistics run on
+    # these few weighted rows (at most (m + 1)**3), not on the questions
+    base = m + 1
+    powers = base ** np.arange(nl, dtype=np.int64)
+    pid = rating_table(c, nl) @ powers
+    npat = int(base ** nl)
+    if nt * npat <= 1 << 24:
+        flat = np.bincount(t * npat + pid, minlength=nt * npat)
+        ukey = np.flatnonzero(flat)
+        wts = flat[ukey]
+    else:  # many judges: only the patterns that occur
+        ukey, wts = np.unique(t * npat + pid, return_counts=True)
+    ucat, upat = ukey // npat, ukey % npat
+
+    def rows_of(p: np.ndarray) -> np.ndarray:
+        return (p[:, None] // powers[None, :]) % base
+
+    def entry(p: np.ndarray, w: np.ndarray, cms: Mapping[str, np.ndarray]) -> MultiAgreement:
+        table = rows_of(p)
+        n = int(w.sum())
+        ea = int(w[table.max(axis=1) == m].sum())
+        pairs = {}
+        for k in keys:
+            cm = cms[k]
+            ex = int(np.trace(cm))
+            pairs[k] = PairAgreement(n, ex, ex / n, _none_if_nan(cohen_kappa_table(cm)))
+        return MultiAgreement(questions=n, exact_all=ea, exact_all_rate=ea / n,
+                              fleiss_kappa=_none_if_nan(fleiss_kappa_table(table, w)),
+                              gwet_ac1=_none_if_nan(gwet_ac1_table(table, w)),
+                              krippendorff_alpha=_none_if_nan(krippendorff_alpha_table(table, w)), pairs=pairs)
+
+    by_type: Dict[str, MultiAgreement] = {}
+    if nq:
+        allp, inv = np.unique(upat, return_inverse=True)
+        by_type[AGREEMENT_ALL] = entry(allp, np.bincount(inv, weights=wts).astype(np.int64),
+                                       {k: v.sum(axis=0) for k, v in conf.items()})
+    for name in sorted(UNIT_CATEGORIES):
+        i = CAT_CODE[name]
+        sel = ucat == i
+        if sel.any():
+            by_type[name] = entry(upat[sel], wts[sel], {k: v[i] for k, v in conf.items()})
+    return JudgesAgreement(judges=tuple(names), by_type=by_type, labels=AGREEMENT_LABELS)
+
+
+def multi_agreement(index: RequestIndex, answers: Sequence[JudgeAnswers], rows: Sequence[np.ndarray],
+                    names: Sequence[str]) -> JudgesAgreement:
+    """Agreement among all judges (module docstring, item 5) on aligned index rows ``rows[j]`` of
+    ``answers[j]`` (judge ``names[j]``), one per caption of the intersection."""
+    pos, cats = join_questions(index, rows)
+    codes = np.empty(pos.shape, dtype=np.uint8)
+    for j, a in enumerate(answers):
+        codes[j] = np.frombuffer(a.codes, dtype=np.uint8)[pos[j]]
+    return agreement_from_codes(codes, cats, names)
 
 
 def extraction_accounting(claims_responses: Sequence[PathLike], claims_requests: Sequence[PathLike],
@@ -480,4 +634,4 @@ def check_cells_have_data(report: Dict[str, Any], names: List[str], surfaces: Li
 
 
 __all__ = ["check_cells_have_data", "bootstrap_stds", "bootstrap_sums", "build_cells", "load_slice", "cells_from_answers", "judge_agreement",
-           "extraction_accounting", "intersect"]
+           "extraction_accounting", "intersect", "join_questions", "agreement_from_codes", "multi_agreement"]

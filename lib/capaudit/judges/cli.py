@@ -3,8 +3,8 @@
     capaudit judges build --claims-responses CR.jsonl --claims-requests CQ.jsonl --input CAPTIONS.jsonl \
         --id-field ID --image-field IMAGE --model NAME [--revision R] --image-mode file|data|url --out VQA_REQ.jsonl
     capaudit judges summarize --responses VQA_RESP.jsonl --requests VQA_REQ.jsonl --out judge_summary.json
-    capaudit judges cells --slice NAME --judge J1=RESP1.jsonl --judge J2=RESP2.jsonl \
-        --requests REQ1.jsonl --requests REQ2.jsonl --out cells.json \
+    capaudit judges cells --slice NAME --judge J1=RESP1.jsonl --judge J2=RESP2.jsonl [--judge J3=RESP3.jsonl ...] \
+        --requests REQ1.jsonl --requests REQ2.jsonl [--requests REQ3.jsonl ...] --out cells.json \
         [--claims-responses CR.jsonl --claims-requests CQ.jsonl] [--judged-claims judged_claims.jsonl]
     capaudit judges import --format dsg|tifa --answers ANSWERS [--questions DSG_ANNS.csv] [--group NAME] \
         --judge NAME --out DIR
@@ -14,6 +14,12 @@
     capaudit judges calibrate --store DIR --human LIKERT --dependency on|off --labelled N --seed S --out CAL.json
     capaudit judges run [--params params/demo.yaml]
     capaudit judges probe [--params params/demo.yaml]
+
+``cells`` takes two or more ``--judge``: ``judge_agreement`` is the reference study's exact agreement
+of the first two; ``judges_agreement`` covers all of them (Fleiss' κ, Gwet's AC1, Krippendorff's α,
+per-pair exact agreement and Cohen's κ, per question category and ``__all__``; see
+:mod:`capaudit.judges.cells`), and the closing line prints ``agreement: κ=…, AC1=…, α=…`` for
+``__all__``.
 
 ``import`` turns a published VQA answer release into a store folder (:mod:`.releases`);
 ``item-scores`` scores each image (:mod:`.item_scores`), ``correlate`` against human ratings
@@ -89,7 +95,7 @@ def register(subparsers: Any) -> None:
     s.add_argument("--out", required=True, help="judge_summary.json")
     s.set_defaults(func=cmd_summarize)
 
-    c = sub.add_parser("cells", help="both-judges cells, bootstrap, agreement, extraction (§5.4)")
+    c = sub.add_parser("cells", help="all-judges cells, bootstrap, agreement, extraction (§5.4)")
     c.add_argument("--slice", required=True, help="slice name")
     c.add_argument("--judge", action="append", required=True, metavar="NAME=RESPONSES",
                    help="judge name and its responses (repeatable; RESPONSES may be comma-separated)")
@@ -247,6 +253,7 @@ def cmd_cells(args: argparse.Namespace) -> int:
     extraction = (extraction_accounting(args.claims_responses, args.claims_requests)
                   if args.claims_responses else None)
     index, answers = load_slice(judges, args.requests)
+    given = answers  # the judged-claims table keeps the judges' own answers
     if args.dependency == "on":
         from .dependency import load_parents, with_dependency
 
@@ -264,17 +271,34 @@ def cmd_cells(args: argparse.Namespace) -> int:
     if args.judged_claims:
         offline = set(args.offline_judge) or {n for n in names if n.startswith("capaudit-offline-")}
         n = write_judged_claims(args.judged_claims, judged_claim_rows(
-            args.slice, names, index, answers, args.requests, args.claims_requests,
+            args.slice, names, index, given, args.requests, args.claims_requests,
             {n: ("offline" if n in offline else "model") for n in names}))
         print(f"capaudit judges cells: {n} judged claims -> {args.judged_claims}", file=sys.stderr)
     inter = report.pop("__intersection__")
+    agreement = ""
+    multi = cells.judges_agreement.get(args.slice)
+    if multi is not None:
+        agreement = "; agreement: " + _agreement_line(multi)
     degraded = "; ".join(f"{n}: {a.degraded_responses} response(s) answered with less ({'; '.join(a.degraded)})"
                          for n, a in zip(names, answers) if a.degraded_responses)
     print(f"capaudit judges cells: slice {args.slice}: {inter['captions']} captions answered by all "
           f"{len(names)} judge(s); " + json.dumps({k: {x: v[x] for x in ('responses', 'answered', 'failed')}
-                                                    for k, v in report.items()}) + f" -> {args.out}"
+                                                    for k, v in report.items()}) + f" -> {args.out}" + agreement
           + (f"; DEGRADED: {degraded}" if degraded else ""), file=sys.stderr)
     return 0
+
+
+def _agreement_line(multi: Any) -> str:
+    """``κ=…, AC1=…, α=…`` of all judges (``__all__``: Fleiss' κ, Gwet's AC1, Krippendorff's α)."""
+    total = multi.by_type.get("__all__")
+    if total is None:
+        return "no question answered by every judge"
+
+    def f(x: Any) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    return (f"κ={f(total.fleiss_kappa)}, AC1={f(total.gwet_ac1)}, α={f(total.krippendorff_alpha)} "
+            f"({len(multi.judges)} judges, {total.questions} questions)")
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -14,6 +14,16 @@ Two-rater statistics over paired labels ``a[i]``, ``b[i]`` (one pair per item):
 * Gwet's AC1 ``(p_o − p_e) / (1 − p_e)`` with ``p_e = Σ_k π_k (1 − π_k) / (q − 1)``,
   ``π_k = (p_a(k) + p_b(k)) / 2`` and ``q`` the size of the **label set** (not the number of labels
   seen), so AC1 always exists for ``q ≥ 2``;
+* the same statistics over **count tables** (vectorised, for millions of items): ``table[i, k]`` = how
+  many raters gave item ``i`` label ``k`` (:func:`rating_table` builds it from an ``(m, n)`` array of
+  label codes): :func:`fleiss_kappa_table`, :func:`gwet_ac1_table` (Gwet 2008/2014 for ``m`` raters:
+  ``p_a`` = mean over items of ``Σ_k r_ik (r_ik − 1) / (r_i (r_i − 1))``, ``p_e = Σ_k π_k (1 − π_k) /
+  (q − 1)`` with ``π_k`` = mean over items of ``r_ik / r_i`` and ``q`` the number of table columns),
+  :func:`krippendorff_alpha_table` (nominal α from the coincidence matrix, Krippendorff 2011: equal
+  to ``krippendorff.alpha(..., level_of_measurement="nominal")``, tested) and, from a ``q × q``
+  confusion matrix, :func:`cohen_kappa_table` (scikit-learn's ``cohen_kappa_score`` with ``labels``).
+  Items rated fewer than twice are left out of the first three, which also take per-row
+  ``weights`` (a table of the distinct rows and their multiplicities); undefined values are ``None``;
 * binary agreement after explicit abstention accounting (:func:`binary_agreement`): every pair in
   which either rater abstained is dropped and counted; on the rest, with ``a`` = both positive,
   ``d`` = both negative and ``b``, ``c`` the two disagreement cells, positive agreement
@@ -32,6 +42,8 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
 
 from .bootstrap import CLUSTER_RESAMPLES, CLUSTER_SEED, ClusterBootstrap, cluster_bootstrap, weighted_nominal_agreement
 
@@ -159,6 +171,111 @@ def gwet_ac1(a: Sequence[str], b: Sequence[str], labels: Sequence[str]) -> float
         pe += pi * (1.0 - pi)
     pe /= q - 1
     return (po - pe) / (1.0 - pe)
+
+
+def rating_table(codes: "np.ndarray", q: int) -> "np.ndarray":
+    """``(n, q)`` counts ``r_ik`` (how many of the ``m`` raters gave item ``i`` label ``k``) from an
+    ``(m, n)`` array of label codes ``0..q-1`` (one row per rater, one column per item)."""
+    c = np.asarray(codes)
+    if c.ndim != 2:
+        raise ValueError(f"rating_table: expected an (m, n) array of label codes, got shape {c.shape}")
+    if c.size and (int(c.min()) < 0 or int(c.max()) >= q):
+        raise ValueError(f"rating_table: label codes must lie in 0..{q - 1}")
+    out = np.empty((c.shape[1], q), dtype=np.int64)
+    for k in range(q):
+        out[:, k] = np.count_nonzero(c == k, axis=0)
+    return out
+
+
+def _table(table: "np.ndarray", who: str, weights: Optional["np.ndarray"] = None
+           ) -> Tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+    """The rows of a count table rated at least twice (with a positive weight), as float64, their
+    rater counts and weights."""
+    t = np.asarray(table)
+    if t.ndim != 2 or t.shape[1] < 2:
+        raise ValueError(f"{who}: expected an (n, q) count table with q >= 2, got shape {t.shape}")
+    if t.size and t.min() < 0:
+        raise ValueError(f"{who}: counts must be >= 0")
+    t = t.astype(np.float64)
+    if weights is None:
+        w = np.ones(t.shape[0])
+    else:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (t.shape[0],) or (w.size and (w.min() < 0 or not np.isfinite(w).all())):
+            raise ValueError(f"{who}: weights must be {t.shape[0]} finite numbers >= 0")
+    r = t.sum(axis=1)
+    keep = (r >= 2) & (w > 0)
+    if not keep.any():
+        raise ValueError(f"{who}: no item has two or more ratings")
+    if not keep.all():
+        t, r, w = t[keep], r[keep], w[keep]
+    return t, r, w
+
+
+def _pa_pi(t: "np.ndarray", r: "np.ndarray", w: "np.ndarray") -> Tuple[float, "np.ndarray"]:
+    """Observed agreement (mean share of agreeing rater pairs) and the mean label shares π_k."""
+    total = float(w.sum())
+    pa = float((w * (t * (t - 1)).sum(axis=1) / (r * (r - 1))).sum()) / total
+    pi = (w[:, None] * t / r[:, None]).sum(axis=0) / total
+    return pa, pi
+
+
+def fleiss_kappa_table(table: "np.ndarray", weights: Optional["np.ndarray"] = None) -> Optional[float]:
+    """Fleiss' κ of a count table (:func:`fleiss_kappa`'s formula, vectorised); ``None`` when
+    chance agreement is 1 (a single label used). ``weights[i]`` (default 1) counts row ``i`` as that
+    many items (a table of distinct rows with their multiplicities gives the full table's value)."""
+    t, r, w = _table(table, "fleiss_kappa_table", weights)
+    pa, pi = _pa_pi(t, r, w)
+    if np.count_nonzero(pi) <= 1:
+        return None
+    pe = float((pi * pi).sum())
+    return (pa - pe) / (1.0 - pe)
+
+
+def gwet_ac1_table(table: "np.ndarray", weights: Optional["np.ndarray"] = None) -> Optional[float]:
+    """Gwet's AC1 for any number of raters over a count table with ``q`` = its number of columns
+    (the size of the label set); with two raters per item it is :func:`gwet_ac1`. ``weights`` as
+    for :func:`fleiss_kappa_table`."""
+    t, r, w = _table(table, "gwet_ac1_table", weights)
+    q = t.shape[1]
+    pa, pi = _pa_pi(t, r, w)
+    pe = float((pi * (1.0 - pi)).sum()) / (q - 1)
+    if pe >= 1.0:  # pragma: no cover - p_e <= 1/q
+        return None
+    return (pa - pe) / (1.0 - pe)
+
+
+def krippendorff_alpha_table(table: "np.ndarray", weights: Optional["np.ndarray"] = None) -> Optional[float]:
+    """Krippendorff's nominal α of a count table (units = rows, values = columns): ``1 − (n − 1)
+    (n − Σ_c o_cc) / (n² − Σ_c n_c²)`` with the coincidences ``o_cc = Σ_u r_uc (r_uc − 1) / (m_u − 1)``,
+    ``n_c = Σ_u r_uc`` and ``n = Σ_c n_c`` over the pairable units (``m_u ≥ 2``) — the value of
+    ``krippendorff.alpha(value_counts=table, level_of_measurement="nominal")``; ``None`` when the
+    expected disagreement is 0 (a single value used). ``weights`` as for :func:`fleiss_kappa_table`."""
+    t, r, w = _table(table, "krippendorff_alpha_table", weights)
+    o_diag = float((w * (t * (t - 1)).sum(axis=1) / (r - 1)).sum())
+    nc = (w[:, None] * t).sum(axis=0)
+    n = float(nc.sum())
+    de = n * n - float((nc * nc).sum())
+    if de <= 0:
+        return None
+    return 1.0 - (n - 1.0) * (n - o_diag) / de
+
+
+def cohen_kappa_table(confusion: "np.ndarray") -> Optional[float]:
+    """Cohen's κ of a ``q × q`` confusion matrix (``confusion[i, j]``: rater A gave label ``i`` and
+    rater B label ``j``): scikit-learn's ``cohen_kappa_score`` with ``labels``; ``None`` when chance
+    agreement is 1 or there is no pair."""
+    cm = np.asarray(confusion, dtype=np.int64)
+    if cm.ndim != 2 or cm.shape[0] != cm.shape[1]:
+        raise ValueError(f"cohen_kappa_table: expected a square confusion matrix, got shape {cm.shape}")
+    n = int(cm.sum())
+    if n == 0:
+        return None
+    rows, cols = cm.sum(axis=1), cm.sum(axis=0)
+    chance = int((rows * cols).sum())  # n² p_e, exact
+    if chance >= n * n:
+        return None
+    return (n * int(np.trace(cm)) - chance) / (n * n - chance)
 
 
 @dataclass(frozen=True)
@@ -396,14 +513,19 @@ __all__ = [
     "NominalAgreement",
     "binary_agreement",
     "cohen_kappa",
+    "cohen_kappa_table",
     "confusion_matrix",
     "consensus",
     "exact_agreement",
     "fixed_rater_pairs",
     "fleiss_kappa",
+    "fleiss_kappa_table",
     "gwet_ac1",
+    "gwet_ac1_table",
     "judge_human_agreement",
+    "krippendorff_alpha_table",
     "nominal_agreement",
+    "rating_table",
     "symmetrized_pairs",
     "two_rater_report",
 ]

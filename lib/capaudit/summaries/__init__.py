@@ -13,8 +13,8 @@ Every reader validates and raises ``ValueError`` naming the file and field; ever
 reproduces the reference's formatting byte for byte.
 """
 
-from .cells import (Agreement, CellsFile, Cell, CellStats, Extraction, SliceAgreement, TypeCounts, merge_cells_files,
-                    read_cells, write_cells, format_cells)
+from .cells import (Agreement, CellsFile, Cell, CellStats, Extraction, JudgesAgreement, MultiAgreement, PairAgreement,
+                    SliceAgreement, TypeCounts, merge_cells_files, read_cells, write_cells, format_cells)
 from .claimed import ClaimedSummary, ClaimedSurface, ClaimedStatus, Distribution, read_claimed_summary, write_claimed_summary, format_claimed_summary
 from .frontier import FrontierRow, read_frontier_csv, write_frontier_csv, format_frontier_csv, pareto_flags, with_pareto_flags
 from .agreement import AgreementInterval, JudgeAgreement, read_agreement, write_agreement, format_agreement
@@ -23,7 +23,8 @@ from .vqa import VqaSummary, VqaSurface, AnswerCounts, read_vqa_summary, write_v
 from .vqa_layout import VqaLayout, read_vqa_layout, write_vqa_layout
 
 __all__ = [
-    "Agreement", "Cell", "CellStats", "CellsFile", "Extraction", "SliceAgreement", "TypeCounts", "merge_cells_files",
+    "Agreement", "Cell", "CellStats", "CellsFile", "Extraction", "JudgesAgreement", "MultiAgreement", "PairAgreement",
+    "SliceAgreement", "TypeCounts", "merge_cells_files",
     "read_cells", "write_cells", "format_cells", "VqaLayout", "read_vqa_layout", "write_vqa_layout",
     "ClaimedStatus", "ClaimedSummary", "ClaimedSurface", "Distribution",
     "read_claimed_summary", "write_claimed_summary", "format_claimed_summary",

@@ -9,12 +9,27 @@ Layout::
      "cc12m_extraction": {"<surface>": {"requests", "valid", "valid_zero_claims", "invalid",
                                         "invalid_at_token_cap"}},
      "judge_agreement"?: {"<slice>": {"judges": [a, b], "by_type": {"__all__"|"<type>": Agreement}}},
+     "judges_agreement"?: {"<slice>": {"judges": [j1, j2, ...], "labels": ["yes", "no", "uncertain"],
+                                       "by_type": {"__all__"|"<type>": {
+                                           "questions", "exact_all", "exact_all_rate",
+                                           "fleiss_kappa", "gwet_ac1", "krippendorff_alpha",
+                                           "pairs": {"<a>|<b>": {"joined", "exact", "exact_rate",
+                                                                 "cohen_kappa"}}}}}},
      "extraction"?: {"<slice>": {"<surface>": Extraction}}}
 
-The last two keys are written by our own judges stage (``capaudit.judges``) for any slice; the
+The last three keys are written by our own judges stage (``capaudit.judges``) for any slice; the
 reference file has only the ``cc12m_*`` blocks. A file written by the stage omits empty
 ``cc12m_*`` blocks, and the reference layout never has the new keys, so reference files still
-round-trip byte for byte.
+round-trip byte for byte; files written before ``judges_agreement`` existed still load.
+
+``judge_agreement`` is the reference study's exact agreement of the *first two* judges.
+``judges_agreement`` (:class:`JudgesAgreement`, two or more judges) covers *all* judges of the slice
+on the questions every judge answered (joined on question id over the captions every judge
+answered): ``questions``, ``exact_all`` (all judges gave the same answer) and its rate, Fleiss' κ,
+Gwet's AC1 (``q`` = 3 labels) and Krippendorff's nominal α over all judges, and per judge pair
+(``"<a>|<b>"``, judges in the listed order) exact agreement and Cohen's κ on the same questions
+(``joined`` = ``questions``). A statistic that is undefined (e.g. one label only) is ``null``; a type
+with no joined question is left out (``__all__`` too), so no entry is a number from no data.
 
 A cell is one (slice, judge, surface side) over the requests both judges answered.
 ``supported_cap`` = yes/responses, ``risk`` = no/questions, ``uncertain_rate`` =
@@ -27,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._common import (
     ANSWERS,
@@ -238,6 +253,124 @@ class SliceAgreement:
         return {"judges": list(self.judges), "by_type": {n: a.to_dict() for n, a in self.by_type.items()}}
 
 
+#: The labels of :class:`JudgesAgreement` (answer codes 0, 1, 2).
+AGREEMENT_LABELS: Tuple[str, ...] = ANSWERS
+MULTI_FIELDS: Tuple[str, ...] = ("questions", "exact_all", "exact_all_rate", "fleiss_kappa", "gwet_ac1",
+                                 "krippendorff_alpha", "pairs")
+PAIR_FIELDS: Tuple[str, ...] = ("joined", "exact", "exact_rate", "cohen_kappa")
+
+
+def pair_key(a: str, b: str) -> str:
+    """The ``pairs`` key of judges ``a`` and ``b``: ``"a|b"``."""
+    return f"{a}|{b}"
+
+
+def pair_keys(judges: Sequence[str]) -> List[str]:
+    """``pairs`` keys of all judge pairs, in the listed order (``j1|j2``, ``j1|j3``, ``j2|j3``, ...)."""
+    return [pair_key(a, b) for i, a in enumerate(judges) for b in judges[i + 1:]]
+
+
+@dataclass(frozen=True)
+class PairAgreement:
+    """Exact agreement and Cohen's κ of one judge pair (``cohen_kappa`` ``None`` when undefined)."""
+
+    joined: int
+    exact: int
+    exact_rate: float
+    cohen_kappa: Optional[float]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"joined": self.joined, "exact": self.exact, "exact_rate": self.exact_rate,
+                "cohen_kappa": self.cohen_kappa}
+
+
+@dataclass(frozen=True)
+class MultiAgreement:
+    """Agreement of all judges of a slice on the questions every judge answered (one type or ``__all__``)."""
+
+    questions: int
+    exact_all: int
+    exact_all_rate: float
+    fleiss_kappa: Optional[float]
+    gwet_ac1: Optional[float]
+    krippendorff_alpha: Optional[float]
+    pairs: Dict[str, PairAgreement]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"questions": self.questions, "exact_all": self.exact_all, "exact_all_rate": self.exact_all_rate,
+                "fleiss_kappa": self.fleiss_kappa, "gwet_ac1": self.gwet_ac1,
+                "krippendorff_alpha": self.krippendorff_alpha,
+                "pairs": {k: p.to_dict() for k, p in self.pairs.items()}}
+
+
+@dataclass(frozen=True)
+class JudgesAgreement:
+    """Agreement among all (two or more) judges of one slice, per type and ``__all__`` (module docstring)."""
+
+    judges: Tuple[str, ...]
+    by_type: Dict[str, MultiAgreement]
+    labels: Tuple[str, ...] = AGREEMENT_LABELS
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"judges": list(self.judges), "labels": list(self.labels),
+                "by_type": {n: a.to_dict() for n, a in self.by_type.items()}}
+
+    def validate(self, loc: str) -> None:
+        judges = list(self.judges)
+        if len(judges) < 2 or len(set(judges)) != len(judges) or not all(isinstance(j, str) for j in judges):
+            raise ValueError(f"{loc}.judges: expected two or more distinct judge names, got {judges!r}")
+        keys = pair_keys(judges)
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{loc}.judges: judge pair keys collide ({keys}); a judge name holds '|'")
+        labels = list(self.labels)
+        if len(labels) < 2 or len(set(labels)) != len(labels) or not all(isinstance(x, str) for x in labels):
+            raise ValueError(f"{loc}.labels: expected two or more distinct labels, got {labels!r}")
+        bad = [t for t in self.by_type if t != AGREEMENT_ALL and t not in UNIT_CATEGORIES]
+        if bad:
+            raise ValueError(f"{loc}.by_type: unknown type(s) {bad}")
+        for t, a in self.by_type.items():
+            sub = f"{loc}.by_type.{t}"
+            if a.questions < 1:
+                raise ValueError(f"{sub}.questions: a type with no joined question is left out, got {a.questions}")
+            if a.exact_all > a.questions:
+                raise ValueError(f"{sub}.exact_all: {a.exact_all} > questions {a.questions}")
+            check_ratio(a.exact_all_rate, a.exact_all, a.questions, f"{sub}.exact_all_rate")
+            for k in ("fleiss_kappa", "gwet_ac1", "krippendorff_alpha"):
+                _check_coefficient(getattr(a, k), f"{sub}.{k}")
+            if list(a.pairs) != keys:
+                raise ValueError(f"{sub}.pairs: expected the pairs {keys}, got {list(a.pairs)}")
+            for k, p in a.pairs.items():
+                ps = f"{sub}.pairs.{k}"
+                if p.joined != a.questions:
+                    raise ValueError(f"{ps}.joined: {p.joined} != questions {a.questions} (pairs use the same questions)")
+                if not a.exact_all <= p.exact <= p.joined:
+                    raise ValueError(f"{ps}.exact: {p.exact} not between exact_all {a.exact_all} and joined {p.joined}")
+                check_ratio(p.exact_rate, p.exact, p.joined, f"{ps}.exact_rate")
+                _check_coefficient(p.cohen_kappa, f"{ps}.cohen_kappa")
+        parts = [a for n, a in self.by_type.items() if n != AGREEMENT_ALL]
+        total = self.by_type.get(AGREEMENT_ALL)
+        if parts and total is None:
+            raise ValueError(f"{loc}.by_type.__all__: missing while types have joined questions")
+        if parts and total is not None:
+            for k in ("questions", "exact_all"):
+                s = sum(getattr(a, k) for a in parts)
+                if s != getattr(total, k):
+                    raise ValueError(f"{loc}.by_type.__all__.{k}: {getattr(total, k)} != sum {s}")
+            for key in keys:
+                s = sum(a.pairs[key].exact for a in parts)
+                if s != total.pairs[key].exact:
+                    raise ValueError(f"{loc}.by_type.__all__.pairs.{key}.exact: {total.pairs[key].exact} != sum {s}")
+
+
+def _check_coefficient(value: Optional[float], loc: str) -> None:
+    """An agreement coefficient: ``None`` (undefined) or a finite number <= 1."""
+    if value is None:
+        return
+    v = as_float(value, loc)
+    if v > 1.0 + 1e-9:
+        raise ValueError(f"{loc}: must be <= 1, got {value!r}")
+
+
 @dataclass(frozen=True)
 class CellsFile:
     """The whole by-category file (§5.4)."""
@@ -249,6 +382,8 @@ class CellsFile:
     judge_agreement: Dict[str, SliceAgreement] = field(default_factory=dict)
     #: Extraction accounting per slice and surface (our judges stage).
     extraction: Dict[str, Dict[str, Extraction]] = field(default_factory=dict)
+    #: Agreement among all judges per slice (our judges stage, two or more judges).
+    judges_agreement: Dict[str, JudgesAgreement] = field(default_factory=dict)
 
     def get(self, slice: str, judge: str, surface: str) -> Cell:
         """The cell for (slice, judge, surface); KeyError lists the slice's cells."""
@@ -296,6 +431,23 @@ class CellsFile:
                         raise ValueError(f"{loc}: cc12m_judge_agreement.__all__.{k}: {getattr(total, k)} != sum {s}")
         for sl, sa in self.judge_agreement.items():
             _check_agreement_block(sa.by_type, f"{loc}: judge_agreement.{sl}.by_type")
+        for sl, ja in self.judges_agreement.items():
+            sub = f"{loc}: judges_agreement.{sl}"
+            ja.validate(sub)
+            have = {c.judge for c in self.cells if c.slice == sl}
+            missing = [j for j in ja.judges if have and j not in have]
+            if missing:
+                raise ValueError(f"{sub}.judges: {missing} have no cell in slice {sl!r} (cells: {sorted(have)})")
+            two = self.judge_agreement.get(sl)
+            if len(ja.judges) == 2 and two is not None:
+                # two judges: the pair's questions are exactly judge_agreement's joined questions
+                if tuple(two.judges) != tuple(ja.judges):
+                    raise ValueError(f"{sub}.judges: {list(ja.judges)} != judge_agreement.{sl}.judges {list(two.judges)}")
+                key = pair_key(*ja.judges)
+                want = {t: (a.joined, a.exact) for t, a in two.by_type.items() if a.joined}
+                got = {t: (a.pairs[key].joined, a.pairs[key].exact) for t, a in ja.by_type.items()}
+                if want != got:
+                    raise ValueError(f"{sub}: pair {key} (joined, exact) {got} != judge_agreement.{sl} {want}")
         ext_items = [(f"cc12m_extraction.{n}", e) for n, e in self.cc12m_extraction.items()]
         ext_items += [(f"extraction.{sl}.{n}", e) for sl, block in self.extraction.items() for n, e in block.items()]
         for name, e in ext_items:
@@ -309,13 +461,15 @@ class CellsFile:
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"cells": [c.to_dict() for c in self.cells]}
-        generic = bool(self.judge_agreement or self.extraction)
+        generic = bool(self.judge_agreement or self.extraction or self.judges_agreement)
         if self.cc12m_judge_agreement or not generic:
             out["cc12m_judge_agreement"] = {n: a.to_dict() for n, a in self.cc12m_judge_agreement.items()}
         if self.cc12m_extraction or not generic:
             out["cc12m_extraction"] = {n: e.to_dict() for n, e in self.cc12m_extraction.items()}
         if self.judge_agreement:
             out["judge_agreement"] = {n: a.to_dict() for n, a in self.judge_agreement.items()}
+        if self.judges_agreement:
+            out["judges_agreement"] = {n: a.to_dict() for n, a in self.judges_agreement.items()}
         if self.extraction:
             out["extraction"] = {sl: {n: e.to_dict() for n, e in block.items()} for sl, block in self.extraction.items()}
         return out
@@ -366,7 +520,8 @@ def parse_cells(obj: Any, source: Optional[PathLike] = None) -> CellsFile:
     """Validate a decoded by-category file; errors name ``source``, the cell and the field."""
     loc = str(source) if source is not None else "<cells>"
     d = require_mapping(obj, loc)
-    check_keys(d, ("cells", "cc12m_judge_agreement", "cc12m_extraction", "judge_agreement", "extraction"), loc)
+    check_keys(d, ("cells", "cc12m_judge_agreement", "cc12m_extraction", "judge_agreement", "judges_agreement",
+                   "extraction"), loc)
     raw_cells = get_field(d, "cells", loc)
     if not isinstance(raw_cells, list):
         raise ValueError(f"{loc}: cells: expected a list")
@@ -387,10 +542,55 @@ def parse_cells(obj: Any, source: Optional[PathLike] = None) -> CellsFile:
         str(sl): _parse_extraction_block(v, f"{loc}: extraction.{sl}")
         for sl, v in require_mapping(d.get("extraction", {}), f"{loc}: extraction").items()
     }
+    judges_agreement = {
+        str(sl): _parse_judges_agreement(v, f"{loc}: judges_agreement.{sl}")
+        for sl, v in require_mapping(d.get("judges_agreement", {}), f"{loc}: judges_agreement").items()
+    }
     out = CellsFile(cells=cells, cc12m_judge_agreement=agreement, cc12m_extraction=extraction,
-                    judge_agreement=slice_agreement, extraction=slice_extraction)
+                    judge_agreement=slice_agreement, extraction=slice_extraction, judges_agreement=judges_agreement)
     out.validate(loc)
     return out
+
+
+def _optional_float(d: Mapping[str, Any], key: str, loc: str) -> Optional[float]:
+    v = get_field(d, key, loc)
+    return None if v is None else as_float(v, f"{loc}.{key}")
+
+
+def _names(value: Any, loc: str) -> Tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise ValueError(f"{loc}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _parse_judges_agreement(obj: Any, loc: str) -> JudgesAgreement:
+    v = require_mapping(obj, loc)
+    check_keys(v, ("judges", "labels", "by_type"), loc)
+    judges = _names(get_field(v, "judges", loc), f"{loc}.judges")
+    labels = _names(get_field(v, "labels", loc), f"{loc}.labels")
+    by_type: Dict[str, MultiAgreement] = {}
+    for t, a in require_mapping(get_field(v, "by_type", loc), f"{loc}.by_type").items():
+        sub = f"{loc}.by_type.{t}"
+        a = require_mapping(a, sub)
+        check_keys(a, MULTI_FIELDS, sub)
+        pairs: Dict[str, PairAgreement] = {}
+        for k, p in require_mapping(get_field(a, "pairs", sub), f"{sub}.pairs").items():
+            ps = f"{sub}.pairs.{k}"
+            p = require_mapping(p, ps)
+            check_keys(p, PAIR_FIELDS, ps)
+            pairs[str(k)] = PairAgreement(joined=as_int(get_field(p, "joined", ps), f"{ps}.joined"),
+                                          exact=as_int(get_field(p, "exact", ps), f"{ps}.exact"),
+                                          exact_rate=as_float(get_field(p, "exact_rate", ps), f"{ps}.exact_rate"),
+                                          cohen_kappa=_optional_float(p, "cohen_kappa", ps))
+        by_type[str(t)] = MultiAgreement(
+            questions=as_int(get_field(a, "questions", sub), f"{sub}.questions"),
+            exact_all=as_int(get_field(a, "exact_all", sub), f"{sub}.exact_all"),
+            exact_all_rate=as_float(get_field(a, "exact_all_rate", sub), f"{sub}.exact_all_rate"),
+            fleiss_kappa=_optional_float(a, "fleiss_kappa", sub),
+            gwet_ac1=_optional_float(a, "gwet_ac1", sub),
+            krippendorff_alpha=_optional_float(a, "krippendorff_alpha", sub),
+            pairs=pairs)
+    return JudgesAgreement(judges=judges, by_type=by_type, labels=labels)
 
 
 def _parse_agreement_block(obj: Any, loc: str) -> Dict[str, Agreement]:
@@ -424,6 +624,7 @@ def merge_cells_files(files: List[CellsFile]) -> CellsFile:
     extraction: Dict[str, Dict[str, Extraction]] = {}
     cc_ag: Dict[str, Agreement] = {}
     cc_ex: Dict[str, Extraction] = {}
+    multi: Dict[str, JudgesAgreement] = {}
     seen: Dict[str, int] = {}
     for i, f in enumerate(files):
         for sl in f.slices():
@@ -435,7 +636,8 @@ def merge_cells_files(files: List[CellsFile]) -> CellsFile:
         extraction.update(f.extraction)
         cc_ag.update(f.cc12m_judge_agreement)
         cc_ex.update(f.cc12m_extraction)
-    out = CellsFile(cells, cc_ag, cc_ex, agreement, extraction)
+        multi.update(f.judges_agreement)
+    out = CellsFile(cells, cc_ag, cc_ex, agreement, extraction, multi)
     out.validate("<merged cells>")
     return out
 
