@@ -38,6 +38,26 @@ def jsonl(rows: Sequence[object]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
+def with_options(base: Sequence[str], repeatable: Sequence[str] = (), **opts: object) -> List[str]:
+    """``base`` with options changed: ``name=value`` replaces the value of ``--name`` (or adds the
+    option; always adds for a ``repeatable`` flag), ``name=None`` removes it, ``name=True`` adds the
+    bare flag."""
+    out = list(base)
+    for k, v in opts.items():
+        flag = "--" + k.replace("_", "-")
+        if flag in out and flag not in repeatable:
+            i = out.index(flag)
+            if v is None:
+                del out[i:i + 2]
+            else:
+                out[i + 1] = str(v)
+        elif v is True:
+            out.append(flag)
+        elif v is not None:
+            out += [flag, str(v)]
+    return out
+
+
 def snapshot(root: Path) -> Dict[str, Tuple[int, int, str]]:
     """Every file (size, mtime, sha256) and folder below ``root``."""
     out = {}

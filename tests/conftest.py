@@ -31,3 +31,23 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def reference_dir() -> Path:
     return SHARED / "reference"
+
+
+@pytest.fixture(scope="session")
+def dsg_release(data_dir: Path) -> Path:
+    """The DSG release folder (answers, questions, Likert ratings); skips when it is not there."""
+    d = data_dir / "dsg"
+    if not (d / "vqa_answers_release" / "pali17b_dsg.csv").is_file():
+        pytest.skip(f"DSG release not in {d}")
+    return d
+
+
+@pytest.fixture(scope="session")
+def pali_dsg_store(dsg_release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PaLI-17B's answers to the DSG questions, imported once (``judges import``); read-only."""
+    from capaudit.judges.releases import import_release
+
+    out = tmp_path_factory.mktemp("dsg_import") / "pali"
+    import_release("dsg", dsg_release / "vqa_answers_release" / "pali17b_dsg.csv", "pali-17b", out,
+                   questions=dsg_release / "data" / "dsg-1k-anns.csv")
+    return out

@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from _battery import Case, assert_fails_cleanly, jsonl, run_cases, run_cli
+from _battery import Case, assert_fails_cleanly, jsonl, run_cases, run_cli, with_options
 
 CUT = '{"request_id": "cut", "ok": tr'  # a write cut short: no newline, not JSON
 
@@ -127,15 +127,8 @@ EXPORT = ["recap", "export", "--store", "in/store", "--out", "out/s.jsonl"]
 
 
 def _with(base: List[str], **opts: Any) -> List[str]:
-    """``base`` with options replaced (``opt_name=value``) or added."""
-    out = list(base)
-    for k, v in opts.items():
-        flag = "--" + k.replace("_", "-")
-        if flag in out and flag not in ("--judge", "--requests"):
-            out[out.index(flag) + 1] = str(v)
-        else:
-            out += [flag, str(v)]
-    return out
+    """``base`` with options replaced (``opt_name=value``) or added (``--judge``/``--requests`` always added)."""
+    return with_options(base, repeatable=("--judge", "--requests"), **opts)
 
 
 def _judge(base: List[str], j2: str) -> List[str]:

@@ -7,11 +7,11 @@ file (row, field) or option, no traceback, no file created, changed or removed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import pytest
 
-from _battery import Case, assert_fails_cleanly, run_cases
+from _battery import Case, assert_fails_cleanly, run_cases, with_options
 
 ANSWERS_HEAD = "dsg_prompt_split,qg_model,t2i_model,item_id,question,question_id,dependency_id,answer\n"
 ANSWERS = ANSWERS_HEAD + (
@@ -73,21 +73,7 @@ CAL = ["judges", "calibrate", "--store", "store", "--human", "in/likert.csv", "-
        "--labelled", "2", "--seed", "0", "--out", "out/cal.json"]
 
 
-def _with(base: List[str], **opts: Any) -> List[str]:
-    out = list(base)
-    for k, v in opts.items():
-        flag = "--" + k.replace("_", "-")
-        if flag in out:
-            i = out.index(flag)
-            if v is None:
-                del out[i:i + 2]
-            else:
-                out[i + 1] = str(v)
-        elif v is True:
-            out.append(flag)
-        else:
-            out += [flag, str(v)]
-    return out
+_with = with_options
 
 
 CASES = [

@@ -24,31 +24,15 @@ from capaudit.judges.releases import import_release, store_paths
 MODELS = ["mini-dalle", "vq-diffusion", "sd1dot1", "sd1dot5", "sd2dot1"]
 
 
-@pytest.fixture(scope="module")
-def dsg(data_dir: Path) -> Path:
-    d = data_dir / "dsg"
-    if not (d / "vqa_answers_release" / "pali17b_dsg.csv").is_file():
-        pytest.skip(f"DSG release not in {d}")
-    return d
-
-
-@pytest.fixture(scope="module")
-def pali(dsg: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("cal") / "pali"
-    import_release("dsg", dsg / "vqa_answers_release" / "pali17b_dsg.csv", "pali-17b", out,
-                   questions=dsg / "data" / "dsg-1k-anns.csv")
-    return out
-
-
-def test_cli_contract(pali: Path, dsg: Path, tmp_path: Path, capsys):
+def test_cli_contract(pali_dsg_store: Path, dsg_release: Path, tmp_path: Path, capsys):
     out = tmp_path / "cal.json"
-    args = ["judges", "calibrate", "--store", str(pali), "--human", str(dsg / "data" / "tifa160-likert-anns.csv"),
+    args = ["judges", "calibrate", "--store", str(pali_dsg_store), "--human", str(dsg_release / "data" / "tifa160-likert-anns.csv"),
             "--dependency", "on", "--labelled", "50", "--seed", "7", "--out", str(out)]
     assert main(args) == 0
     cal = json.loads(out.read_text())
     assert cal["level"] == 0.95 and cal["labelled"] == 50
     assert sorted(cal["groups"]) == sorted(MODELS)
-    human = read_human_ratings(dsg / "data" / "tifa160-likert-anns.csv")
+    human = read_human_ratings(dsg_release / "data" / "tifa160-likert-anns.csv")
     for g, v in cal["groups"].items():
         for k in ("ppi", "human_only", "judge_only"):
             assert {"estimate", "lo", "hi"} <= set(v[k]) and v[k]["lo"] <= v[k]["estimate"] <= v[k]["hi"]
@@ -64,11 +48,11 @@ def test_cli_contract(pali: Path, dsg: Path, tmp_path: Path, capsys):
     assert "PPI" in capsys.readouterr().err
 
 
-def test_human_only_uses_only_the_drawn_images(pali: Path, dsg: Path):
+def test_human_only_uses_only_the_drawn_images(pali_dsg_store: Path, dsg_release: Path):
     """The human-only estimate is the mean of the drawn images' ratings — the draw the docstring names."""
-    rq, rs = store_paths(pali)
+    rq, rs = store_paths(pali_dsg_store)
     scores = item_scores([rq], [rs], dependency=True).rows
-    human = read_human_ratings(dsg / "data" / "tifa160-likert-anns.csv")
+    human = read_human_ratings(dsg_release / "data" / "tifa160-likert-anns.csv")
     cal = calibrate(scores, human, labelled=20, seed=5)
     pops = populations(scores, human)
     rng = np.random.default_rng(5)
@@ -77,19 +61,19 @@ def test_human_only_uses_only_the_drawn_images(pali: Path, dsg: Path):
         assert cal["groups"][g]["human_only"]["estimate"] == pytest.approx(float(p.y[idx].mean()), abs=1e-12)
 
 
-def test_labelled_must_leave_images_unlabelled(pali: Path, dsg: Path):
-    rq, rs = store_paths(pali)
+def test_labelled_must_leave_images_unlabelled(pali_dsg_store: Path, dsg_release: Path):
+    rq, rs = store_paths(pali_dsg_store)
     scores = item_scores([rq], [rs], dependency=False).rows
-    human = read_human_ratings(dsg / "data" / "tifa160-likert-anns.csv")
+    human = read_human_ratings(dsg_release / "data" / "tifa160-likert-anns.csv")
     with pytest.raises(InputError, match="--labelled 160"):
         calibrate(scores, human, labelled=160, seed=0)
 
 
 @pytest.mark.parametrize("dependency", [True, False])
-def test_intervals_are_honest_on_the_real_ratings(pali: Path, dsg: Path, dependency: bool):
-    rq, rs = store_paths(pali)
+def test_intervals_are_honest_on_the_real_ratings(pali_dsg_store: Path, dsg_release: Path, dependency: bool):
+    rq, rs = store_paths(pali_dsg_store)
     scores = item_scores([rq], [rs], dependency=dependency, dsg_script_quirks=dependency).rows
-    human = read_human_ratings(dsg / "data" / "tifa160-likert-anns.csv")
+    human = read_human_ratings(dsg_release / "data" / "tifa160-likert-anns.csv")
     rows = coverage_table(scores, human, ns=(20, 50, 100), subsets=1000, seed=0)
     assert len(rows) == 15 and {r["group"] for r in rows} == set(MODELS)
     for r in rows:

@@ -18,14 +18,6 @@ from capaudit.judges.dsg_reproduction import correlation_rows, dsg1k_rows, publi
 
 
 @pytest.fixture(scope="module")
-def dsg(data_dir: Path) -> Path:
-    d = data_dir / "dsg"
-    if not (d / "vqa_answers_release").is_dir():
-        pytest.skip(f"DSG release not in {d}")
-    return d
-
-
-@pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("dsg_stores")
 
@@ -36,8 +28,8 @@ def test_published_file_lists_every_readme_row():
     assert all(set(v) == {"tifa", "vq2a", "dsg", "dsg_no_dependency"} for v in pub.values())
 
 
-def test_human_correlation_table_reproduced_exactly(dsg: Path, work: Path):
-    rows = correlation_rows(dsg, work)
+def test_human_correlation_table_reproduced_exactly(dsg_release: Path, work: Path):
+    rows = correlation_rows(dsg_release, work)
     done = [r for r in rows if r["reproducible"]]
     assert len(done) == 9
     for r in done:
@@ -47,16 +39,16 @@ def test_human_correlation_table_reproduced_exactly(dsg: Path, work: Path):
         assert r["equal"]
 
 
-def test_tifa_rows_stay_marked_not_reproducible(dsg: Path, work: Path):
-    rows = [r for r in correlation_rows(dsg, work) if r["question_set"] == "tifa"]
+def test_tifa_rows_stay_marked_not_reproducible(dsg_release: Path, work: Path):
+    rows = [r for r in correlation_rows(dsg_release, work) if r["question_set"] == "tifa"]
     assert len(rows) == 3
     for r in rows:
         assert not r["reproducible"] and not r["equal"] and "answer key" in r["why_not"]
         assert round(r["spearman"], 3) != r["published_spearman"]
 
 
-def test_dsg1k_category_averages_reproduced_exactly(dsg: Path, work: Path):
-    rows = dsg1k_rows(dsg, work)
+def test_dsg1k_category_averages_reproduced_exactly(dsg_release: Path, work: Path):
+    rows = dsg1k_rows(dsg_release, work)
     assert [r["category"] for r in rows] == ["tifa", "paragraph", "relation", "count", "real_user", "pose",
                                              "defying", "text", "all"]
     for r in rows:

@@ -25,22 +25,6 @@ from capaudit.judges.releases import (dsg_category, import_release, normalise_an
 from capaudit.summaries._common import UNIT_CATEGORIES
 
 
-@pytest.fixture(scope="module")
-def dsg(data_dir: Path) -> Path:
-    d = data_dir / "dsg"
-    if not (d / "vqa_answers_release" / "pali17b_dsg.csv").is_file():
-        pytest.skip(f"DSG release not in {d}")
-    return d
-
-
-@pytest.fixture(scope="module")
-def pali_store(dsg: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("imp") / "pali"
-    import_release("dsg", dsg / "vqa_answers_release" / "pali17b_dsg.csv", "pali-17b", out,
-                   questions=dsg / "data" / "dsg-1k-anns.csv")
-    return out
-
-
 # --- normalisation and the reviewed data file ------------------------------------------------
 @pytest.mark.parametrize("raw,want", [
     ("yes", ("yes", "ok")), (" Yes. ", ("yes", "ok")), ("NO", ("no", "ok")), ("no!", ("no", "ok")),
@@ -58,8 +42,8 @@ def test_lexicon_labels_are_the_three_answers_and_yaml_booleans_are_not_keys():
     assert release_rules()["uncategorised"] in UNIT_CATEGORIES
 
 
-def test_every_dsg_category_of_the_questions_file_maps(dsg: Path):
-    with open(dsg / "data" / "dsg-1k-anns.csv", newline="", encoding="utf-8") as fh:
+def test_every_dsg_category_of_the_questions_file_maps(dsg_release: Path):
+    with open(dsg_release / "data" / "dsg-1k-anns.csv", newline="", encoding="utf-8") as fh:
         pairs = {(r["category_broad"], r["category_detailed"]) for r in csv.DictReader(fh)}
     got = {p: dsg_category(*p) for p in pairs}
     assert set(got.values()) <= set(UNIT_CATEGORIES)
@@ -77,11 +61,11 @@ def test_every_tifa_element_type_maps():
     assert tifa_category("counting") == "count"
 
 
-def test_normalised_yes_is_dsgs_literal_yes_on_every_release_answer(dsg: Path):
+def test_normalised_yes_is_dsgs_literal_yes_on_every_release_answer(dsg_release: Path):
     """DSG's scripts score ``answer == 'yes'``; our normaliser is case/space-insensitive. On the
     whole release the two agree, so the stores reproduce the scripts without a literal-match option."""
     n = 0
-    for f in sorted((dsg / "vqa_answers_release").glob("*.csv")):
+    for f in sorted((dsg_release / "vqa_answers_release").glob("*.csv")):
         with open(f, newline="", encoding="utf-8") as fh:
             for r in csv.DictReader(fh):
                 assert (normalise_answer(r["answer"])[0] == "yes") == (r["answer"] == "yes"), (f, r)
@@ -90,8 +74,8 @@ def test_normalised_yes_is_dsgs_literal_yes_on_every_release_answer(dsg: Path):
 
 
 # --- import -----------------------------------------------------------------------------------
-def test_import_counts_and_names_what_is_not_an_answer(pali_store: Path):
-    m = json.loads((pali_store / "import.json").read_text())
+def test_import_counts_and_names_what_is_not_an_answer(pali_dsg_store: Path):
+    m = json.loads((pali_dsg_store / "import.json").read_text())
     assert m["images"] == 1700 and m["answered_images"] == 1695
     assert m["missing_images"] == [{"group": g, "item_id": "tifa160_134"}
                                    for g in ("mini-dalle", "vq-diffusion", "sd1dot1", "sd1dot5", "sd2dot1")]
@@ -100,14 +84,14 @@ def test_import_counts_and_names_what_is_not_an_answer(pali_store: Path):
     assert {x["raw_answer"]: x["count"] for x in m["not_yes_no_uncertain"]} == {"": 77, "unsuitable": 3, "stat stat": 1}
     assert m["reader"]["malformed_dependency_cells"] == 14
     # every raw answer kept verbatim beside its normalised answer
-    rows = [json.loads(x) for x in (pali_store / "responses.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (pali_dsg_store / "responses.jsonl").read_text().splitlines()]
     results = [q for r in rows for q in r["parsed"]["question_results"]]
     assert len(results) == 11858
     assert sum(q["raw_answer"] == "stat stat" and q["answer"] == "uncertain" for q in results) == 1
 
 
-def test_import_keeps_the_release_ids_dependencies_and_categories(pali_store: Path, dsg: Path):
-    rq, _ = store_paths(pali_store)
+def test_import_keeps_the_release_ids_dependencies_and_categories(pali_dsg_store: Path, dsg_release: Path):
+    rq, _ = store_paths(pali_dsg_store)
     row = next(json.loads(x) for x in rq.read_text().splitlines()
                if json.loads(x)["input"]["caption_id"] == "tifa160_0" and json.loads(x)["input"]["surface"] == "mini-dalle")
     qs = row["input"]["questions"]
@@ -117,27 +101,27 @@ def test_import_keeps_the_release_ids_dependencies_and_categories(pali_store: Pa
     assert row["meta"]["release_categories"][0] == "entity/whole" and qs[0]["category"] == "object"
 
 
-def test_import_is_deterministic_and_refuses_a_folder_holding_something_else(pali_store: Path, dsg: Path, tmp_path: Path):
+def test_import_is_deterministic_and_refuses_a_folder_holding_something_else(pali_dsg_store: Path, dsg_release: Path, tmp_path: Path):
     again = tmp_path / "again"
-    import_release("dsg", dsg / "vqa_answers_release" / "pali17b_dsg.csv", "pali-17b", again,
-                   questions=dsg / "data" / "dsg-1k-anns.csv")
+    import_release("dsg", dsg_release / "vqa_answers_release" / "pali17b_dsg.csv", "pali-17b", again,
+                   questions=dsg_release / "data" / "dsg-1k-anns.csv")
     for name in ("requests.jsonl", "responses.jsonl", "requests.index.jsonl"):
-        assert (again / name).read_bytes() == (pali_store / name).read_bytes()
+        assert (again / name).read_bytes() == (pali_dsg_store / name).read_bytes()
     # the same import into the same folder is allowed (same bytes); another judge's is refused
-    import_release("dsg", dsg / "vqa_answers_release" / "pali17b_dsg.csv", "pali-17b", again,
-                   questions=dsg / "data" / "dsg-1k-anns.csv")
+    import_release("dsg", dsg_release / "vqa_answers_release" / "pali17b_dsg.csv", "pali-17b", again,
+                   questions=dsg_release / "data" / "dsg-1k-anns.csv")
     before = {p.name: p.read_bytes() for p in again.iterdir()}
     with pytest.raises(InputError, match="not empty"):
-        import_release("dsg", dsg / "vqa_answers_release" / "mplug_dsg.csv", "mplug", again)
+        import_release("dsg", dsg_release / "vqa_answers_release" / "mplug_dsg.csv", "mplug", again)
     assert {p.name: p.read_bytes() for p in again.iterdir()} == before
 
 
-def test_summarize_and_cells_read_imports_unchanged(dsg: Path, tmp_path: Path, capsys):
+def test_summarize_and_cells_read_imports_unchanged(dsg_release: Path, tmp_path: Path, capsys):
     stores = {}
     for v in ("pali17b", "mplug", "instructblip"):
         stores[v] = tmp_path / v
-        import_release("dsg", dsg / "vqa_answers_release" / f"{v}_dsg.csv", v, stores[v],
-                       questions=dsg / "data" / "dsg-1k-anns.csv")
+        import_release("dsg", dsg_release / "vqa_answers_release" / f"{v}_dsg.csv", v, stores[v],
+                       questions=dsg_release / "data" / "dsg-1k-anns.csv")
     assert main(["judges", "summarize", "--responses", str(stores["mplug"] / "responses.jsonl"), "--requests",
                  str(stores["mplug"] / "requests.jsonl"), "--out", str(tmp_path / "sum.json")]) == 0
     s = json.loads((tmp_path / "sum.json").read_text())
@@ -192,12 +176,12 @@ def _dsg_item_score(answers: Dict[int, str], deps: Dict[int, List[int]]) -> floa
     return sum(final.values()) / len(score)
 
 
-def _dsg_dependencies(dsg: Path) -> Dict[str, Dict[int, List[int]]]:
+def _dsg_dependencies(dsg_release: Path) -> Dict[str, Dict[int, List[int]]]:
     """dsg-1k-anns.csv's dependencies as the scripts load them: an item with a cell that is not all
     numbers gets none at all."""
     out: Dict[str, Dict[int, List[int]]] = OrderedDict()
     bad = set()
-    for r in _read(dsg / "data" / "dsg-1k-anns.csv"):
+    for r in _read(dsg_release / "data" / "dsg-1k-anns.csv"):
         try:
             out.setdefault(r["item_id"], {})[int(r["proposition_id"])] = [int(x.strip()) for x in r["dependency"].split(",")]
         except ValueError:
@@ -206,13 +190,13 @@ def _dsg_dependencies(dsg: Path) -> Dict[str, Dict[int, List[int]]]:
 
 
 @pytest.mark.parametrize("vqa", ["pali17b", "mplug", "instructblip"])
-def test_item_scores_equal_dsgs_rule_on_every_image(dsg: Path, tmp_path: Path, vqa: str):
+def test_item_scores_equal_dsgs_rule_on_every_image(dsg_release: Path, tmp_path: Path, vqa: str):
     store = tmp_path / vqa
-    import_release("dsg", dsg / "vqa_answers_release" / f"{vqa}_dsg.csv", vqa, store,
-                   questions=dsg / "data" / "dsg-1k-anns.csv")
-    deps = _dsg_dependencies(dsg)
+    import_release("dsg", dsg_release / "vqa_answers_release" / f"{vqa}_dsg.csv", vqa, store,
+                   questions=dsg_release / "data" / "dsg-1k-anns.csv")
+    deps = _dsg_dependencies(dsg_release)
     by_image: Dict[Tuple[str, str], Dict[int, str]] = OrderedDict()
-    for r in _read(dsg / "vqa_answers_release" / f"{vqa}_dsg.csv"):
+    for r in _read(dsg_release / "vqa_answers_release" / f"{vqa}_dsg.csv"):
         by_image.setdefault((r["t2i_model"], r["item_id"]), {})[int(r["question_id"])] = r["answer"]
     rq, rs = store_paths(store)
     on = item_scores([rq], [rs], dependency=True, dsg_script_quirks=True).by_key()
@@ -224,8 +208,8 @@ def test_item_scores_equal_dsgs_rule_on_every_image(dsg: Path, tmp_path: Path, v
     assert missing and all(item == "tifa160_134" for _, item in missing) and on[missing[0]].score is None
 
 
-def test_dsg_script_quirk_is_only_for_dependency_scoring(pali_store: Path):
-    rq, rs = store_paths(pali_store)
+def test_dsg_script_quirk_is_only_for_dependency_scoring(pali_dsg_store: Path):
+    rq, rs = store_paths(pali_dsg_store)
     with pytest.raises(InputError, match="--dependency on"):
         item_scores([rq], [rs], dependency=False, dsg_script_quirks=True)
     plain = item_scores([rq], [rs], dependency=True).by_key()
@@ -253,8 +237,8 @@ def test_tifa_results_import_reproduces_tifas_caption_scores(data_dir: Path, tmp
 
 
 # --- correlate ------------------------------------------------------------------------------
-def test_read_human_ratings_dsg_csv_and_tifa_json(dsg: Path, data_dir: Path):
-    h = read_human_ratings(dsg / "data" / "tifa160-likert-anns.csv")
+def test_read_human_ratings_dsg_csv_and_tifa_json(dsg_release: Path, data_dir: Path):
+    h = read_human_ratings(dsg_release / "data" / "tifa160-likert-anns.csv")
     assert len(h) == 800 and sum(len(r.ratings) for r in h) == 3995  # 3,995 ratings: a few images have three or four
     assert sorted({len(r.ratings) for r in h}) == [3, 4, 5]
     t = data_dir / "tifa" / "human_annotations" / "human_annotations.json"
@@ -266,12 +250,12 @@ def test_read_human_ratings_dsg_csv_and_tifa_json(dsg: Path, data_dir: Path):
         assert one.mean == raw["coco_669925_mini_dalle"]["human_avg"]
 
 
-def test_correlate_missing_zero_and_skip(pali_store: Path, dsg: Path):
+def test_correlate_missing_zero_and_skip(pali_dsg_store: Path, dsg_release: Path):
     from scipy import stats
 
-    rq, rs = store_paths(pali_store)
+    rq, rs = store_paths(pali_dsg_store)
     s = item_scores([rq], [rs], dependency=False).rows
-    h = read_human_ratings(dsg / "data" / "tifa160-likert-anns.csv")
+    h = read_human_ratings(dsg_release / "data" / "tifa160-likert-anns.csv")
     z = correlate(s, h, missing="zero", reps=50, seed=1)
     k = correlate(s, h, missing="skip", reps=50, seed=1)
     assert (z["n"], z["missing"]["count"], k["n"], k["missing"]["count"]) == (800, 5, 795, 5)
@@ -299,23 +283,23 @@ def test_vectorised_spearman_equals_scipy_with_ties():
     assert got == pytest.approx(want, abs=1e-12)
 
 
-def test_correlate_refuses_a_store_that_shares_no_image_with_the_ratings(pali_store: Path, tmp_path: Path):
+def test_correlate_refuses_a_store_that_shares_no_image_with_the_ratings(pali_dsg_store: Path, tmp_path: Path):
     f = tmp_path / "h.csv"
     f.write_text("t2i_model,item_id,answer\nother,x1,3\nother,x2,4\nother,x3,5\n")
-    rq, rs = store_paths(pali_store)
+    rq, rs = store_paths(pali_dsg_store)
     s = item_scores([rq], [rs], dependency=False).rows
     with pytest.raises(InputError, match="only 0 image"):
         correlate(s, read_human_ratings(f), missing="skip")
 
 
-def test_cli_item_scores_and_correlate(pali_store: Path, dsg: Path, tmp_path: Path, capsys):
+def test_cli_item_scores_and_correlate(pali_dsg_store: Path, dsg_release: Path, tmp_path: Path, capsys):
     out = tmp_path / "s.jsonl"
-    assert main(["judges", "item-scores", "--store", str(pali_store), "--dependency", "on", "--out", str(out)]) == 0
+    assert main(["judges", "item-scores", "--store", str(pali_dsg_store), "--dependency", "on", "--out", str(out)]) == 0
     rows = read_item_scores(out)
     assert len(rows) == 1700 and sum(r.score is None for r in rows) == 5
     corr = tmp_path / "c.json"
-    assert main(["judges", "correlate", "--store", str(pali_store), "--human",
-                 str(dsg / "data" / "tifa160-likert-anns.csv"), "--dependency", "on", "--dsg-script-quirks",
+    assert main(["judges", "correlate", "--store", str(pali_dsg_store), "--human",
+                 str(dsg_release / "data" / "tifa160-likert-anns.csv"), "--dependency", "on", "--dsg-script-quirks",
                  "--missing", "zero", "--reps", "20", "--out", str(corr)]) == 0
     c = json.loads(corr.read_text())
     assert {"spearman", "kendall", "n"} <= set(c) and c["n"] == 800
