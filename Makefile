@@ -67,6 +67,7 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python benchmarks/bench_llm_run.py --sizes 20000 --transports fast openai
 	$(VENV)/bin/python benchmarks/bench_claims.py
 	$(VENV)/bin/python benchmarks/bench_judges.py --skip-offline
+	$(VENV)/bin/python benchmarks/bench_releases.py
 
 ## model servers (foreground; 127.0.0.1 unless HOST=...). GPU configs need vLLM on a GPU machine.
 HOST ?= 127.0.0.1
