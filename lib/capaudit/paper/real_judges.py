@@ -7,14 +7,15 @@ human ratings), read into the caption by ``\\readnote``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, Mapping, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from capaudit.io.atomic import atomic_path, write_text_atomic  # noqa: E402
+from capaudit.io.atomic import write_text_atomic  # noqa: E402
+from capaudit.paper.figure_files import save_figure_files  # noqa: E402
 
 SOURCE = "% source: DSG release (j-min/DSG 7330119a): real VQA answers and TIFA160 Likert ratings; no model run here"
 QSET = {"tifa": "TIFA", "vq2a": "VQ$^2$A", "dsg": "DSG", "dsg_no_dependency": "DSG w/o dep."}
@@ -94,7 +95,8 @@ def coverage_tex(rows: Sequence[Mapping[str, Any]], judge: str, path: Path) -> P
 
 
 def plot_calibration(rows: Sequence[Mapping[str, Any]], stem: Path, level: float) -> Path:
-    """Interval width and coverage against n, PPI++ and human-only, one line per model."""
+    """Interval width and coverage against n, PPI++ and human-only, one line per model
+    (``stem``.pdf/.png, and the plotted rows as .csv)."""
     groups = list(dict.fromkeys(r["group"] for r in rows))
     fig, (aw, ac) = plt.subplots(1, 2, figsize=(7.2, 2.8))
     for g in groups:
@@ -115,12 +117,9 @@ def plot_calibration(rows: Sequence[Mapping[str, Any]], stem: Path, level: float
     aw.legend(fontsize=6)
     fig.suptitle("Real VQA judge (DSG release) corrected with real Likert ratings", fontsize=9)
     fig.tight_layout()
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    for ext in ("pdf", "png"):
-        with atomic_path(stem.with_name(f"{stem.name}.{ext}")) as tmp:
-            fig.savefig(tmp, format=ext, dpi=200 if ext == "png" else None)
+    paths = save_figure_files(fig, stem.parent, stem.name, rows)
     plt.close(fig)
-    return stem.with_name(f"{stem.name}.png")
+    return paths["png"]
 
 
 def render(summary: Mapping[str, Any], tables: Path, figures: Path) -> Dict[str, Path]:
