@@ -346,14 +346,20 @@ def cmd_item_scores(args: argparse.Namespace) -> int:
     return 0
 
 
+def _human_and_scores(args: argparse.Namespace) -> Tuple[Any, Any]:
+    """``correlate``/``calibrate``: the output path checked, then the ratings, then the item scores."""
+    from .correlate import read_human_ratings
+
+    check_outputs(args.out)
+    return read_human_ratings(args.human), _scores(args)
+
+
 def cmd_correlate(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import write_json_atomic
 
-    from .correlate import correlate, read_human_ratings
+    from .correlate import correlate
 
-    check_outputs(args.out)
-    human = read_human_ratings(args.human)
-    s = _scores(args)
+    human, s = _human_and_scores(args)
     out = correlate(s.rows, human, missing=args.missing, reps=args.reps, seed=args.seed,
                     group_intervals=args.group_intervals)
     out["dependency"] = {"on": args.dependency == "on", "dsg_script_quirks": args.dsg_script_quirks,
@@ -372,11 +378,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import write_json_atomic
 
     from .calibrate import calibrate
-    from .correlate import read_human_ratings
 
-    check_outputs(args.out)
-    human = read_human_ratings(args.human)
-    s = _scores(args)
+    human, s = _human_and_scores(args)
     out = calibrate(s.rows, human, labelled=args.labelled, seed=args.seed, level=args.level, missing=args.missing)
     out["dependency"] = {"on": args.dependency == "on", "dsg_script_quirks": args.dsg_script_quirks}
     write_json_atomic(args.out, out)
