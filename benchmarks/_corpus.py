@@ -114,3 +114,16 @@ def run_measured(cmd, env=None, poll: float = 0.1) -> dict:
     return {"returncode": proc.returncode, "wall_s": round(wall, 2), "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
             "peak_rss_mb": round(peak / 2**20), "stdout": out.decode("utf-8", "replace"),
             "stderr": err.decode("utf-8", "replace")}
+
+
+def capaudit_measured(*args: str) -> dict:
+    """``python -m capaudit.cli ARGS`` in a fresh process (this checkout's ``lib``): wall s, CPU s and
+    peak RSS (MB); a failed command raises with the end of its stderr."""
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent / "lib"))
+    r = run_measured([sys.executable, "-m", "capaudit.cli", *args], env=env)
+    if r["returncode"] != 0:
+        raise RuntimeError(f"capaudit {' '.join(args)} failed:\n{r['stderr'][-3000:]}")
+    return {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mb")}
+

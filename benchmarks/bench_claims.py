@@ -26,17 +26,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "lib"))
 
-from _corpus import corpus, run_measured  # noqa: E402
+from _corpus import capaudit_measured, corpus  # noqa: E402
 
 CATS = ("object", "attribute", "relation", "count", "style", "camera", "lighting", "text_rendering")
 
 
-def cli(*args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent / "lib"))
-    r = run_measured([sys.executable, "-m", "capaudit.cli", *args], env=env)
-    if r["returncode"] != 0:
-        raise RuntimeError(f"capaudit {' '.join(args)} failed:\n{r['stderr'][-3000:]}")
-    return {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mb")}
+cli = capaudit_measured
 
 
 def answer(requests: Path, responses: Path, units: int, seed: int = 0) -> int:

@@ -20,17 +20,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _corpus import run_measured  # noqa: E402
+from _corpus import capaudit_measured  # noqa: E402
 
 DATA = Path(os.environ.get("CAPAUDIT_DATA_DIR", HERE.parents[1] / "shared" / "data"))
 
 
-def cli(*args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent / "lib"))
-    r = run_measured([sys.executable, "-m", "capaudit.cli", *args], env=env)
-    if r["returncode"] != 0:
-        raise RuntimeError(f"capaudit {' '.join(args)} failed:\n{r['stderr'][-3000:]}")
-    return {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mb")}
+cli = capaudit_measured
 
 
 def main() -> int:

@@ -128,9 +128,7 @@ def register(subparsers: Any) -> None:
     sc.set_defaults(func=cmd_item_scores)
 
     co = sub.add_parser("correlate", help="item scores against human ratings: Spearman, Kendall, p, bootstrap")
-    co.add_argument("--store", required=True, help="store folder ('judges import')")
-    co.add_argument("--human", required=True, help="ratings: CSV (t2i_model, item_id, answer) or TIFA JSON")
-    add_dependency_options(co)
+    add_store_human_options(co)
     co.add_argument("--missing", required=True, choices=["zero", "skip"],
                     help="a rated image without an answer: score 0 (DSG's scripts) or leave it out")
     co.add_argument("--reps", type=reps_count, default=2000, help="bootstrap resamples (default 2000)")
@@ -141,9 +139,7 @@ def register(subparsers: Any) -> None:
     co.set_defaults(func=cmd_correlate)
 
     ca = sub.add_parser("calibrate", help="judge scores on every image + human ratings on a random few (PPI++)")
-    ca.add_argument("--store", required=True, help="store folder ('judges import')")
-    ca.add_argument("--human", required=True, help="ratings: CSV (t2i_model, item_id, answer) or TIFA JSON")
-    add_dependency_options(ca)
+    add_store_human_options(ca)
     ca.add_argument("--labelled", required=True, type=positive_int,
                     help="images per group whose human ratings the estimate may use (drawn at random)")
     ca.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the labelled draw (default 0)")
@@ -173,6 +169,13 @@ def add_dependency_options(p: argparse.ArgumentParser, default: Any = None) -> N
     p.add_argument("--dsg-script-quirks", action="store_true",
                    help="as DSG's released scripts: an image with an unparsable dependency cell loses all "
                         "its dependencies")
+
+
+def add_store_human_options(p: argparse.ArgumentParser) -> None:
+    """``--store``, ``--human`` and the dependency options of ``correlate`` and ``calibrate``."""
+    p.add_argument("--store", required=True, help="store folder ('judges import')")
+    p.add_argument("--human", required=True, help="ratings: CSV (t2i_model, item_id, answer) or TIFA JSON")
+    add_dependency_options(p)
 
 
 def _thinking(value: str) -> Any:
