@@ -106,6 +106,7 @@ def test_demo_notebook_runs_with_papermill(tmp_path: Path, repo_dir: Path) -> No
     papermill.execute_notebook(str(src), str(tmp_path / "11.out.ipynb"), parameters={"params_path": str(params)},
                                cwd=str(repo_dir), progress_bar=False, kernel_name="python3")
     assert (tmp_path / "outputs" / "demo_test" / "tables" / "human_judge_agreement.csv").is_file()
+    assert (tmp_path / "outputs" / "demo_test" / "tables" / "human_corrected_support.tex").is_file()
     # the annotation notebook is a parameters cell plus one call
     hv = jupytext.read(repo_dir / "notebooks" / "human_verification.py")
     code = [c for c in hv.cells if c.cell_type == "code"]
