@@ -43,3 +43,13 @@ pd.DataFrame(out["status"]["readiness"]["checks"])
 from IPython.display import Image
 
 Image(filename=str(out["figure"]))
+
+# %% [markdown]
+# Supported CBU per caption corrected by the (simulated) annotators: per judge and surface, the
+# judge's own figure, the weighted PPI++ estimate (judge answers on every claim of the surface, human
+# consensus on the sampled ones) and the labels-only estimate, with 95% intervals. Claims whose
+# consensus is not yes/no are left out and counted (`excluded`); a surface with fewer than two
+# yes/no labels gets no estimate (`status`). Captions = captions with at least one judged claim.
+
+# %%
+out["corrected"]

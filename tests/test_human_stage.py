@@ -46,6 +46,20 @@ def test_run_demo_writes_simulated_table_figure_and_numbers(tmp_path: Path) -> N
     tables = tmp_path / "outputs" / "demo_test" / "tables"
     assert "SIMULATED" in (tables / "human_judge_agreement.tex").read_text()
     assert (tables / "human_judge_agreement.csv").read_text().count("simulated annotators") == len(table)
+    # supported CBU per caption corrected by (simulated) people, per judge and surface
+    corr = out["corrected"]
+    assert set(corr["labels"]) == {"simulated annotators"} and set(corr["judge"]) == {"judge_a", "judge_b"}
+    assert set(corr["surface"]) == {"coco_caption_a", "coco_caption_b"} and (corr["scope"] == "surface").all()
+    est = corr[corr["status"] == "ok"]
+    assert len(est) and (est["ppi_cap_lo"] <= est["ppi_cap"]).all() and (est["ppi_cap"] <= est["ppi_cap_hi"]).all()
+    assert est["ppi_cap"].tolist() == pytest.approx((est["ppi_share"] * est["claims"] / est["captions"]).tolist())
+    assert corr[corr["status"] != "ok"]["ppi_cap"].isna().all()
+    ctex = (tables / "human_corrected_support.tex").read_text()
+    assert ctex.startswith("% supported CBU per caption") and "SIMULATED annotators: demo only" in ctex
+    assert sum(1 for x in ctex.splitlines() if not x.startswith("%")) == len(corr)
+    assert (tables / "human_corrected_support.csv").read_text().count("simulated annotators") == len(corr)
+    exported = json.loads((art / "human" / "export" / "human_corrected_support.json").read_text())
+    assert exported["simulated"] is True and len(exported["rows"]) == len(corr)
     figs = tmp_path / "outputs" / "demo_test" / "figures"
     assert (figs / "human_confusion.png").stat().st_size > 0 and (figs / "human_confusion.pdf").is_file()
     nums = read_numbers_fragments(art)
@@ -61,6 +75,7 @@ def test_run_demo_writes_simulated_table_figure_and_numbers(tmp_path: Path) -> N
     # a second run rebuilds the simulated study from scratch
     again = run_demo(cfg)
     assert again["table"]["estimate"].tolist() == pytest.approx(table["estimate"].tolist())
+    assert again["corrected"]["ppi_cap"].tolist() == pytest.approx(corr["ppi_cap"].tolist(), nan_ok=True)
 
 
 def test_run_demo_refuses_real_mode_and_real_databases(tmp_path: Path) -> None:
@@ -91,6 +106,7 @@ def test_demo_notebook_runs_with_papermill(tmp_path: Path, repo_dir: Path) -> No
     papermill.execute_notebook(str(src), str(tmp_path / "11.out.ipynb"), parameters={"params_path": str(params)},
                                cwd=str(repo_dir), progress_bar=False, kernel_name="python3")
     assert (tmp_path / "outputs" / "demo_test" / "tables" / "human_judge_agreement.csv").is_file()
+    assert (tmp_path / "outputs" / "demo_test" / "tables" / "human_corrected_support.tex").is_file()
     # the annotation notebook is a parameters cell plus one call
     hv = jupytext.read(repo_dir / "notebooks" / "human_verification.py")
     code = [c for c in hv.cells if c.cell_type == "code"]

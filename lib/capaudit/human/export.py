@@ -30,6 +30,7 @@ from capaudit.stats.agreement import (
 )
 from capaudit.summaries.agreement import AgreementInterval, JudgeAgreement, format_agreement
 
+from .corrected import CORRECTED_JSON, corrected_payload, corrected_support
 from .protocol import ADJUDICABLE_FIELDS, CATEGORIES, PHASE_FIELDS, PHASES, SCALE_FIELDS
 from .study import Study
 
@@ -316,8 +317,15 @@ def public_rows(study: Study) -> List[Dict[str, Any]]:
 
 
 def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = False,
-                 n_resamples: Optional[int] = None) -> Dict[str, Path]:
-    """Write the aggregate export (and judge–human agreement, and public rows on request) to ``out_dir``."""
+                 n_resamples: Optional[int] = None, judged_claims: Optional[Sequence[PathLike]] = None,
+                 level: float = 0.95) -> Dict[str, Path]:
+    """Write the aggregate export (and judge–human agreement, and public rows on request) to ``out_dir``.
+
+    With image-phase consensus, also the human-corrected supported CBU per caption
+    (:func:`capaudit.human.corrected.corrected_support`, ``CORRECTED_JSON``) from ``judged_claims``
+    (default: the files the study recorded). Where the default files are gone or changed, the export
+    says why in ``corrected_support_skipped`` instead; files given explicitly must match.
+    """
     _check_resamples(n_resamples)
     check_exportable(study)
     out = check_output_dir(out_dir)
@@ -345,6 +353,17 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
         agreement = agreement_summary(study, n_resamples=n_resamples)
         paths["agreement"] = write_text_atomic(out / AGREEMENT_JSON, format_agreement(agreement))
         payload["judge_human_agreement"] = AGREEMENT_JSON
+        try:
+            corrected = corrected_support(study, judged_claims, level=level,
+                                          labels="simulated annotators" if payload["simulated"] else "human annotators")
+        except InputError as exc:
+            if judged_claims is not None:
+                raise
+            payload["corrected_support_skipped"] = str(exc)
+        else:
+            paths["corrected"] = write_json_atomic(out / CORRECTED_JSON,
+                                                   corrected_payload(study, corrected, payload["simulated"]))
+            payload["corrected_support"] = CORRECTED_JSON
     if include_public_rows:
         rows = public_rows(study)
         buf = io.StringIO()
@@ -358,7 +377,7 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
 
 
 __all__ = [
-    "AGREEMENT_JSON", "Disagreement", "EXPORT_JSON", "PUBLIC_COLUMNS", "PUBLIC_CSV", "agreement_summary",
+    "AGREEMENT_JSON", "CORRECTED_JSON", "Disagreement", "EXPORT_JSON", "PUBLIC_COLUMNS", "PUBLIC_CSV", "agreement_summary",
     "check_exportable", "confusion_counts", "consensus_rows", "disagreements", "export_study", "human_human",
     "judge_human_records", "public_rows", "readiness", "repeat_consistency", "status_report",
 ]

@@ -8,8 +8,9 @@ stage keys ``db`` (study database; default ``<artifacts>/human/<study_id>.sqlite
 :func:`run_demo` builds a fresh *simulated* study from the judges stage's judged claims, lets
 simulated annotators answer it through the annotator API, adjudicates disagreements with a simulated
 adjudicator, exports it, and writes the judge–human agreement table (overall and by surface group,
-per judge, with cluster-bootstrap intervals; CSV + LaTeX), a confusion-matrix figure and the
-``human`` numbers fragment — every one marked simulated.
+per judge, with cluster-bootstrap intervals; CSV + LaTeX), the human-corrected supported CBU per
+caption (per judge and surface, :mod:`capaudit.human.corrected`; ``human_corrected_support``
+CSV + LaTeX), a confusion-matrix figure and the ``human`` numbers fragment — every one marked simulated.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from capaudit.io.atomic import write_json_atomic, write_text_atomic
 from capaudit.summaries.agreement import read_agreement
 from capaudit.summaries.numbers_fragments import write_numbers_fragment
 
+from .corrected import CORRECTED_JSON, corrected_support
 from .export import AGREEMENT_JSON, confusion_counts, export_study, status_report
 from .protocol import StudyConfig
 from .simulate import invite_simulated, simulate_adjudication, simulate_annotators
@@ -89,7 +91,7 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
     """Build, simulate, export and report the demo study of ``cfg`` (module docstring)."""
     import pandas as pd
 
-    from capaudit.paper.human_figures import agreement_tex, plot_confusion
+    from capaudit.paper.human_figures import agreement_tex, corrected_tex, plot_confusion
 
     conf = study_config(cfg)
     if conf.mode != "simulated":
@@ -117,13 +119,17 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
         n_judgments = simulate_annotators(study, codes, seed=seed, accuracy=accuracy)
         n_adjudicated = simulate_adjudication(study, seed=seed)
         export_dir = dirs["artifacts"] / "human" / "export"
-        exported = export_study(study, export_dir)
+        exported = export_study(study, export_dir, judged_claims=paths)
         status = status_report(study)
         agreement = read_agreement(export_dir / AGREEMENT_JSON)
         rows = agreement_rows(agreement)
         table = pd.DataFrame(rows)
         csv_path = write_text_atomic(dirs["tables"] / "human_judge_agreement.csv", table.to_csv(index=False))
         tex_path = agreement_tex(rows, dirs["tables"] / "human_judge_agreement.tex", simulated=True)
+        corrected = [r.flat() for r in corrected_support(study, paths, labels=SIM_LABEL)]
+        corr_table = pd.DataFrame(corrected)
+        corr_csv = write_text_atomic(dirs["tables"] / "human_corrected_support.csv", corr_table.to_csv(index=False))
+        corr_tex = corrected_tex(corrected, dirs["tables"] / "human_corrected_support.tex", simulated=True)
         fig = plot_confusion(confusion_counts(study), dirs["figures"] / "human_confusion", simulated=True)
         numbers: Dict[str, Dict[str, Any]] = {
             "HumanSimItems": {"value": status["items"], "text": str(status["items"]),
@@ -143,10 +149,11 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
             "simulate": {"annotators": n_ann, "accuracy": accuracy, "seed": seed, "judgments": n_judgments,
                          "adjudications": n_adjudicated},
             "outputs": {k: str(v) for k, v in {**exported, "table_csv": csv_path, "table_tex": tex_path,
+                                               "corrected_csv": corr_csv, "corrected_tex": corr_tex,
                                                "figure": fig, "numbers": frag}.items()},
         }
         write_json_atomic(dirs["artifacts"] / "human" / "demo_manifest.json", manifest)
-        return {"db": db, "table": table, "status": status, "figure": fig, "agreement": agreement,
+        return {"db": db, "table": table, "corrected": corr_table, "status": status, "figure": fig, "agreement": agreement,
                 "manifest": manifest, "backend": SIM_LABEL}
     finally:
         study.close()

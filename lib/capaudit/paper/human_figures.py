@@ -74,4 +74,31 @@ def agreement_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
 
-__all__ = ["HUMAN_LABELS", "JUDGE_LABELS", "agreement_tex", "plot_confusion"]
+def corrected_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool) -> Path:
+    """LaTeX tabular body of the human-corrected supported CBU per caption (flat rows of
+    :meth:`capaudit.human.corrected.CorrectedRow.flat`): judge & surface & judge CBU/cap & corrected
+    CBU/cap & interval & human-only & interval & λ & labelled & left out & labels. A row without an
+    estimate shows "--" and its status."""
+    level = next((r["level"] for r in rows), 0.95)
+    lines = [f"% supported CBU per caption corrected by people: weighted PPI++ (tuned lambda) and human-only "
+             f"weighted estimates, {100 * level:g}% t intervals; CBU/cap = share x claims / captions with a judged claim"]
+    if simulated:
+        lines.append("% SIMULATED annotators: demo only, not human evidence")
+    lines.append("% columns: judge & surface & judge CBU/cap & corrected CBU/cap & interval & human-only CBU/cap & "
+                 "interval & lambda & labelled & left out & labels")
+
+    def num(x: Any) -> str:
+        return "--" if x is None else f"{x:.2f}"
+
+    for r in rows:
+        surface = r["surface"] if r["scope"] == "surface" else f"{r['surface_group']} (all)"
+        ok = r["status"] == "ok"
+        est = [num(r["ppi_cap"]), f"[{r['ppi_cap_lo']:.2f}, {r['ppi_cap_hi']:.2f}]", num(r["human_cap"]),
+               f"[{r['human_cap_lo']:.2f}, {r['human_cap_hi']:.2f}]", num(r["ppi_lam"])] if ok else \
+            ["--", _tex(r["status"].replace("_", " ")), "--", "--", "--"]
+        lines.append(" & ".join([_tex(r["judge"]), _tex(surface), num(r["judge_cap"]), *est, str(r["labelled"]),
+                                 str(r["excluded_total"]), _tex(r["labels"])]) + r" \\")
+    return write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+__all__ = ["HUMAN_LABELS", "JUDGE_LABELS", "agreement_tex", "corrected_tex", "plot_confusion"]
