@@ -54,6 +54,21 @@ def test_every_dsg_category_of_the_questions_file_maps(dsg_release: Path):
         dsg_category("nonsense", "x")
 
 
+def test_dsg_categories_agree_with_the_extractor_evaluation(dsg_release: Path):
+    """One reading of DSG's categories: ours, collapsed as dsg_eval collapses style/camera/lighting
+    into "global", equals dsg_eval's type wherever dsg_eval keeps the proposition."""
+    from capaudit.claims.dsg_eval import eval_type
+
+    collapse = {"style": "global", "camera": "global", "lighting": "global"}
+    with open(dsg_release / "data" / "dsg-1k-anns.csv", newline="", encoding="utf-8") as fh:
+        pairs = {(r["category_broad"], r["category_detailed"]) for r in csv.DictReader(fh)}
+    for b, d in sorted(pairs):
+        theirs = eval_type(b, d)
+        if theirs is not None:
+            ours = dsg_category(b, d)
+            assert collapse.get(ours, ours) == theirs, (b, d, ours, theirs)
+
+
 def test_every_tifa_element_type_maps():
     types = ["object", "animal/human", "attribute", "activity", "spatial", "location", "color", "counting", "food",
              "material", "shape", "other"]  # TIFA's 12 element types (PROVENANCE)
