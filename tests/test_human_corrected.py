@@ -99,14 +99,18 @@ def test_tiny_study_by_hand(tmp_path: Path) -> None:
     # labelled (y, f, w): object (1, 1, 2) ×2, attribute (0, 1, 1), (0, 0, 1) ["uncertain" counts as f = 0]
     # weighted LS: mean_w f = 5/6, mean_w y = 2/3, S_ff = 5/6, S_fy = 2/3 → λ = 0.8
     # d = y − 0.8 f = 0.2, 0.2, −0.8, 0 → d̂ = (0.4 + 0.4 − 0.8)/6 = 0 → θ = 0.8 · 5/6 = 2/3
-    # z = w (d − d̂)/Σw = 1/15, 1/15 | −2/15, 0 → se² = 2 · 2 (1/15)² = 4/225, df = 4 − 2 strata
+    # se: stratified delete-one jackknife, λ re-estimated (JKn; the other unit of the stratum ×2):
+    # object: dropping either (1, 1, 2) leaves the same sample → θ₍ᵢ₎ = 2/3 twice, no spread;
+    # attribute: dropping (0, 1, 1) → {(1,1,2)×2, (0,0,2)}: λ = 1, θ = 5/6 + 0 = 5/6; dropping
+    # (0, 0, 1) → {(1,1,2)×2, (0,1,2)}: f constant, λ = 0, θ = weighted mean of y = 2/3; mean 3/4 →
+    # se² = (2−1)/2 · ((5/6 − 3/4)² + (2/3 − 3/4)²) = 1/144 → se = 1/12, df = 4 − 2 strata
     t = 4.302652729911275  # t_{0.975, 2}
     p = a.ppi
     assert p.lam == pytest.approx(0.8)
-    assert p.share == pytest.approx(2 / 3) and p.share_se == pytest.approx(2 / 15)
-    assert (p.share_lo, p.share_hi) == pytest.approx((2 / 3 - t * 2 / 15, 2 / 3 + t * 2 / 15))
+    assert p.share == pytest.approx(2 / 3) and p.share_se == pytest.approx(1 / 12)
+    assert (p.share_lo, p.share_hi) == pytest.approx((2 / 3 - t / 12, 2 / 3 + t / 12))
     # CBU per caption = θ × 6 claims / 3 captions
-    assert (p.cap, p.cap_se, p.cap_lo, p.cap_hi) == pytest.approx((4 / 3, 4 / 15, 2 * p.share_lo, 2 * p.share_hi))
+    assert (p.cap, p.cap_se, p.cap_lo, p.cap_hi) == pytest.approx((4 / 3, 1 / 6, 2 * p.share_lo, 2 * p.share_hi))
     # human-only: weighted mean of y = 4/6; each stratum's labels are constant → se 0
     h = a.human_only
     assert (h.share, h.share_se, h.cap, h.lam) == pytest.approx((2 / 3, 0.0, 4 / 3, 0.0))

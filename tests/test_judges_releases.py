@@ -320,3 +320,69 @@ def test_cli_item_scores_and_correlate(pali_dsg_store: Path, dsg_release: Path, 
     assert {"spearman", "kendall", "n"} <= set(c) and c["n"] == 800
     assert (round(c["spearman"], 3), round(c["kendall"], 3)) == (0.571, 0.458)
     assert "Spearman 0.571" in capsys.readouterr().err
+
+
+# --- review findings: edges of the inputs ---------------------------------------------------
+def test_tifa_odd_vqa_answers_are_counted_never_a_no(data_dir: Path, tmp_path: Path):
+    f = data_dir / "tifa" / "sample" / "sample_evaluation_result.json"
+    if not f.is_file():
+        pytest.skip("TIFA sample not in the data folder")
+    data = json.loads(f.read_text())
+    qs = data["question_details"]["coco_301091"]
+    odd = list(qs)[:3]
+    for q, v in zip(odd, ("", ["surfer"], None)):
+        qs[q]["multiple_choice_vqa"] = v
+    src = tmp_path / "odd.json"
+    src.write_text(json.dumps(data))
+    m = import_release("tifa", src, "t", tmp_path / "s").manifest
+    assert m["answer_status"]["empty"] == 1 and m["answer_status"]["unrecognised"] == 1
+    assert m["answer_status"]["missing"] == 1
+    rows = [json.loads(x) for x in (tmp_path / "s" / "responses.jsonl").read_text().splitlines()]
+    res = {r["question_id"]: r for r in rows[0]["parsed"]["question_results"]}
+    assert [res[f"coco_301091:u{i:04d}"]["answer"] for i in (1, 2, 3)] == ["uncertain"] * 3
+    assert res["coco_301091:u0004"]["raw_answer"] == qs[list(qs)[3]]["multiple_choice_vqa"]  # verbatim
+    bad = json.loads(f.read_text())
+    next(iter(bad["question_details"]["coco_301091"].values()))["choices"] = "notalist"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(InputError, match="choices"):
+        import_release("tifa", tmp_path / "bad.json", "t", tmp_path / "b")
+
+
+def test_a_missing_answer_row_is_left_out_of_the_score_and_counted(dsg_release: Path, tmp_path: Path):
+    rows = _read(dsg_release / "vqa_answers_release" / "pali17b_dsg.csv")
+    keep = [r for r in rows if r["t2i_model"] == "sd2dot1" and r["item_id"] == "tifa160_0"]
+    assert len(keep) == 5
+    src = tmp_path / "partial.csv"
+    with open(src, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(keep[1:])  # question 1 has no answer row
+    m = import_release("dsg", src, "p", tmp_path / "s", questions=dsg_release / "data" / "dsg-1k-anns.csv").manifest
+    assert m["answer_status"]["missing"] == 1
+    rq, rs = store_paths(tmp_path / "s")
+    row = next(r for r in item_scores([rq], [rs], dependency=False).rows if r.item_id == "tifa160_0")
+    answers = {int(r["question_id"]): r["answer"] for r in keep[1:]}
+    assert row.missing_answers == 1 and row.questions == 4
+    assert row.score == pytest.approx(_dsg_item_score(answers, {}))  # DSG scores the answered rows only
+
+
+def test_bom_and_repeated_question_text(tmp_path: Path):
+    src = tmp_path / "a.csv"
+    src.write_text("\ufefft2i_model,item_id,question,answer\nm,i1,Is it red?,yes\nm,i1,Is it red?,no\n"
+                   "m,i2,Is it blue?,yes\n", encoding="utf-8")
+    m = import_release("dsg", src, "j", tmp_path / "s").manifest
+    assert m["groups"] == {"m": {"images": 2, "answered": 2, "questions": 3}}
+    assert m["reader"]["repeated_question_text"] == 1
+
+
+def test_ratings_refuse_a_worker_twice_and_a_missing_group(pali_dsg_store: Path, dsg_release: Path, tmp_path: Path):
+    src = dsg_release / "data" / "tifa160-likert-anns.csv"
+    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "dup.csv").write_text("".join(lines + lines[1:2]), encoding="utf-8")
+    with pytest.raises(InputError, match="rates image .* twice"):
+        read_human_ratings(tmp_path / "dup.csv")
+    (tmp_path / "typo.csv").write_text("".join(lines).replace(",sd2dot1,", ",sd2.1,"), encoding="utf-8")
+    rq, rs = store_paths(pali_dsg_store)
+    s = item_scores([rq], [rs], dependency=False).rows
+    with pytest.raises(InputError, match=r"sd2\.1 \(0 of 160\)"):
+        correlate(s, read_human_ratings(tmp_path / "typo.csv"), missing="zero", reps=0)

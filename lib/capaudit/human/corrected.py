@@ -22,7 +22,8 @@ figure for the judge's bias, per judge and surface (and per surface group holdin
   ``strata`` = the sampling strata (``<surface group>/<claim type>``).
 * **θ** = the share of the surface's claims people find supported:
   :func:`capaudit.stats.calibration.weighted_ppi_mean` (Hájek-weighted PPI++, tuned λ, stratified
-  sandwich se, t interval), beside the human-only weighted estimate (same function, λ = 0) and the
+  delete-one jackknife se re-estimating λ, t interval), beside the human-only weighted estimate
+  (same function, λ = 0, stratified sandwich se) and the
   judge-only share ``mean(f)`` (no sampling error; its error is the bias the people measure).
   A stratum with fewer than two substantive items cannot carry a variance: such strata are pooled
   into one, and where that pool still holds a single item it joins the smallest other stratum
@@ -40,6 +41,11 @@ Never a number from missing data: a (judge, surface) with fewer than two substan
 ``status = "too_few_labels"`` and no estimate, a judge without answers on the surface's claims
 ``status = "no_judge_answers"``; such rows are kept (with their counts) and marked.
 Estimates are not clipped to [0, 1].
+
+Variance caveat: a surface row uses only that surface's labelled items. Where a surface group has
+several surfaces, a stratum (``<group>/<type>``) spans them and the surface is a domain of it; the
+textbook domain estimator would add the stratum's other sampled items with ``z = 0``, which widens
+the interval slightly. Each surface is its own group in our configurations, so rows there are exact.
 """
 
 from __future__ import annotations

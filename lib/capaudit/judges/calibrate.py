@@ -11,10 +11,10 @@ estimates (:mod:`capaudit.stats.calibration`), each with a ``level`` interval:
 * ``judge_only``: the judge's census mapped linearly onto the rating scale (1 + 4·score for
   1–5 Likert); no sampling error, so no interval width — its error is the judge's bias.
 
-An image with ratings but no judge answer gets the predictor value 0 with ``missing="zero"``
-(DSG's convention; PPI stays unbiased whatever the predictor) and is counted per group
-(``unanswered``); ``missing="skip"`` leaves such images out of the population (the target then
-changes, and the output says so).
+An image with ratings but no judge answer stays in the population (the target is the mean over
+*all* rated images, and its ratings may be drawn) with the predictor value 0 (DSG's convention;
+PPI stays unbiased whatever the predictor), counted per group (``unanswered``); a group with fewer
+than two answered images is refused.
 
 ``check`` holds what a real study would not have — the all-ratings mean and whether each interval
 covers it — because the ratings file here holds every image's ratings.
@@ -31,7 +31,7 @@ import numpy as np
 from capaudit.errors import InputError
 from capaudit.stats.calibration import coverage_study, human_only_mean, judge_only_mean, ppi_mean
 
-from .correlate import MISSING, LIKERT_RANGE, HumanRating
+from .correlate import LIKERT_RANGE, HumanRating
 from .item_scores import ItemScore
 
 
@@ -45,26 +45,22 @@ class Population:
     unanswered: int
 
 
-def populations(scores: Sequence[ItemScore], human: Sequence[HumanRating], missing: str = "zero") -> "OrderedDict[str, Population]":
+def populations(scores: Sequence[ItemScore], human: Sequence[HumanRating]) -> "OrderedDict[str, Population]":
     """Per group (ratings file order): the rated images with their judge score (module docstring)."""
-    if missing not in MISSING:
-        raise InputError(f"--missing {missing!r}: expected one of {list(MISSING)}", field="--missing")
     by_key = {(s.group, s.item_id): s for s in scores}
     acc: "OrderedDict[str, Tuple[List[float], List[float], int]]" = OrderedDict()
     for r in human:
         ys, fs, un = acc.setdefault(r.group, ([], [], 0))
         s = by_key.get((r.group, r.item_id))
-        if s is None or not s.answered:
+        if s is None or not s.answered or s.score is None:
             acc[r.group] = (ys, fs, un + 1)
-            if missing == "skip":
-                continue
             fs.append(0.0)
         else:
             fs.append(float(s.score))  # type: ignore[arg-type]
         ys.append(r.mean)
     out: "OrderedDict[str, Population]" = OrderedDict()
     for g, (ys, fs, un) in acc.items():
-        if len(fs) - (un if missing == "zero" else 0) < 2:
+        if len(fs) - un < 2:
             raise InputError(f"group {g!r}: fewer than 2 rated images have a judge score; check that the store's "
                              "groups and item ids match the ratings'")
         out[g] = Population(g, np.asarray(ys, dtype=float), np.asarray(fs, dtype=float), un)
@@ -72,9 +68,9 @@ def populations(scores: Sequence[ItemScore], human: Sequence[HumanRating], missi
 
 
 def calibrate(scores: Sequence[ItemScore], human: Sequence[HumanRating], *, labelled: int, seed: int,
-              level: float = 0.95, missing: str = "zero") -> Dict[str, Any]:
+              level: float = 0.95) -> Dict[str, Any]:
     """The ``CAL.json`` object (module docstring)."""
-    pops = populations(scores, human, missing)
+    pops = populations(scores, human)
     small = {g: len(p.y) for g, p in pops.items() if labelled >= len(p.y)}
     if labelled < 2 or small:
         raise InputError(f"--labelled {labelled}: needs 2 <= N < the images of every group "
@@ -94,15 +90,15 @@ def calibrate(scores: Sequence[ItemScore], human: Sequence[HumanRating], *, labe
                      "check": {"all_ratings_mean": truth,
                                "covered": {k: bool(v.lo <= truth <= v.hi) for k, v in est.items()}}}
     return {"groups": groups, "level": level, "labelled": labelled, "seed": seed,
-            "missing": missing, "estimator": "PPI++ mean (tuned lambda), finite-population correction",
+            "unanswered_images": "judge score 0 (kept in the population)", "estimator": "PPI++ mean (tuned lambda), finite-population correction",
             "target": "mean over all rated images of the group of the per-image mean rating"}
 
 
 def coverage_table(scores: Sequence[ItemScore], human: Sequence[HumanRating], *, ns: Sequence[int], subsets: int,
-                   seed: int, level: float = 0.95, missing: str = "zero") -> List[Dict[str, Any]]:
+                   seed: int, level: float = 0.95) -> List[Dict[str, Any]]:
     """Per group and n: coverage and mean width of each interval over ``subsets`` random subsets."""
     rows: List[Dict[str, Any]] = []
-    for g, p in populations(scores, human, missing).items():
+    for g, p in populations(scores, human).items():
         for r in coverage_study(p.y, p.f, ns=tuple(int(n) for n in ns), subsets=subsets, seed=seed, level=level,
                                 scale=LIKERT_RANGE):
             rows.append({"group": g, "images": len(p.y), "unanswered": p.unanswered, **r.to_dict()})

@@ -145,8 +145,6 @@ def register(subparsers: Any) -> None:
     ca.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the labelled draw (default 0)")
     ca.add_argument("--level", type=number_in(0, 1, lo_open=True, hi_open=True), default=0.95,
                     help="interval level (default 0.95)")
-    ca.add_argument("--missing", choices=["zero", "skip"], default="zero",
-                    help="a rated image without an answer: judge score 0 (default) or left out of the population")
     ca.add_argument("--out", required=True, help="CAL.json")
     ca.set_defaults(func=cmd_calibrate)
 
@@ -383,14 +381,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .calibrate import calibrate
 
     human, s = _human_and_scores(args)
-    out = calibrate(s.rows, human, labelled=args.labelled, seed=args.seed, level=args.level, missing=args.missing)
+    out = calibrate(s.rows, human, labelled=args.labelled, seed=args.seed, level=args.level)
     out["dependency"] = {"on": args.dependency == "on", "dsg_script_quirks": args.dsg_script_quirks}
     write_json_atomic(args.out, out)
     parts = [f"{g}: PPI {v['ppi']['estimate']:.3f} [{v['ppi']['lo']:.3f}, {v['ppi']['hi']:.3f}] vs human only "
              f"[{v['human_only']['lo']:.3f}, {v['human_only']['hi']:.3f}]" for g, v in out["groups"].items()]
     unanswered = sum(v["unanswered"] for v in out["groups"].values())
     print(f"capaudit judges calibrate: {args.labelled} labelled image(s) per group, level {args.level:g}"
-          + (f", {unanswered} rated image(s) without an answer ({args.missing})" if unanswered else "")
+          + (f", {unanswered} rated image(s) without an answer (judge score 0)" if unanswered else "")
           + "; " + "; ".join(parts) + f" -> {args.out}", file=sys.stderr)
     return 0
 

@@ -10,7 +10,9 @@ Human ratings (``--human``):
 The human score of an image is the mean of its ratings. The images compared are those **rated**:
 an image with ratings but no answered item score is *missing* — ``--missing zero`` scores it 0
 (DSG's scripts: an image with no VQA answer scores 0), ``--missing skip`` leaves it out; either
-way the missing images are counted and named. Scored images without ratings are counted
+way the missing images are counted and named. A group of the ratings with fewer than three
+answered images is refused (a misspelt model name must not pool its zeros). Duplicate ratings
+(the same ``worker_id`` twice for one image, when the CSV has that column) are refused. Scored images without ratings are counted
 (``not_rated``) and left out.
 
 Spearman's ρ and Kendall's τ-b (scipy.stats ``spearmanr``/``kendalltau``, as DSG's
@@ -91,8 +93,9 @@ def read_human_ratings(path: PathLike) -> List[HumanRating]:
                 _rating(v, p, None, f"{key}.human_scores") for v in d["human_scores"])
     else:
         try:
-            with open(p, newline="", encoding="utf-8") as fh:
+            with open(p, newline="", encoding="utf-8-sig") as fh:
                 reader = csv.DictReader(fh)
+                workers: set = set()
                 missing = [c for c in ("t2i_model", "item_id", "answer") if c not in (reader.fieldnames or [])]
                 if missing:
                     raise InputError(f"missing column(s) {missing}", path=p, line=1)
@@ -101,6 +104,12 @@ def read_human_ratings(path: PathLike) -> List[HumanRating]:
                     group, item = (row.get("t2i_model") or "").strip(), (row.get("item_id") or "").strip()
                     if not group or not item:
                         raise InputError("empty t2i_model or item_id", path=p, line=line)
+                    worker = (row.get("worker_id") or "").strip()
+                    if worker:
+                        if (group, item, worker) in workers:
+                            raise InputError(f"worker {worker!r} rates image ({group}, {item}) twice", path=p,
+                                             line=line, field="worker_id")
+                        workers.add((group, item, worker))
                     acc.setdefault((group, item), []).append(_rating(row.get("answer"), p, line, "answer"))
         except UnicodeDecodeError as e:
             raise InputError(f"not UTF-8 text ({e.reason})", path=p) from None
@@ -144,6 +153,16 @@ def pair_up(scores: Sequence[ItemScore], human: Sequence[HumanRating], missing: 
     if answered < 3:  # with --missing zero the rest would be zeros made from no answer
         raise InputError(f"only {answered} image(s) have both a judge score and ratings (need 3); check that the "
                          "store's groups and item ids match the ratings'")
+    per_group: Dict[str, List[int]] = OrderedDict()
+    for r in human:
+        per_group.setdefault(r.group, [0, 0])[0] += 1
+    for g, _ in miss:
+        per_group[g][1] += 1
+    thin = {g: n - m for g, (n, m) in per_group.items() if n - m < 3}
+    if thin:  # a whole group missing (a misspelt model name) would pool its zeros or vanish unnoticed
+        raise InputError("group(s) of the ratings with fewer than 3 answered images: "
+                         + ", ".join(f"{g} ({k} of {per_group[g][0]})" for g, k in thin.items())
+                         + "; check that the store's groups and item ids match the ratings'")
     return Pairs(keys, np.asarray(j, dtype=float), np.asarray(h, dtype=float), miss, not_rated)
 
 

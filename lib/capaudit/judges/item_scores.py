@@ -4,7 +4,10 @@ One row per request (image): ``item_id`` (the caption id), ``group`` (the surfac
 the text-to-image model), ``score`` = share of its questions answered ``yes`` (after dependency
 scoring with ``dependency=True``, :mod:`.dependency`), ``questions``, ``yes``, ``answered``
 (False: the store has no valid answer for the image; ``score`` is then ``null``, never 0) and
-``zeroed`` (questions turned to ``no`` by dependency scoring). This is DSG's item score
+``zeroed`` (questions turned to ``no`` by dependency scoring) and ``missing_answers``: questions an
+imported release left unanswered for an answered image (``answer_status`` ``missing``) are left out
+of ``questions`` and the score, as DSG's scripts score only the answered rows (with dependency on,
+such a parent counts as not answered yes; DSG's scripts would fail there). This is DSG's item score
 (``average_score_with_dependency`` / ``..._without_dependency``) and TIFA's caption score.
 Rows follow the request order. What to do with an unanswered image is the caller's choice
 (``judges correlate --missing zero|skip``).
@@ -37,6 +40,7 @@ class ItemScore:
     yes: int
     answered: bool
     zeroed: int
+    missing_answers: int = 0
 
 
 @dataclass
@@ -65,14 +69,18 @@ def item_scores(requests: Sequence[PathLike], responses: Sequence[PathLike], *, 
     codes = np.frombuffer(answers.codes, dtype=np.uint8)
     rows: List[ItemScore] = []
     yes = ANSWER_CODE["yes"]
+    missing = missing_answer_positions(index, responses)
     for r in range(len(index.request_ids)):
         o, n = index.qoff[r], index.qlen[r]
         surface = index.surfaces[index.surface_of[r]]
         if answers.flags[r]:
-            q = codes[o:o + n]
+            keep = np.ones(n, dtype=bool)
+            keep[missing.get(r, [])] = False
+            q = codes[o:o + n][keep]
+            k = int(keep.sum())
             y = int(np.count_nonzero(q == yes))
-            zeroed = int(np.count_nonzero(plain[o:o + n] != q)) if dependency else 0
-            rows.append(ItemScore(index.caption_ids[r], surface, y / n, n, y, True, zeroed))
+            zeroed = int(np.count_nonzero(plain[o:o + n][keep] != q)) if dependency else 0
+            rows.append(ItemScore(index.caption_ids[r], surface, y / k if k else None, k, y, True, zeroed, n - k))
         else:
             rows.append(ItemScore(index.caption_ids[r], surface, None, n, 0, False, 0))
     seen: Dict[Tuple[str, str], int] = {}
@@ -83,6 +91,31 @@ def item_scores(requests: Sequence[PathLike], responses: Sequence[PathLike], *, 
                              "needs one request per image", path=", ".join(map(str, requests)))
         seen[key] = k
     return ItemScores(rows, counts, len(answers.failures))
+
+
+def missing_answer_positions(index: RequestIndex, responses: Sequence[PathLike]) -> Dict[int, List[int]]:
+    """Index row → positions of its questions whose imported answer is ``missing`` (only rows that
+    mention the status are parsed)."""
+    from ._stream import store_file_list
+
+    out: Dict[int, List[int]] = {}
+    files, _ = store_file_list(responses)
+    for f in files:
+        with open(f, "rb") as fh:
+            for line in fh:
+                if b'"missing"' not in line:
+                    continue
+                try:
+                    row = json.loads(line)
+                    r = index.ids.get(row["request_id"])
+                    results = row["parsed"]["question_results"]
+                except (ValueError, KeyError, TypeError):
+                    continue  # a row load_answers already judged; nothing to leave out
+                if r is not None and row.get("ok"):
+                    pos = [k for k, q in enumerate(results) if isinstance(q, dict) and q.get("answer_status") == "missing"]
+                    if pos:
+                        out[r] = pos
+    return out
 
 
 def write_item_scores(path: PathLike, scores: ItemScores) -> int:
@@ -109,7 +142,7 @@ def read_item_scores(path: PathLike) -> List[ItemScore]:
                 d: Any = json.loads(line)
             except ValueError:
                 raise InputError("not a JSON line", path=p, line=line_no) from None
-            if not isinstance(d, dict) or set(d) != fields:
+            if not isinstance(d, dict) or not set(d) <= fields or not fields - {"missing_answers"} <= set(d):
                 raise InputError(f"expected the fields {sorted(fields)}", path=p, line=line_no)
             out.append(ItemScore(**d))
     if not out:

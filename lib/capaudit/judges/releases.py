@@ -18,8 +18,9 @@ Formats:
   answer, element_type, multiple_choice_vqa, free_form_vqa, ...}}}}``); one image per text id, in
   the group given by ``--group``; question ids are the 1-based question order. TIFA scores a
   question correct when the VQA model's multiple-choice answer equals the answer key, so the
-  normalised answer is ``yes`` when it does and ``no`` when it does not (the key and the VQA
-  answers are kept verbatim).
+  normalised answer is ``yes`` when it does and ``no`` when it does not; ``raw_answer`` is the VQA
+  answer verbatim (an empty or non-string one is ``empty``/``unrecognised``, never ``no``), and the
+  key, choices and free-form answer are kept in ``release``.
 
 Question ``<n>`` of item ``<item>`` has the capaudit id ``<item>:u<n:04d>`` (the release's number
 is the raw unit index, kept exactly). Categories map to capaudit claim categories through
@@ -27,7 +28,8 @@ is the raw unit index, kept exactly). Categories map to capaudit claim categorie
 ``meta.release_categories``, dependencies in ``meta.parents`` (per question, the parents' numbers).
 
 Answers are normalised by the same file's lexicon (stripped, lower-cased, trailing ``.!?``
-removed). What is none of yes/no/uncertain is **kept**: its question result has answer
+removed; DSG's scripts compare the raw string with ``'yes'`` — on the release the two agree for
+every answer, tested). What is none of yes/no/uncertain is **kept**: its question result has answer
 ``uncertain``, ``raw_answer`` verbatim and ``answer_status`` ``empty`` (``''``), ``unrecognised``
 (``unsuitable``, ``stat stat``, ``no bus``, an answer to a multiple-choice question whose key the
 release does not hold) or ``missing`` (a question of the questions file with no answer row for an
@@ -132,6 +134,9 @@ class ReleaseQuestion:
     malformed: Tuple[str, ...] = ()
     extra: Dict[str, Any] = field(default_factory=dict)
     source_row: Optional[int] = None
+    #: the reader's own yes/no for a recognised answer (TIFA: the VQA answer equals the key); None:
+    #: normalise ``raw_answer`` (:func:`normalise_answer`)
+    judged: Optional[str] = None
 
 
 @dataclass
@@ -151,7 +156,7 @@ def _csv_rows(path: Path, required: Sequence[str]) -> Iterator[Tuple[int, Dict[s
     if not path.is_file():
         raise InputError("file not found", path=path)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             cols = reader.fieldnames or []
             missing = [c for c in required if c not in cols]
@@ -244,6 +249,8 @@ def read_dsg_answers(answers: Path, questions: Optional[Path] = None) -> Tuple[L
             img = images[(group, item)] = ReleaseImage(group, item, row.get("dsg_prompt_split", "").strip())
         number = (_number(row["question_id"], answers, line, "question_id") if has_qid
                   else len(img.questions) + 1)
+        if not has_qid and any(q.text == row["question"] for q in img.questions):
+            counts["repeated_question_text"] += 1  # kept as its own question, as DSG's row numbering does
         if any(q.number == number for q in img.questions):
             raise InputError(f"image ({group}, {item}) repeats question {number}", path=answers, line=line,
                              field="question_id" if has_qid else "question")
@@ -326,15 +333,21 @@ def read_tifa_results(path: Path, group: str) -> Tuple[List[ReleaseImage], Dict[
             for key in ("choices", "answer", "element_type", "multiple_choice_vqa"):
                 if key not in d:
                     raise InputError(f"missing {key!r}", path=path, field=where)
-            mc = d["multiple_choice_vqa"]
-            key = d["answer"]
-            raw = None if mc is None else ("yes" if mc == key else "no")
-            extra = {"choices": d["choices"], "answer_key": key, "multiple_choice_vqa": mc,
+            mc, key, choices = d["multiple_choice_vqa"], d["answer"], d["choices"]
+            if not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices):
+                raise InputError("'choices' must be a non-empty list of strings", path=path, field=where)
+            if not isinstance(key, str) or key not in choices:
+                raise InputError(f"answer key {key!r} is not one of the choices", path=path, field=where)
+            # the VQA answer verbatim; the judgement (TIFA's score) only for a real answer
+            raw = mc if isinstance(mc, str) or mc is None else json.dumps(mc)
+            judged = ("yes" if mc == key else "no") if isinstance(mc, str) and mc.strip() else None
+            extra = {"choices": choices, "answer_key": key, "multiple_choice_vqa": mc,
                      "free_form_vqa": d.get("free_form_vqa"), "element": d.get("element")}
-            if isinstance(d.get("scores"), (int, float)) and float(d["scores"]) != float(mc == key):
+            if judged and isinstance(d.get("scores"), (int, float)) and float(d["scores"]) != float(mc == key):
                 counts["scores_differ_from_key"] += 1
             img.questions.append(ReleaseQuestion(n, str(question), str(d["element_type"]),
-                                                 tifa_category(str(d["element_type"])), (), raw, (), extra))
+                                                 tifa_category(str(d["element_type"])), (), raw, (), extra,
+                                                 judged=judged))
         images.append(img)
     return images, dict(counts)
 
@@ -396,7 +409,7 @@ def import_release(fmt: str, answers: PathLike, judge: str, out: PathLike, *, qu
                     g["answered"] += 1
                     results = []
                     for q in img.questions:
-                        ans, st = normalise_answer(q.raw_answer)
+                        ans, st = (q.judged, "ok") if q.judged else normalise_answer(q.raw_answer)
                         status[st] += 1
                         labels[ans] += 1
                         if st in ("empty", "unrecognised"):

@@ -263,9 +263,26 @@ def judge_only_mean(f_all: ArrayLike, *, scale: Tuple[float, float] = (0.0, 1.0)
     return Interval(est, est, est, 0.0, 0, int(fa.size), None)
 
 
+def _weighted_thetas(y: np.ndarray, f: np.ndarray, w: np.ndarray, f_mean_all: float,
+                     lam: Optional[float]) -> Tuple[np.ndarray, np.ndarray]:
+    """``(θ̂, λ)`` of the Hájek difference estimator for each row of weights ``w`` (shape (R, n))."""
+    sw = w.sum(axis=-1)
+    if lam is None:
+        mf = (w * f).sum(axis=-1) / sw
+        my = (w * y).sum(axis=-1) / sw
+        fc, yc = f - mf[:, None], y - my[:, None]
+        sff = (w * fc * fc).sum(axis=-1)
+        ok = sff > 1e-12 * np.maximum((w * f * f).sum(axis=-1), 1e-300)
+        lam_r = np.where(ok, (w * fc * yc).sum(axis=-1) / np.where(ok, sff, 1.0), 0.0)
+    else:
+        lam_r = np.full(w.shape[0], float(lam))
+    d_hat = (w * (y - lam_r[:, None] * f)).sum(axis=-1) / sw
+    return lam_r * f_mean_all + d_hat, lam_r
+
+
 def weighted_ppi_mean(y_labelled: ArrayLike, f_labelled: ArrayLike, f_all: ArrayLike, weights: ArrayLike, *,
                       strata: Optional[Sequence] = None, level: float = 0.95,
-                      lam: Optional[float] = None) -> Interval:
+                      lam: Optional[float] = None, se_method: str = "jackknife") -> Interval:
     """PPI estimate for a sample with known sampling weights (Hájek form of the difference estimator).
 
     ``weights`` are inverse inclusion probabilities ``w_i`` of the labelled items, ``f_all`` the judge
@@ -277,7 +294,12 @@ def weighted_ppi_mean(y_labelled: ArrayLike, f_labelled: ArrayLike, f_all: Array
 
     over the design strata ``h`` (one stratum when ``strata`` is None); the interval uses t with
     ``n − H`` degrees of freedom. No finite-population correction is applied (conservative when
-    sampling fractions are large). Tuned ``λ`` is the weighted least-squares slope of ``y`` on ``f``.
+    sampling fractions are large). Tuned ``λ`` is the weighted least-squares slope of ``y`` on ``f``;
+    then the default se (``se_method="jackknife"``) is the stratified delete-one jackknife (JKn:
+    unit ``i`` of stratum ``h`` dropped, the other units of ``h`` reweighted by ``n_h/(n_h − 1)``, λ
+    re-estimated; ``se² = Σ_h (n_h − 1)/n_h Σ_{i∈h} (θ̂₍ₕᵢ₎ − θ̄ₕ)²``), because the sandwich ignores
+    λ̂'s own error and under-covers with few labels per stratum, as in the unweighted case;
+    ``se_method="linearised"`` keeps the sandwich. With a fixed λ the sandwich is used.
     With equal weights and no strata: the same point estimate as :func:`ppi_mean` with ``f_all`` as
     its unlabelled set at the same λ, and ``se² = var₁(d)/n`` — ppi_mean's infinite-population se²
     is ``λ² var₀(f_all)/N + var₀(d)/n`` (it also counts the judge mean as random).
@@ -296,19 +318,28 @@ def weighted_ppi_mean(y_labelled: ArrayLike, f_labelled: ArrayLike, f_all: Array
     counts = np.bincount(labels)
     if n - counts.size < 1 or (counts < 2).any():
         raise ValueError("need at least 2 labelled items per stratum")
+    if se_method not in ("jackknife", "linearised"):
+        raise ValueError(f"se_method must be 'jackknife' or 'linearised', got {se_method!r}")
+    tuned = lam is None
     sw = w.sum()
-    if lam is None:
-        fc, yc = f - (w * f).sum() / sw, y - (w * y).sum() / sw
-        sff = float((w * fc * fc).sum())
-        lam = float((w * fc * yc).sum()) / sff if sff > 0 else 0.0
-    lam = float(lam)
-    d = y - lam * f
-    d_hat = float((w * d).sum() / sw)
-    z = w * (d - d_hat) / sw
-    zbar = np.bincount(labels, weights=z) / counts
-    ss = np.bincount(labels, weights=(z - zbar[labels]) ** 2)
-    se = float(np.sqrt((counts / (counts - 1) * ss).sum()))
-    est = lam * float(fa.mean()) + d_hat
+    est_a, lam_a = _weighted_thetas(y, f, w[None, :], float(fa.mean()), lam)
+    est, lam = float(est_a[0]), float(lam_a[0])
+    if tuned and se_method == "jackknife":
+        nh = counts[labels].astype(float)
+        same = labels[:, None] == labels[None, :]
+        factor = np.where(same, (nh / (nh - 1))[:, None], 1.0)
+        np.fill_diagonal(factor, 0.0)
+        reps, _ = _weighted_thetas(y, f, w[None, :] * factor, float(fa.mean()), None)
+        rbar = np.bincount(labels, weights=reps) / counts
+        ss = np.bincount(labels, weights=(reps - rbar[labels]) ** 2)
+        se = float(np.sqrt(((counts - 1) / counts * ss).sum()))
+    else:
+        d = y - lam * f
+        d_hat = float((w * d).sum() / sw)
+        z = w * (d - d_hat) / sw
+        zbar = np.bincount(labels, weights=z) / counts
+        ss = np.bincount(labels, weights=(z - zbar[labels]) ** 2)
+        se = float(np.sqrt((counts / (counts - 1) * ss).sum()))
     half = _quantile(level, n - counts.size) * se
     return Interval(est, est - half, est + half, se, n, int(fa.size), lam)
 
