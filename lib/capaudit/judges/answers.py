@@ -40,13 +40,15 @@ _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
 class RequestInfo:
     """Compact form of one judge request: surface index, caption id, categories, raw unit indices."""
 
-    __slots__ = ("surface", "caption_id", "cats", "idx")
+    __slots__ = ("surface", "caption_id", "cats", "idx", "suffixes")
 
-    def __init__(self, surface: int, caption_id: str, cats: bytes, idx: bytes):
+    def __init__(self, surface: int, caption_id: str, cats: bytes, idx: bytes,
+                 suffixes: Optional[Tuple[str, ...]] = None):
         self.surface = surface
         self.caption_id = caption_id
         self.cats = cats
         self.idx = idx  # array('H') of raw unit indices, as bytes
+        self.suffixes = suffixes  # the ids' ``:u<n>`` suffixes as the request gives them, when not ``:u<n:04d>``
 
     def indices(self) -> List[int]:
         a = array("H")
@@ -54,6 +56,8 @@ class RequestInfo:
         return a.tolist()
 
     def qids(self) -> List[str]:
+        if self.suffixes is not None:
+            return [self.caption_id + x for x in self.suffixes]
         return [f"{self.caption_id}:u{i:04d}" for i in self.indices()]
 
 
@@ -126,6 +130,9 @@ class RequestIndex:
         self.models: Dict[str, int] = {}
         self.files: List[str] = []
         self._suffixes: Dict[bytes, Tuple[Tuple[str, ...], bool]] = {}
+        #: row → its question ids' suffixes exactly as given, for requests whose ids are not the
+        #: canonical ``<caption id>:u<n:04d>`` (``cid:u0``): ids are kept, never rebuilt
+        self.external: Dict[int, Tuple[str, ...]] = {}
 
     @property
     def rows(self) -> Mapping[str, RequestInfo]:
@@ -135,11 +142,15 @@ class RequestIndex:
     def info(self, r: int) -> RequestInfo:
         o, n = self.qoff[r], self.qlen[r]
         return RequestInfo(self.surface_of[r], self.caption_ids[r], bytes(self.cats[o:o + n]),
-                           self.qidx[o:o + n].tobytes())
+                           self.qidx[o:o + n].tobytes(), self.external.get(r))
 
     def pattern(self, r: int) -> Tuple[Tuple[str, ...], bool]:
         """The ``:u<index:04d>`` suffixes of row ``r``'s question ids and whether they are distinct
-        (cached per index pattern: almost every request has questions ``0..n-1``)."""
+        (cached per index pattern: almost every request has questions ``0..n-1``); a request's own
+        non-canonical ids (:attr:`external`) as given."""
+        ext = self.external.get(r) if self.external else None
+        if ext is not None:
+            return ext, True
         o = self.qoff[r]
         indices = self.qidx[o:o + self.qlen[r]]
         key = indices.tobytes()
@@ -180,6 +191,7 @@ class RequestIndex:
         idx = array("H")
         prefix = cid + ":u"
         n = len(prefix)
+        given: List[str] = []
         for k, q in enumerate(qs):
             qid = q.get("question_id") if isinstance(q, dict) else None
             if not isinstance(qid, str):
@@ -192,7 +204,16 @@ class RequestIndex:
                 raise InputError(f"{where}: input.questions[{k}].question_id {qid!r} is not '<caption id {cid!r}>:u<index>'")
             cats.append(code)
             idx.append(int(qid[n:]))
+            given.append(qid[len(cid):])
+        if len(set(idx)) != len(idx) and len(set(given)) == len(given):
+            raise InputError(f"{where}: question ids {given} of caption {cid!r} name the same unit number twice "
+                             "(e.g. ':u0' and ':u00'); ids must be distinct numbers")
         self._put(rid, str(inp.get("surface", "")), cid, bytes(cats), idx)
+        r = self.ids[rid]
+        if any(x != f":u{i:04d}" for x, i in zip(given, idx)):
+            self.external[r] = tuple(given)
+        elif self.external:
+            self.external.pop(r, None)
         model = row.get("model_hint")
         if isinstance(model, str):
             self.models[model] = self.models.get(model, 0) + 1
