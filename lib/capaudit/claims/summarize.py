@@ -49,10 +49,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.io.atomic import atomic_path, check_output_path
-from capaudit.llm._json import loads_lenient
-from capaudit.llm.requests import read_requests
-from capaudit.llm._json import loads
-from capaudit.llm.store import merge_lines
+from capaudit.llm._json import canonical, loads, loads_lenient
+from capaudit.llm.requests import REQUIRED_FIELDS, ROLES, check_request, iter_request_lines
+from capaudit.llm.store import iter_rows_with_lines, rank_better
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.summaries.claimed import (
     ALL,
@@ -156,6 +155,80 @@ def caption_counter(records: Sequence[UnitRecord], window: Union[str, int]) -> D
     return c
 
 
+#: field names of a :func:`unit_counts` tuple, in order
+_UC_FIELDS: Tuple[str, ...] = (
+    ("claimed_total", "claimed_dedup_total", "duplicate_units", "suspicious_units")
+    + tuple(f"claimed_{t}" for t in UNIT_CATEGORIES) + tuple(f"claimed_dedup_{t}" for t in UNIT_CATEGORIES)
+)
+_CAT_INDEX = {t: i for i, t in enumerate(UNIT_CATEGORIES)}
+_NT = len(UNIT_CATEGORIES)
+_NORM_CACHE_MAX = 1 << 20
+
+
+class _NormCache(dict):
+    """``normalize_unit`` memo (units repeat across captions); cleared when it reaches
+    ``_NORM_CACHE_MAX`` entries so memory stays bounded."""
+
+    def __missing__(self, text: str) -> str:
+        if len(self) >= _NORM_CACHE_MAX:
+            self.clear()
+        v = self[text] = normalize_unit(text)
+        return v
+
+
+def unit_counts(parsed: Any, _norm: Optional[Dict[str, str]] = None,
+                _intern: Optional[Dict[Tuple[int, ...], Tuple[int, ...]]] = None) -> Tuple[int, ...]:
+    """The unit part of :func:`caption_counter` (``unit_records(parsed)``) as one tuple, in
+    ``_UC_FIELDS`` order: ``claimed_total, claimed_dedup_total, duplicate_units,
+    suspicious_units``, ``claimed_<type>`` ×8, ``claimed_dedup_<type>`` ×8 (UNIT_CATEGORIES order).
+
+    Equal to the counter of :func:`caption_counter` (tests/test_claims_summarize.py checks it on
+    real captions): plain dicts and lists (every parsed JSON answer) take a fast path that caches
+    ``normalize_unit`` per distinct string (``_norm``) and dedups on ``(category, unit, target)``
+    tuples — the same equality as the ``category|unit|target`` text key, since neither categories
+    nor lexical units contain ``|``; anything else goes through :func:`unit_records` and
+    :func:`caption_counter` themselves. ``_intern``: a dict sharing equal result tuples."""
+    units = parsed.get("claimed_units") if type(parsed) is dict else None
+    if type(units) is not list:
+        c = caption_counter(unit_records(parsed), 0)
+        uc = tuple(c[k] for k in _UC_FIELDS)
+    else:
+        norm = _NormCache() if _norm is None else _norm
+        cats, index, articles, markers = _CATS, _CAT_INDEX, ARTICLES, NO_TEXT_MARKERS
+        raw = [0] * _NT
+        ded = [0] * _NT
+        total = dedup = dup = susp = 0
+        seen = set()
+        for item in units:
+            if type(item) is not dict and not isinstance(item, Mapping):
+                continue
+            cat, unit = item.get("category"), item.get("unit")
+            if cat in cats and isinstance(unit, str):
+                unit = unit.strip()
+                if not unit:
+                    continue
+                ci = index[cat]
+                raw[ci] += 1
+                total += 1
+                nu = norm[unit]
+                if not nu:
+                    continue
+                t = item.get("target")
+                key = (cat, nu, norm[t.strip()] if isinstance(t, str) else "")
+                if key in seen:
+                    dup += 1
+                    continue
+                seen.add(key)
+                if (cat == "count" and nu in articles) or (
+                        cat == "text_rendering" and any(m in nu for m in markers)):
+                    susp += 1
+                    continue
+                dedup += 1
+                ded[ci] += 1
+        uc = (total, dedup, dup, susp, *raw, *ded)
+    return uc if _intern is None else _intern.setdefault(uc, uc)
+
+
 def nearest_rank(sorted_values: Sequence[float], q: float) -> float:
     """Sorted value at index ``round((n-1)*q)`` (banker's rounding); 0.0 when empty."""
     if not sorted_values:
@@ -186,6 +259,8 @@ class SurfaceAccumulator:
 
     counts: Dict[str, int] = field(default_factory=lambda: defaultdict(int))
     values: Dict[str, List[float]] = field(default_factory=lambda: {d: [] for d in DISTRIBUTIONS})
+    #: :meth:`add_counts` rows not yet folded into ``counts``: ``unit_counts`` tuple → rows
+    _pending: Dict[Tuple[int, ...], int] = field(default_factory=dict, repr=False)
 
     def add(self, counter: Mapping[str, int]) -> None:
         for k, v in counter.items():
@@ -197,7 +272,35 @@ class SurfaceAccumulator:
         self.values["claimed_dedup_per_100_tokens"].append(100.0 * dedup / max(lex, 1))
         self.values["caption_tokens"].append(lex)
 
+    def add_counts(self, lex: int, uc: Tuple[int, ...]) -> None:
+        """:meth:`add` of ``caption_counter`` for a caption of ``lex`` lexical units whose
+        :func:`unit_counts` are ``uc``, without building the counter dict."""
+        pend = self._pending
+        pend[uc] = pend.get(uc, 0) + 1
+        self.counts["caption_tokens"] += lex
+        dedup = uc[1]
+        v = self.values
+        v["claimed"].append(uc[0])
+        v["claimed_dedup"].append(dedup)
+        v["claimed_dedup_per_100_tokens"].append(100.0 * dedup / max(lex, 1))
+        v["caption_tokens"].append(lex)
+
+    def _fold(self) -> None:
+        """Fold the pending :meth:`add_counts` rows into ``counts`` (exact integer sums)."""
+        if not self._pending:
+            return
+        c = self.counts
+        for uc, n in self._pending.items():
+            for k, v in zip(_UC_FIELDS, uc):
+                c[k] += n * v
+            c["captions"] += n
+            c["rows_with_duplicate"] += n * (uc[2] > 0)
+            c["rows_with_suspicious"] += n * (uc[3] > 0)
+        self._pending = {}
+
     def __iadd__(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
+        self._fold()
+        other._fold()
         for k, v in other.counts.items():
             self.counts[k] += v
         for d in DISTRIBUTIONS:
@@ -205,6 +308,7 @@ class SurfaceAccumulator:
         return self
 
     def finalize(self) -> ClaimedSurface:
+        self._fold()
         return ClaimedSurface.from_counts(dict(self.counts), {d: distribution(self.values[d]) for d in DISTRIBUTIONS})
 
 
@@ -255,14 +359,46 @@ def request_info(request: Mapping[str, Any], where: str) -> RequestInfo:
 
 def index_requests(paths: Iterable[PathLike]) -> Dict[str, Tuple[str, int]]:
     """``request_id → (surface, lexical units of the window)`` over request JSONL files (the count,
-    not the text, so the index of millions of requests stays small)."""
+    not the text, so the index of millions of requests stays small).
+
+    Rows are read as :func:`capaudit.llm.requests.read_requests` reads them, with the same checks
+    and error messages (a row that fails the quick shape test below is handed to
+    :func:`check_request` / :func:`request_info`, which raise exactly as before)."""
     out: Dict[str, Tuple[str, int]] = {}
     surfaces: Dict[str, str] = {}
+    required, roles, lex = REQUIRED_FIELDS, ROLES, lex_units
     for path in paths:
-        for i, row in enumerate(read_requests(path), start=1):
-            surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
-            out[row["request_id"]] = (surfaces.setdefault(surface, surface), len(lex_units(window)))
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: request file not found")
+        i = 0
+        for lineno, line in iter_request_lines(path):
+            i += 1
+            try:
+                row = loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+            inp = row.get("input") if type(row) is dict else None
+            if not (type(inp) is dict and all(f in row for f in required) and type(row["request_id"]) is str
+                    and row["request_id"] and type(row["schema"]) is dict and type(row["decoding"]) is dict
+                    and _messages_ok(row["messages"], roles)):
+                check_request(row, f"{path}:{lineno}")
+                surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
+            else:
+                surface, window = inp.get("surface"), inp.get("caption")
+                if type(surface) is not str or not surface or type(window) is not str:
+                    surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
+            out[row["request_id"]] = (surfaces.setdefault(surface, surface), len(lex(window)))
     return out
+
+
+def _messages_ok(messages: Any, roles: frozenset) -> bool:
+    """The message checks of :func:`check_request` pass (plain lists and dicts only)."""
+    if type(messages) is not list or not messages:
+        return False
+    for m in messages:
+        if type(m) is not dict or m.get("role") not in roles or "content" not in m:
+            return False
+    return True
 
 
 def default_requests_path(responses_path: PathLike) -> Optional[Path]:
@@ -290,6 +426,54 @@ def _parsed(row: Mapping[str, Any]) -> Any:
     return parsed
 
 
+class _Raise:
+    """An error met while reading a row, raised only if that row wins the merge (as before)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: Exception):
+        self.exc = exc
+
+
+def _merge_counted(paths: Sequence[PathLike]) -> Dict[str, Tuple[bool, str, bytes, Any, Any]]:
+    """:func:`capaudit.llm.store.merge_lines` (the same winners; ties still decided by canonical
+    JSON) that parses each row once and keeps, beside the winning line, what the summary needs of
+    it: ``(ok, started_at, line, request, unit counts)``. ``request``: ``(surface, lexical units)``
+    from the row's own ``request`` object, or ``None`` (look it up in the request files);
+    ``unit counts``: :func:`unit_counts` of the answer (``None`` for a failed row). An error in
+    either is kept as :class:`_Raise` and raised only if the row wins, in request-id order."""
+    best: Dict[str, Tuple[bool, str, bytes, Any, Any]] = {}
+    norm: Dict[str, str] = _NormCache()
+    intern: Dict[Tuple[int, ...], Tuple[int, ...]] = {}
+    for path in paths:
+        for row, line in iter_rows_with_lines(path):
+            rid = row["request_id"]
+            ok = row["ok"]
+            started = str(row.get("started_at") or "")
+            cur = best.get(rid)
+            if cur is not None:
+                r = rank_better(ok, started, cur[0], cur[1])
+                if not (canonical(row) < canonical(loads(cur[2])) if r is None else r):
+                    continue
+            req = row.get("request")
+            if type(req) is dict or isinstance(req, Mapping):
+                try:
+                    surface, window = request_info(req, f"response {rid}")
+                    req = (surface, len(lex_units(window)))
+                except Exception as exc:  # noqa: BLE001 - raised later, if this row wins
+                    req = _Raise(exc)
+            else:
+                req = None
+            uc = None
+            if ok:
+                try:
+                    uc = unit_counts(_parsed(row), norm, intern)
+                except Exception as exc:  # noqa: BLE001
+                    uc = _Raise(exc)
+            best[rid] = (ok, started, line, req, uc)
+    return best
+
+
 def summarize_responses(
     responses: Sequence[PathLike],
     requests: Optional[Sequence[PathLike]] = None,
@@ -311,21 +495,33 @@ def summarize_responses(
             raise FileNotFoundError(f"{q}: request file not found")
     req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
     index = index_requests(req_paths) if req_paths else {}
-    merged = merge_lines(*responses)  # winning rows as raw lines: millions fit in memory
+    merged = _merge_counted(responses)  # one parse per row; winning rows as raw lines + their counts
     acc = ClaimedAccumulator()
+    surfaces = acc.surfaces
     for rid in sorted(merged):
-        row = loads(merged[rid])
-        req = row.get("request")
-        if isinstance(req, Mapping):
-            surface, window = request_info(req, f"response {rid}")
-        elif rid in index:
-            surface, window = index[rid]
+        ok, _, _, req, uc = merged[rid]
+        if req is None:
+            if rid in index:
+                surface, lex = index[rid]
+            else:
+                raise ValueError(
+                    f"{', '.join(map(str, responses))}: response {rid}: no 'request' in the row and no request with "
+                    f"this id in {[str(p) for p in req_paths] or 'any request file (pass --requests)'}"
+                )
+        elif type(req) is _Raise:
+            raise req.exc
         else:
-            raise ValueError(
-                f"{', '.join(map(str, responses))}: response {rid}: no 'request' in the row and no request with "
-                f"this id in {[str(p) for p in req_paths] or 'any request file (pass --requests)'}"
-            )
-        acc.add(surface, bool(row["ok"]), _parsed(row) if row["ok"] else None, window)
+            surface, lex = req
+        acc.responses += 1
+        if not ok:
+            acc.bad += 1
+            continue
+        if type(uc) is _Raise:
+            raise uc.exc
+        sacc = surfaces.get(surface)
+        if sacc is None:
+            sacc = surfaces[surface] = SurfaceAccumulator()
+        sacc.add_counts(lex, uc)
     label = input_label if input_label is not None else {
         "responses": [str(p) for p in responses], "requests": [str(p) for p in req_paths]}
     if index and isinstance(label, Mapping):
@@ -346,7 +542,7 @@ def summarize_to_file(responses: Sequence[PathLike], out: PathLike, requests: Op
 
 __all__ = [
     "ARTICLES", "NO_TEXT_MARKERS", "UnitRecord", "normalize_unit", "unit_records", "is_suspicious",
-    "caption_counter", "nearest_rank", "trimmed_mean", "distribution", "SurfaceAccumulator",
+    "caption_counter", "unit_counts", "nearest_rank", "trimmed_mean", "distribution", "SurfaceAccumulator",
     "ClaimedAccumulator", "request_info", "index_requests", "default_requests_path", "summarize_responses",
     "summarize_to_file",
 ]
