@@ -42,6 +42,8 @@ the request files (``capaudit.llm.requests`` rows: ``input.surface`` / ``input.c
 from __future__ import annotations
 
 import math
+import re
+import operator
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -50,7 +52,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.io.atomic import atomic_path, check_output_path
 from capaudit.llm._json import canonical, loads, loads_lenient
-from capaudit.llm.requests import REQUIRED_FIELDS, ROLES, check_request, iter_request_lines
+from capaudit.llm.requests import REQUIRED_FIELDS, ROLES, check_request
 from capaudit.llm.store import iter_rows_with_lines, rank_better
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.summaries.claimed import (
@@ -78,6 +80,26 @@ def normalize_unit(text: Any) -> str:
     while i < len(units) and units[i] in ARTICLES:
         i += 1
     return " ".join(units[i:])
+
+
+#: ASCII bytes → themselves for letters and digits, a space for everything else
+_ASCII_ALNUM = bytes(b if b < 128 and chr(b).isalnum() else 32 for b in range(256))
+_ASCII_JOIN = re.compile(rb"(?<=[A-Za-z0-9])'(?=[A-Za-z0-9])")
+
+
+def lex_count(text: str) -> int:
+    """``len(lex_units(text))``, faster for ASCII text (tests/test_claims_summarize.py checks the
+    equality on real captions). In ASCII, ``[^\\W_]`` is ``[A-Za-z0-9]`` and lower-casing keeps it,
+    so the lexical units are the runs of letters and digits, less one for every apostrophe with a
+    letter or digit on both sides (it joins two runs into one unit); other text takes
+    :func:`lex_units` (lower-casing may change non-ASCII text's units)."""
+    if text.isascii():
+        b = text.encode("ascii")
+        n = len(b.translate(_ASCII_ALNUM).split())
+        if b"'" in b:
+            n -= len(_ASCII_JOIN.findall(b))
+        return n
+    return len(lex_units(text))
 
 
 @dataclass(frozen=True)
@@ -155,78 +177,105 @@ def caption_counter(records: Sequence[UnitRecord], window: Union[str, int]) -> D
     return c
 
 
-#: field names of a :func:`unit_counts` tuple, in order
-_UC_FIELDS: Tuple[str, ...] = (
+#: field names of a :meth:`UnitCounter.count` tuple, in order
+UNIT_COUNT_FIELDS: Tuple[str, ...] = (
     ("claimed_total", "claimed_dedup_total", "duplicate_units", "suspicious_units")
     + tuple(f"claimed_{t}" for t in UNIT_CATEGORIES) + tuple(f"claimed_dedup_{t}" for t in UNIT_CATEGORIES)
 )
 _CAT_INDEX = {t: i for i, t in enumerate(UNIT_CATEGORIES)}
-_NT = len(UNIT_CATEGORIES)
-_NORM_CACHE_MAX = 1 << 20
+_FIELDS = operator.itemgetter("category", "unit", "target")
 
 
-class _NormCache(dict):
-    """``normalize_unit`` memo (units repeat across captions); cleared when it reaches
-    ``_NORM_CACHE_MAX`` entries so memory stays bounded."""
+class _Fallback(Exception):
+    """A parsed answer the fast path of :class:`UnitCounter` does not take."""
+
+
+class _NormMemo(dict):
+    """``normalize_unit`` per distinct string (units repeat across captions)."""
 
     def __missing__(self, text: str) -> str:
-        if len(self) >= _NORM_CACHE_MAX:
-            self.clear()
         v = self[text] = normalize_unit(text)
         return v
 
 
-def unit_counts(parsed: Any, _norm: Optional[Dict[str, str]] = None,
-                _intern: Optional[Dict[Tuple[int, ...], Tuple[int, ...]]] = None) -> Tuple[int, ...]:
-    """The unit part of :func:`caption_counter` (``unit_records(parsed)``) as one tuple, in
-    ``_UC_FIELDS`` order: ``claimed_total, claimed_dedup_total, duplicate_units,
-    suspicious_units``, ``claimed_<type>`` ×8, ``claimed_dedup_<type>`` ×8 (UNIT_CATEGORIES order).
+class UnitCounter:
+    """The unit part of :func:`caption_counter` ∘ :func:`unit_records`, fast, for many answers.
 
-    Equal to the counter of :func:`caption_counter` (tests/test_claims_summarize.py checks it on
-    real captions): plain dicts and lists (every parsed JSON answer) take a fast path that caches
-    ``normalize_unit`` per distinct string (``_norm``) and dedups on ``(category, unit, target)``
-    tuples — the same equality as the ``category|unit|target`` text key, since neither categories
-    nor lexical units contain ``|``; anything else goes through :func:`unit_records` and
-    :func:`caption_counter` themselves. ``_intern``: a dict sharing equal result tuples."""
-    units = parsed.get("claimed_units") if type(parsed) is dict else None
-    if type(units) is not list:
-        c = caption_counter(unit_records(parsed), 0)
-        uc = tuple(c[k] for k in _UC_FIELDS)
-    else:
-        norm = _NormCache() if _norm is None else _norm
-        cats, index, articles, markers = _CATS, _CAT_INDEX, ARTICLES, NO_TEXT_MARKERS
-        raw = [0] * _NT
-        ded = [0] * _NT
-        total = dedup = dup = susp = 0
+    :meth:`count` returns the counts named by :data:`UNIT_COUNT_FIELDS` as one tuple (equal tuples
+    shared). It equals :func:`caption_counter` on every answer (tests/test_claims_summarize.py
+    checks it on real captions):
+
+    * the fast path takes a dict answer whose ``claimed_units`` is a list of dicts that all have
+      ``category``, ``unit`` and ``target`` (every well-formed answer: the extraction schema
+      requires them); ``normalize_unit`` is memoised per distinct raw string (it ignores
+      surrounding whitespace, so the raw unit/target stands for the stripped one), and the
+      ``category|unit|target`` dedup key is compared as a tuple (the same equality: neither
+      categories nor lexical units contain ``|``);
+    * anything else (the legacy dict-of-lists form, missing fields, odd types) goes through
+      :func:`unit_records` and :func:`caption_counter` themselves, which also raise whatever they
+      raise.
+
+    The memo is cleared when it reaches ``max_entries`` strings (bounded memory).
+    """
+
+    def __init__(self, max_entries: int = 1 << 20):
+        self.max_entries = max_entries
+        self._norm: Dict[str, str] = _NormMemo()
+        self._interned: Dict[Tuple[int, ...], Tuple[int, ...]] = {}
+
+    def count(self, parsed: Any) -> Tuple[int, ...]:
+        """The counts of one parsed answer (class docstring)."""
+        try:
+            uc = self._fast(parsed)
+        except (_Fallback, TypeError, KeyError):
+            uc = self._reference(parsed)
+        return self._interned.setdefault(uc, uc)
+
+    def _fast(self, parsed: Any) -> Tuple[int, ...]:
+        units = parsed.get("claimed_units") if type(parsed) is dict else None
+        if type(units) is not list:
+            raise _Fallback
+        norm = self._norm
+        if len(norm) >= self.max_entries:
+            norm.clear()
+            self._interned.clear()
+        index, articles, markers = _CAT_INDEX, ARTICLES, NO_TEXT_MARKERS
+        raw = [0, 0, 0, 0, 0, 0, 0, 0]
+        ded = [0, 0, 0, 0, 0, 0, 0, 0]
+        dup = susp = 0
         seen = set()
-        for item in units:
-            if type(item) is not dict and not isinstance(item, Mapping):
+        # an item that is no JSON object (list, string, number, null) makes _FIELDS raise TypeError,
+        # one without the three fields KeyError, an unhashable category TypeError: the reference path
+        for cat, unit, target in map(_FIELDS, units):
+            ci = index.get(cat)
+            if ci is None or not isinstance(unit, str):
                 continue
-            cat, unit = item.get("category"), item.get("unit")
-            if cat in cats and isinstance(unit, str):
-                unit = unit.strip()
-                if not unit:
-                    continue
-                ci = index[cat]
-                raw[ci] += 1
-                total += 1
-                nu = norm[unit]
-                if not nu:
-                    continue
-                t = item.get("target")
-                key = (cat, nu, norm[t.strip()] if isinstance(t, str) else "")
-                if key in seen:
-                    dup += 1
-                    continue
-                seen.add(key)
-                if (cat == "count" and nu in articles) or (
-                        cat == "text_rendering" and any(m in nu for m in markers)):
-                    susp += 1
-                    continue
-                dedup += 1
-                ded[ci] += 1
-        uc = (total, dedup, dup, susp, *raw, *ded)
-    return uc if _intern is None else _intern.setdefault(uc, uc)
+            nu = norm[unit]
+            if not nu:
+                if unit.strip():
+                    raw[ci] += 1
+                continue
+            raw[ci] += 1
+            key = (cat, nu, norm[target] if isinstance(target, str) else "")
+            if key in seen:
+                dup += 1
+                continue
+            seen.add(key)
+            if (cat == "count" and nu in articles) or (cat == "text_rendering" and any(m in nu for m in markers)):
+                susp += 1
+                continue
+            ded[ci] += 1
+        return (sum(raw), sum(ded), dup, susp, *raw, *ded)
+
+    @staticmethod
+    def _reference(parsed: Any) -> Tuple[int, ...]:
+        c = caption_counter(unit_records(parsed), 0)
+        return tuple(c[k] for k in UNIT_COUNT_FIELDS)
+
+    @staticmethod
+    def expand(uc: Sequence[int]) -> Dict[str, int]:
+        """A :meth:`count` tuple (or a field-wise sum of them) by ``caption_counter`` name."""
+        return dict(zip(UNIT_COUNT_FIELDS, uc))
 
 
 def nearest_rank(sorted_values: Sequence[float], q: float) -> float:
@@ -259,10 +308,12 @@ class SurfaceAccumulator:
 
     counts: Dict[str, int] = field(default_factory=lambda: defaultdict(int))
     values: Dict[str, List[float]] = field(default_factory=lambda: {d: [] for d in DISTRIBUTIONS})
-    #: :meth:`add_counts` rows not yet folded into ``counts``: ``unit_counts`` tuple → rows
-    _pending: Dict[Tuple[int, ...], int] = field(default_factory=dict, repr=False)
+    #: :meth:`add_counts` rows not yet folded into ``counts`` and ``values``: lexical units, unit counts
+    _lex: List[int] = field(default_factory=list, repr=False)
+    _units: List[Tuple[int, ...]] = field(default_factory=list, repr=False)
 
     def add(self, counter: Mapping[str, int]) -> None:
+        self._fold()
         for k, v in counter.items():
             self.counts[k] += int(v)
         lex = int(counter["caption_tokens"])
@@ -274,29 +325,30 @@ class SurfaceAccumulator:
 
     def add_counts(self, lex: int, uc: Tuple[int, ...]) -> None:
         """:meth:`add` of ``caption_counter`` for a caption of ``lex`` lexical units whose
-        :func:`unit_counts` are ``uc``, without building the counter dict."""
-        pend = self._pending
-        pend[uc] = pend.get(uc, 0) + 1
-        self.counts["caption_tokens"] += lex
-        dedup = uc[1]
-        v = self.values
-        v["claimed"].append(uc[0])
-        v["claimed_dedup"].append(dedup)
-        v["claimed_dedup_per_100_tokens"].append(100.0 * dedup / max(lex, 1))
-        v["caption_tokens"].append(lex)
+        :meth:`UnitCounter.count` is ``uc`` (folded in later, column by column)."""
+        self._lex.append(lex)
+        self._units.append(uc)
 
     def _fold(self) -> None:
-        """Fold the pending :meth:`add_counts` rows into ``counts`` (exact integer sums)."""
-        if not self._pending:
+        """Fold the pending :meth:`add_counts` rows into ``counts`` and ``values`` (the same sums
+        and per-caption values, in the same order, as :meth:`add` row by row)."""
+        if not self._units:
             return
+        lex, cols = self._lex, list(zip(*self._units))
         c = self.counts
-        for uc, n in self._pending.items():
-            for k, v in zip(_UC_FIELDS, uc):
-                c[k] += n * v
-            c["captions"] += n
-            c["rows_with_duplicate"] += n * (uc[2] > 0)
-            c["rows_with_suspicious"] += n * (uc[3] > 0)
-        self._pending = {}
+        for k, col in zip(UNIT_COUNT_FIELDS, cols):
+            c[k] += sum(col)
+        n = len(lex)
+        c["captions"] += n
+        c["caption_tokens"] += sum(lex)
+        c["rows_with_duplicate"] += n - cols[2].count(0)
+        c["rows_with_suspicious"] += n - cols[3].count(0)
+        v = self.values
+        v["claimed"].extend(cols[0])
+        v["claimed_dedup"].extend(cols[1])
+        v["claimed_dedup_per_100_tokens"].extend([100.0 * d / max(x, 1) for d, x in zip(cols[1], lex)])
+        v["caption_tokens"].extend(lex)
+        self._lex, self._units = [], []
 
     def __iadd__(self, other: "SurfaceAccumulator") -> "SurfaceAccumulator":
         self._fold()
@@ -366,28 +418,33 @@ def index_requests(paths: Iterable[PathLike]) -> Dict[str, Tuple[str, int]]:
     :func:`check_request` / :func:`request_info`, which raise exactly as before)."""
     out: Dict[str, Tuple[str, int]] = {}
     surfaces: Dict[str, str] = {}
-    required, roles, lex = REQUIRED_FIELDS, ROLES, lex_units
+    required, roles, lex = frozenset(REQUIRED_FIELDS), ROLES, lex_count
     for path in paths:
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: request file not found")
         i = 0
-        for lineno, line in iter_request_lines(path):
-            i += 1
-            try:
-                row = loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc})") from None
-            inp = row.get("input") if type(row) is dict else None
-            if not (type(inp) is dict and all(f in row for f in required) and type(row["request_id"]) is str
-                    and row["request_id"] and type(row["schema"]) is dict and type(row["decoding"]) is dict
-                    and _messages_ok(row["messages"], roles)):
-                check_request(row, f"{path}:{lineno}")
-                surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
-            else:
-                surface, window = inp.get("surface"), inp.get("caption")
-                if type(surface) is not str or not surface or type(window) is not str:
+        with open(path, "rb") as fh:  # iter_request_lines, without a stripped copy of every line
+            for lineno, line in enumerate(fh, 1):
+                if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
+                    line = line[3:]
+                if not line or line.isspace():  # == ``not line.strip()``: only ASCII whitespace
+                    continue
+                i += 1
+                try:
+                    row = loads(line)
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{lineno}: invalid JSON ({exc})") from None
+                inp = row.get("input") if type(row) is dict else None
+                if not (type(inp) is dict and row.keys() >= required and type(row["request_id"]) is str
+                        and row["request_id"] and type(row["schema"]) is dict and type(row["decoding"]) is dict
+                        and _messages_ok(row["messages"], roles)):
+                    check_request(row, f"{path}:{lineno}")
                     surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
-            out[row["request_id"]] = (surfaces.setdefault(surface, surface), len(lex(window)))
+                else:
+                    surface, window = inp.get("surface"), inp.get("caption")
+                    if type(surface) is not str or not surface or type(window) is not str:
+                        surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
+                out[row["request_id"]] = (surfaces.setdefault(surface, surface), lex(window))
     return out
 
 
@@ -440,11 +497,10 @@ def _merge_counted(paths: Sequence[PathLike]) -> Dict[str, Tuple[bool, str, byte
     JSON) that parses each row once and keeps, beside the winning line, what the summary needs of
     it: ``(ok, started_at, line, request, unit counts)``. ``request``: ``(surface, lexical units)``
     from the row's own ``request`` object, or ``None`` (look it up in the request files);
-    ``unit counts``: :func:`unit_counts` of the answer (``None`` for a failed row). An error in
+    ``unit counts``: :meth:`UnitCounter.count` of the answer (``None`` for a failed row). An error in
     either is kept as :class:`_Raise` and raised only if the row wins, in request-id order."""
     best: Dict[str, Tuple[bool, str, bytes, Any, Any]] = {}
-    norm: Dict[str, str] = _NormCache()
-    intern: Dict[Tuple[int, ...], Tuple[int, ...]] = {}
+    counter = UnitCounter()
     for path in paths:
         for row, line in iter_rows_with_lines(path):
             rid = row["request_id"]
@@ -459,7 +515,7 @@ def _merge_counted(paths: Sequence[PathLike]) -> Dict[str, Tuple[bool, str, byte
             if type(req) is dict or isinstance(req, Mapping):
                 try:
                     surface, window = request_info(req, f"response {rid}")
-                    req = (surface, len(lex_units(window)))
+                    req = (surface, lex_count(window))
                 except Exception as exc:  # noqa: BLE001 - raised later, if this row wins
                     req = _Raise(exc)
             else:
@@ -467,7 +523,7 @@ def _merge_counted(paths: Sequence[PathLike]) -> Dict[str, Tuple[bool, str, byte
             uc = None
             if ok:
                 try:
-                    uc = unit_counts(_parsed(row), norm, intern)
+                    uc = counter.count(_parsed(row))
                 except Exception as exc:  # noqa: BLE001
                     uc = _Raise(exc)
             best[rid] = (ok, started, line, req, uc)
@@ -541,8 +597,8 @@ def summarize_to_file(responses: Sequence[PathLike], out: PathLike, requests: Op
 
 
 __all__ = [
-    "ARTICLES", "NO_TEXT_MARKERS", "UnitRecord", "normalize_unit", "unit_records", "is_suspicious",
-    "caption_counter", "unit_counts", "nearest_rank", "trimmed_mean", "distribution", "SurfaceAccumulator",
+    "ARTICLES", "NO_TEXT_MARKERS", "UnitRecord", "lex_count", "normalize_unit", "unit_records", "is_suspicious",
+    "caption_counter", "UnitCounter", "UNIT_COUNT_FIELDS", "nearest_rank", "trimmed_mean", "distribution", "SurfaceAccumulator",
     "ClaimedAccumulator", "request_info", "index_requests", "default_requests_path", "summarize_responses",
     "summarize_to_file",
 ]
