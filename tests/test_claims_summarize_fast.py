@@ -1,0 +1,184 @@
+"""The fast paths of the claimed summarizer equal the reference functions exactly, on real captions.
+
+``lex_count`` vs ``len(lex_units)``, ``UnitCounter`` vs ``caption_counter(unit_records(...))``, and a
+whole ``summarize_responses`` vs the plain row-by-row flow (``merge_lines`` → ``loads`` →
+``ClaimedAccumulator.add``) it replaced, byte for byte on the written summary.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from capaudit.claims.summarize import (
+    UNIT_COUNT_FIELDS,
+    ClaimedAccumulator,
+    UnitCounter,
+    _parsed,
+    caption_counter,
+    lex_count,
+    normalize_unit,
+    request_info,
+    summarize_responses,
+    unit_records,
+)
+from capaudit.llm._json import loads
+from capaudit.llm.requests import read_requests
+from capaudit.llm.store import merge_lines
+from capaudit.summaries.claimed import format_claimed_summary
+from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.text.lexical import lex_units
+
+EDGE_TEXTS = [
+    "", " ", "\t\n", "dog's", "'dog'", "a''b", "a'b'c", "rock'n'roll", "o' clock", "it 's", "l'été",
+    "İstanbul", "ΣΊΣΥΦΟΣ", "naïve café", "straße", "东京 tower", "x_y", "__", "e-mail", "5'11\"",
+    "A dog.", "  the The an A red-Dog's bowl  ", "no visible text", "NO TEXT", "without text", "a",
+    "ＡＢＣ", "١٢٣ arabic digits", "emoji 🐶 dog", "tab\tsep", "\u00a0nbsp\u00a0", "x\u2019s", "'", "''",
+]
+
+
+@pytest.fixture(scope="module")
+def captions(data_dir: Path) -> List[str]:
+    p = data_dir / "coco_karpathy_captions" / "val_captions.json"
+    if not p.is_file():
+        pytest.skip(f"{p} not found")
+    caps = [c for cs in json.loads(p.read_text(encoding="utf-8")).values() for c in cs]
+    return caps + EDGE_TEXTS
+
+
+def test_lex_count_equals_lex_units(captions):
+    assert len(captions) > 20000
+    for text in captions:
+        assert lex_count(text) == len(lex_units(text)), text
+
+
+def test_normalize_ignores_surrounding_whitespace(captions):
+    # UnitCounter memoises normalize_unit on the raw unit/target instead of the stripped one
+    for text in captions[:5000] + EDGE_TEXTS:
+        for pad in ("", " ", "  \t", "\n"):
+            assert normalize_unit(pad + text + pad) == normalize_unit(text.strip()), text
+
+
+def _answers(captions: List[str], n: int, seed: int = 0):
+    """Answers as an extractor would give them (units and targets from caption words and phrases,
+    articles, case and whitespace variants, repeats, absence claims) plus malformed ones."""
+    rng = random.Random(seed)
+    cats = list(UNIT_CATEGORIES)
+    out = []
+    for i in range(n):
+        cap = captions[rng.randrange(len(captions))]
+        words = cap.split() or ["thing"]
+        units = []
+        for _ in range(rng.randrange(0, 12)):
+            k = rng.randrange(1, 4)
+            j = rng.randrange(len(words))
+            unit = " ".join(words[j:j + k])
+            r = rng.random()
+            if r < 0.1:
+                unit = "the " + unit.upper()
+            elif r < 0.15:
+                unit = "  " + unit + " "
+            elif r < 0.2:
+                unit = rng.choice(["a", "the", "An", " ", "", "no visible text", "without text", "!!", "a the"])
+            target = rng.choice(["", words[0], words[-1], " " + words[0], "the " + words[0]])
+            units.append({"category": rng.choice(cats), "unit": unit, "span": unit, "target": target})
+            if units and rng.random() < 0.15:
+                units.append(dict(rng.choice(units)))  # a repeat
+        r = rng.random()
+        if r < 0.03:  # malformed items and fields: the reference path
+            units.append(rng.choice([
+                "dog", None, 3, ["object", "dog"], {"category": "object", "unit": "cat"},
+                {"category": "object", "unit": 5, "target": ""}, {"category": "bogus", "unit": "x", "target": ""},
+                {"category": "object", "unit": "cat", "target": ["x"]}, {"category": "object", "unit": "cat", "target": 7},
+            ]))
+        elif r < 0.05:
+            out.append({"claimed_units": {"object": [w for w in words[:3]] + [{"unit": words[-1], "target": "x"}, ""],
+                                          "style": [""], "count": ["two " + words[0]]}})
+            continue
+        elif r < 0.06:
+            out.append(rng.choice([None, [], "text", {"claimed_units": None}, {"claimed_units": "x"}, {}]))
+            continue
+        out.append({"caption_id": f"c{i}", "claimed_units": units})
+    return out
+
+
+def test_unit_counter_equals_caption_counter(captions):
+    counter = UnitCounter(max_entries=5000)  # small: the memo is cleared many times on the way
+    answers = _answers(captions, 20000)
+    for parsed in answers:
+        ref = caption_counter(unit_records(parsed), 0)
+        assert UnitCounter.expand(counter.count(parsed)) == {k: ref[k] for k in UNIT_COUNT_FIELDS}, parsed
+    # a fresh counter (cold memo) and a warm one agree
+    assert [counter.count(a) for a in answers[:2000]] == [UnitCounter().count(a) for a in answers[:2000]]
+
+
+def test_unit_counter_raises_as_the_reference():
+    with pytest.raises(TypeError):
+        caption_counter(unit_records({"claimed_units": [{"category": ["x"], "unit": "dog", "target": ""}]}), 0)
+    with pytest.raises(TypeError):
+        UnitCounter().count({"claimed_units": [{"category": ["x"], "unit": "dog", "target": ""}]})
+
+
+def _reference_summary(responses, requests, label):
+    """The flow summarize_responses had before it parsed each row once (kept here as the oracle)."""
+    index = {}
+    for path in requests:
+        for i, row in enumerate(read_requests(path), start=1):
+            surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
+            index[row["request_id"]] = (surface, len(lex_units(window)))
+    merged = merge_lines(*responses)
+    acc = ClaimedAccumulator()
+    for rid in sorted(merged):
+        row = loads(merged[rid])
+        req = row.get("request")
+        if isinstance(req, dict):
+            surface, window = request_info(req, f"response {rid}")
+        else:
+            surface, window = index[rid]
+        acc.add(surface, bool(row["ok"]), _parsed(row) if row["ok"] else None, window)
+    label = {**label, "requests_total": len(index), "unanswered_requests": len(set(index) - set(merged))}
+    return acc.finalize(input=label)
+
+
+def test_summary_equals_row_by_row_flow(captions, tmp_path):
+    rng = random.Random(1)
+    answers = _answers(captions, 6000, seed=1)
+    reqs, r1, r2 = [], [], []
+    for i, parsed in enumerate(answers):
+        rid = f"{rng.getrandbits(64):016x}"
+        cap = captions[rng.randrange(len(captions))]
+        surface = rng.choice(["coco", "web", "long"])
+        reqs.append({"request_id": rid, "task": "claimed_cbu", "task_version": 2, "prompt_version": "t",
+                     "schema": {}, "messages": [{"role": "user", "content": "x"}], "decoding": {"max_tokens": 1},
+                     "input": {"surface": surface, "caption": cap, "caption_id": f"c{i}"}})
+        started = f"2026-01-01T00:00:{rng.randrange(60):02d}Z"
+        row = {"request_id": rid, "ok": True, "started_at": started, "parsed": parsed}
+        r = rng.random()
+        if r < 0.05:
+            row = {"request_id": rid, "ok": False, "started_at": started, "error": "x"}
+        elif r < 0.08:  # the answer as text only
+            row = {"request_id": rid, "ok": True, "started_at": started, "parsed": None,
+                   "response_text": "```json\n" + json.dumps(parsed) + "\n```"}
+        elif r < 0.1:  # a reference-style log row carrying its request
+            row["request"] = {"surface": "ref", "caption": cap}
+        elif r < 0.12:
+            continue  # unanswered
+        (r1 if rng.random() < 0.7 else r2).append(row)
+        if rng.random() < 0.08:  # a second row for the same id: later failure, earlier/equal answer
+            twin = dict(row, ok=rng.random() < 0.5, started_at=rng.choice([started, "2025-12-31T00:00:00Z"]))
+            if twin["ok"]:
+                twin["parsed"] = answers[rng.randrange(len(answers))]
+            (r2 if rng.random() < 0.5 else r1).append(twin)
+    rq, p1, p2 = tmp_path / "requests.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    rq.write_text("\ufeff" + "".join(json.dumps(r, ensure_ascii=False) + "\n\n" for r in reqs), encoding="utf-8")
+    p1.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in r1), encoding="utf-8")
+    p2.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in r2), encoding="utf-8")
+    label = {"responses": [str(p1), str(p2)], "requests": [str(rq)]}
+    ours = summarize_responses([p1, p2], [rq])
+    ref = _reference_summary([p1, p2], [rq], label)
+    assert format_claimed_summary(ours) == format_claimed_summary(ref)
+    assert ours.status.captions > 5000
