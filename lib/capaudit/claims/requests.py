@@ -28,7 +28,6 @@ from capaudit.errors import EmptyInputError, FieldNotFoundError, InputError
 from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
 from capaudit.io.manifest import files_block
 from capaudit.llm.requests import make_request, write_requests
-from capaudit.surfaces.readers import iter_json_lines
 from capaudit.summaries._common import UNIT_CATEGORIES
 from capaudit.text.lexical import lex_cut_text, whitespace_window
 
@@ -297,6 +296,10 @@ def iter_jsonl_captions(path: Path, caption_field: str, id_field: Optional[str] 
         return InputError(f"caption field is missing on this row but present on others (fields here: "
                           f"{', '.join(sorted(row_fields))}); pass --on-missing skip to skip such rows",
                           path=path, line=lineno, field=caption_field)
+
+    # imported here: capaudit.surfaces loads pandas, which `claims summarize` (importing this
+    # package) never needs
+    from capaudit.surfaces.readers import iter_json_lines
 
     for lineno, row in iter_json_lines(path):
         counts.rows += 1
