@@ -13,12 +13,21 @@
    ``peak_pss_mb`` = the sampled peak of all the phase's processes together (PSS, Linux),
    ``cpu_s`` (user + system, workers included) and ``steal_s`` (CPU time the hypervisor gave to
    other guests meanwhile, from ``/proc/stat``: a loaded host shows here).
+   **Parse floor** (issue 24): ``parse_floor`` runs like ``summarize`` (one fresh process per judge,
+   the two at once) but only reads that judge's request and response files once and parses every
+   line with the JSON parser capaudit uses (``orjson`` when installed, as
+   ``capaudit.llm._json.loads``), nothing else; ``summarize`` and the floor run ``--repeat`` times
+   interleaved, and the line ``judges summarize / parse floor`` gives the median of the per-pair
+   wall-time ratios (target: at most 1.31x, the issue's figure: no regression), with the CPU-time
+   ratio and the pairs' spread. The same ratio against a ``json.loads`` floor is printed for
+   comparison only.
 2. **offline judges**: images per second of each offline judge on the 159 COCO-MINI images (five
    questions per image, in-process calls), and through ``capaudit serve`` over HTTP.
 
     .venv/bin/python benchmarks/bench_judges.py                       # 1,000,000 responses (target < 60 s, < 2 GB)
     .venv/bin/python benchmarks/bench_judges.py --responses 100000    # a tenth of it
     .venv/bin/python benchmarks/bench_judges.py --skip-offline --keep /tmp/bench_judges
+    .venv/bin/python benchmarks/bench_judges.py --responses 200000 --skip-offline --repeat 5
 """
 
 from __future__ import annotations
@@ -101,6 +110,20 @@ def phase(name: str, work: Path, judge: str = "") -> dict:
         s = summarize_files([work / f"{judge}.resp.jsonl"], [work / f"{judge}.req.jsonl"], work / f"{judge}.summary.json",
                             judge=judge)
         out = {"responses": s.responses, "ok": s.ok}
+    elif name in ("parse_floor", "parse_floor_json"):
+        # the bare parse of the two files summarize reads: every line once, nothing kept
+        if name == "parse_floor_json":
+            from json import loads
+        else:
+            from capaudit.llm._json import loads
+        rows = 0
+        for path in (work / f"{judge}.req.jsonl", work / f"{judge}.resp.jsonl"):
+            with open(path, "rb") as fh:
+                for line in fh:
+                    if line.strip():
+                        loads(line)
+                        rows += 1
+        out = {"rows": rows}
     elif name == "cells":
         from capaudit.io.atomic import write_text_atomic
         from capaudit.judges.cells import build_cells
@@ -181,7 +204,7 @@ class PssSampler:
 
 def run_phase(name: str, work: Path) -> dict:
     """Run a phase: per judge in parallel processes (build, summarize) or once (cells); wall time."""
-    judges = JUDGES if name in ("build", "summarize") else ("",)
+    judges = JUDGES if name in ("build", "summarize", "parse_floor", "parse_floor_json") else ("",)
     st0 = steal_seconds()
     t0 = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, __file__, "--phase", name, "--work", str(work), "--judge", j],
@@ -199,6 +222,23 @@ def run_phase(name: str, work: Path) -> dict:
               "cpu_s": round(sum(r["cpu_s"] for r in results), 2), "steal_s": round(steal_seconds() - st0, 2)}
     merged.update({k: v for k, v in results[0].items() if k not in ("seconds", "peak_rss_mb", "cpu_s")})
     return merged
+
+
+def _median(xs: list) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def ratio_line(name: str, runs: list, floors: list, target: float, floor_label: str) -> str:
+    """``name / parse floor`` over interleaved (run, floor) phase pairs: median wall and CPU ratios."""
+    wall = [r["seconds"] / max(f["seconds"], 1e-9) for r, f in zip(runs, floors)]
+    cpu = [r["cpu_s"] / max(f["cpu_s"], 1e-9) for r, f in zip(runs, floors)]
+    ok = "OK" if _median(wall) <= target else "ABOVE TARGET"
+    return (f"{name} / parse floor ({floor_label}): {_median(wall):.2f}x wall, {_median(cpu):.2f}x CPU "
+            f"(target <= {target:g}x: {ok}; median of {len(wall)} interleaved pair(s), wall ratios "
+            f"{min(wall):.2f}-{max(wall):.2f}; summarize {_median([r['seconds'] for r in runs]):.2f} s, "
+            f"floor {_median([f['seconds'] for f in floors]):.2f} s)")
 
 
 def offline_throughput(limit: int = 159) -> dict:
@@ -257,6 +297,8 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=10)
     ap.add_argument("--keep", help="work folder to keep (default: a temporary one)")
     ap.add_argument("--skip-offline", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved summarize / parse-floor pairs (median)")
+    ap.add_argument("--no-json-floor", action="store_true", help="skip the json.loads floor (comparison only)")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--judge", default="", help=argparse.SUPPRESS)
@@ -276,7 +318,13 @@ def main() -> int:
     t0 = time.perf_counter()
     answer(work)
     print(f"generated {args.responses:,} judge responses in {time.perf_counter() - t0:.1f} s (not timed)")
-    res["summarize"] = run_phase("summarize", work)
+    runs, floors, json_floors = [], [], []
+    for k in range(max(1, args.repeat)):
+        runs.append(run_phase("summarize", work))
+        floors.append(run_phase("parse_floor", work))
+        if k == 0 and not args.no_json_floor:
+            json_floors.append(run_phase("parse_floor_json", work))
+    res["summarize"] = runs[0]
     res["cells"] = run_phase("cells", work)
     total = sum(r["seconds"] for r in res.values())
     for k, r in res.items():
@@ -287,6 +335,9 @@ def main() -> int:
           f"max peak RSS {max(r['peak_rss_mb'] for r in res.values()):.0f} MB per process"
           + (f" (all processes of a phase together, PSS: {max(pss):.0f} MB)" if pss else "")
           + f"; CPU {sum(r['cpu_s'] for r in res.values()):.1f} s; steal {sum(r['steal_s'] for r in res.values()):.1f} s")
+    print(ratio_line("judges summarize", runs, floors, 1.31, "orjson"))
+    if json_floors:
+        print("  comparison only: " + ratio_line("judges summarize", runs[:1], json_floors, 1.31, "json.loads"))
     if not args.skip_offline:
         for k, r in offline_throughput().items():
             print(f"offline {k}: {r['images_per_s']} images/s ({r['images']} images, {r['seconds']} s)")
