@@ -182,3 +182,17 @@ def test_summary_equals_row_by_row_flow(captions, tmp_path):
     ref = _reference_summary([p1, p2], [rq], label)
     assert format_claimed_summary(ours) == format_claimed_summary(ref)
     assert ours.status.captions > 5000
+
+
+def test_first_error_in_request_id_order(tmp_path):
+    # rows are summed in any order now; the error raised is still that of the smallest request id
+    p = tmp_path / "log.jsonl"
+    rows = [{"request_id": "c", "ok": True, "parsed": {"claimed_units": []}},  # no request anywhere
+            {"request_id": "b", "ok": True, "parsed": {"claimed_units": []}, "request": {"surface": "", "caption": "x"}},
+            {"request_id": "d", "ok": True, "parsed": {"claimed_units": []}, "request": {"surface": "s", "caption": "x"}}]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match="response b: request field 'surface'"):
+        summarize_responses([p])
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows[::2]))
+    with pytest.raises(ValueError, match="response c: no 'request' in the row"):
+        summarize_responses([p])

@@ -183,6 +183,8 @@ UNIT_COUNT_FIELDS: Tuple[str, ...] = (
     + tuple(f"claimed_{t}" for t in UNIT_CATEGORIES) + tuple(f"claimed_dedup_{t}" for t in UNIT_CATEGORIES)
 )
 _CAT_INDEX = {t: i for i, t in enumerate(UNIT_CATEGORIES)}
+_NCAT = len(UNIT_CATEGORIES)
+_CI_COUNT, _CI_TEXT = _CAT_INDEX["count"], _CAT_INDEX["text_rendering"]  # is_suspicious's two categories
 _FIELDS = operator.itemgetter("category", "unit", "target")
 
 
@@ -239,9 +241,9 @@ class UnitCounter:
         if len(norm) >= self.max_entries:
             norm.clear()
             self._interned.clear()
-        index, articles, markers = _CAT_INDEX, ARTICLES, NO_TEXT_MARKERS
-        raw = [0, 0, 0, 0, 0, 0, 0, 0]
-        ded = [0, 0, 0, 0, 0, 0, 0, 0]
+        index, articles, markers, ci_count, ci_text = _CAT_INDEX, ARTICLES, NO_TEXT_MARKERS, _CI_COUNT, _CI_TEXT
+        raw = [0] * _NCAT
+        ded = [0] * _NCAT
         dup = susp = 0
         seen = set()
         # an item that is no JSON object (list, string, number, null) makes _FIELDS raise TypeError,
@@ -256,12 +258,13 @@ class UnitCounter:
                     raw[ci] += 1
                 continue
             raw[ci] += 1
-            key = (cat, nu, norm[target] if isinstance(target, str) else "")
+            # the key category|unit|target, with the category's index standing for its name
+            key = (ci, nu, norm[target] if isinstance(target, str) else "")
             if key in seen:
                 dup += 1
                 continue
             seen.add(key)
-            if (cat == "count" and nu in articles) or (cat == "text_rendering" and any(m in nu for m in markers)):
+            if (ci == ci_count and nu in articles) or (ci == ci_text and any(m in nu for m in markers)):
                 susp += 1
                 continue
             ded[ci] += 1
@@ -552,32 +555,45 @@ def summarize_responses(
     req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
     index = index_requests(req_paths) if req_paths else {}
     merged = _merge_counted(responses)  # one parse per row; winning rows as raw lines + their counts
+    # Rows in any order (the summary does not depend on it: sums, and sorted distributions); an
+    # error is that of the smallest request id that has one, as when rows went in id order.
     acc = ClaimedAccumulator()
-    surfaces = acc.surfaces
-    for rid in sorted(merged):
-        ok, _, _, req, uc = merged[rid]
+    rows: Dict[str, Tuple[List[int], List[Tuple[int, ...]]]] = {}
+    first_error: Optional[Tuple[str, Any]] = None
+    bad = 0
+    get_index = index.get
+    for rid, (ok, _, _, req, uc) in merged.items():
         if req is None:
-            if rid in index:
-                surface, lex = index[rid]
-            else:
-                raise ValueError(
-                    f"{', '.join(map(str, responses))}: response {rid}: no 'request' in the row and no request with "
-                    f"this id in {[str(p) for p in req_paths] or 'any request file (pass --requests)'}"
-                )
-        elif type(req) is _Raise:
-            raise req.exc
-        else:
-            surface, lex = req
-        acc.responses += 1
-        if not ok:
-            acc.bad += 1
+            req = get_index(rid)
+            if req is None:
+                if first_error is None or rid < first_error[0]:
+                    first_error = (rid, None)
+                continue
+        if type(req) is _Raise or type(uc) is _Raise:
+            if first_error is None or rid < first_error[0]:
+                first_error = (rid, req.exc if type(req) is _Raise else uc.exc)
             continue
-        if type(uc) is _Raise:
-            raise uc.exc
-        sacc = surfaces.get(surface)
-        if sacc is None:
-            sacc = surfaces[surface] = SurfaceAccumulator()
-        sacc.add_counts(lex, uc)
+        if not ok:
+            bad += 1
+            continue
+        surface, lex = req
+        per = rows.get(surface)
+        if per is None:
+            per = rows[surface] = ([], [])
+        per[0].append(lex)
+        per[1].append(uc)
+    if first_error is not None:
+        rid, exc = first_error
+        if exc is not None:
+            raise exc
+        raise ValueError(
+            f"{', '.join(map(str, responses))}: response {rid}: no 'request' in the row and no request with "
+            f"this id in {[str(p) for p in req_paths] or 'any request file (pass --requests)'}"
+        )
+    acc.responses, acc.bad = len(merged), bad
+    for surface, (lexs, ucs) in rows.items():
+        sacc = acc.surfaces[surface] = SurfaceAccumulator()
+        sacc._lex, sacc._units = lexs, ucs
     label = input_label if input_label is not None else {
         "responses": [str(p) for p in responses], "requests": [str(p) for p in req_paths]}
     if index and isinstance(label, Mapping):
