@@ -29,14 +29,20 @@ Requests with no response row at all (a store that is still being filled) are co
 summary's ``input.unanswered_requests`` (of ``input.requests_total``) whenever request files are
 known, and ``capaudit claims summarize`` reports them.
 
-Merging several response files uses :func:`capaudit.llm.store.merge_lines` (one row per request id, an
-answered row is never replaced by a failed one, order independent). This deliberately fixes the
+Merging several response files picks the winners of :func:`capaudit.llm.store.merge_lines` (one row
+per request id, an answered row is never replaced by a failed one, order independent), parsing each
+row once (:func:`_merge_counted`). This deliberately fixes the
 reference's last-row-wins ``--latest-by-request`` (§13.5). ``status`` = ``{responses: merged
 ids, captions: ok ids, bad: failed ids}``; failed rows are skipped.
 
 Each response row needs its request's surface and window: from the row's own ``request`` object
 (reference-style logs: ``request.surface`` / ``request.caption``, or ``request.input.*``) or from
 the request files (``capaudit.llm.requests`` rows: ``input.surface`` / ``input.caption``).
+
+Speed (issue 24): each row is decoded once; units are counted by :class:`UnitCounter` (memoised
+``normalize_unit``, type checks on plain ``dict``/``str`` first, the reference functions for anything
+else) and windows by :func:`lex_count`; both are tested equal to the reference functions
+(tests/test_claims_summarize_fast.py).
 """
 
 from __future__ import annotations
