@@ -94,7 +94,7 @@ _ASCII_JOIN = re.compile(rb"(?<=[A-Za-z0-9])'(?=[A-Za-z0-9])")
 
 
 def lex_count(text: str) -> int:
-    """``len(lex_units(text))``, faster for ASCII text (tests/test_claims_summarize.py checks the
+    """``len(lex_units(text))``, faster for ASCII text (tests/test_claims_summarize_fast.py checks the
     equality on real captions). In ASCII, ``[^\\W_]`` is ``[A-Za-z0-9]`` and lower-casing keeps it,
     so the lexical units are the runs of letters and digits, less one for every apostrophe with a
     letter or digit on both sides (it joins two runs into one unit); other text takes
@@ -210,7 +210,7 @@ class UnitCounter:
     """The unit part of :func:`caption_counter` ∘ :func:`unit_records`, fast, for many answers.
 
     :meth:`count` returns the counts named by :data:`UNIT_COUNT_FIELDS` as one tuple (equal tuples
-    shared). It equals :func:`caption_counter` on every answer (tests/test_claims_summarize.py
+    shared). It equals :func:`caption_counter` on every answer (tests/test_claims_summarize_fast.py
     checks it on real captions):
 
     * the fast path takes a dict answer whose ``claimed_units`` is a list of dicts that all have
