@@ -14,6 +14,7 @@ units with the CRC-32 combine identity ``crc(A+B) = shift(crc(A), len(B)) ^ crc(
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -110,9 +111,11 @@ def _shift(crc: np.ndarray, length: np.ndarray) -> np.ndarray:
 
 @dataclass
 class TokenChunk:
-    """Tokenised texts: unit ids per text (flattened) and, per distinct unit, its CRC data."""
+    """Tokenised texts: per text its unit count; per unit occurrence (text order, then position)
+    its CRC data. With ``ids`` set, the CRC arrays are per distinct unit and ``ids`` maps every
+    occurrence to its unit; with ``ids`` None they are per occurrence already."""
 
-    ids: np.ndarray  # int64, flattened unit ids
+    ids: Optional[np.ndarray]  # int64 unit ids per occurrence, or None (arrays per occurrence)
     lengths: np.ndarray  # int64, units per text
     unit_crc: np.ndarray  # uint32, crc32(unit)
     space_crc: np.ndarray  # uint32, crc32(" " + unit)
@@ -122,41 +125,171 @@ class TokenChunk:
     def texts(self) -> int:
         return int(self.lengths.size)
 
+    def occurrences(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(unit_crc, space_crc, space_len)`` per unit occurrence."""
+        if self.ids is None:
+            return self.unit_crc, self.space_crc, self.space_len
+        return self.unit_crc[self.ids], self.space_crc[self.ids], self.space_len[self.ids]
+
 
 def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> TokenChunk:
     """Tokenise ``texts`` (§3.2 units, each match lower-cased; the first ``max_units`` per text)
-    and CRC each distinct unit once.
+    and give every unit its CRC data (``ids`` map occurrences to distinct units).
 
-    Tokenisation is :func:`capaudit.text.survey.tokenize_batch` (numpy, identical to
-    ``LEX_RE.findall``). With ``max_units`` a text longer than ``max_units * 8`` characters is
-    tokenised from that prefix when the prefix holds more than ``max_units`` units (the first
-    ``max_units`` are then complete), else in full, as :func:`support_units` does.
+    ASCII texts are tokenised as bytes here (units keyed like
+    :func:`capaudit.text.survey.tokenize_batch`, each distinct unit CRC'd once from its bytes);
+    the others go through ``tokenize_batch`` (UTF-32, lower-cased per match). Both are identical
+    to ``LEX_RE.findall`` (tests check it). With ``max_units`` a text longer than
+    ``max_units * 8`` characters is tokenised from that prefix when the prefix holds more than
+    ``max_units`` units (the first ``max_units`` are then complete), else in full, as
+    :func:`support_units` does.
     """
+    texts = texts if isinstance(texts, list) else list(texts)
+    if max_units is not None and max_units <= 0:
+        return TokenChunk(np.zeros(0, np.int64), np.zeros(len(texts), np.int64), *_EMPTY_TAB)
+    lens, ids, tab = _tokenize(texts, max_units, None if max_units is None else max_units * _PREFIX_CHARS_PER_UNIT)
+    return TokenChunk(ids, lens, *tab)
+
+
+def _tokenize(texts: List[str], max_units: Optional[int], cut: Optional[int]):
+    """``(units per text, ids per kept occurrence, per distinct unit (unit_crc, space_crc,
+    space_len))`` of :func:`tokenize_chunk`; ``cut``: the prefix (characters) tried first."""
+    n = len(texts)
+    parts: List[tuple] = []  # (text indices, units per text, ids), each in text order
+    tables: List[tuple] = []
+    heads = texts if cut is None else [t[:cut] for t in texts]  # a slice of a short text is the text
+    ascii_ = np.fromiter(map(str.isascii, heads), bool, n)
+    swap = {}
+    if not ascii_.all():
+        # a text whose non-ASCII characters are none of them alphanumeric has only ASCII units: each
+        # such character is a unit boundary, as '?' is (the ASCII path then applies, unchanged)
+        for i in np.flatnonzero(~ascii_).tolist():
+            if _NON_ASCII_ALNUM(heads[i]) is None:
+                swap[i] = heads[i].encode("ascii", "replace").decode("ascii")
+                ascii_[i] = True
+    for is_ascii in (True, False):
+        idx = np.flatnonzero(ascii_) if is_ascii else np.flatnonzero(~ascii_)
+        if idx.size == 0:
+            continue
+        sub = heads if idx.size == n and not swap else [swap.get(i, heads[i]) for i in idx.tolist()] if is_ascii \
+            else [heads[i] for i in idx.tolist()]
+        counts, ids, tab = (_ascii_units if is_ascii else _other_units)(sub, max_units)
+        lens_g = counts if max_units is None else np.minimum(counts, max_units)
+        if cut is not None:  # the prefix held too few units: those texts again, in full
+            redo = [k for k in np.flatnonzero(counts <= max_units).tolist() if len(texts[idx[k]]) > cut]
+            if redo:
+                keep = np.ones(idx.size, bool)
+                keep[redo] = False
+                parts.append((idx[keep], lens_g[keep], ids[np.repeat(keep, lens_g)]))
+                tables.append(tab)
+                idx = idx[redo]
+                lens_g, ids, tab = _tokenize([texts[i] for i in idx.tolist()], max_units, None)
+        parts.append((idx, lens_g, ids))
+        tables.append(tab)
+    base = 0
+    for k, tab in enumerate(tables):  # ids of every part into the concatenated tables
+        if base:
+            parts[k] = parts[k][:2] + (parts[k][2] + base,)
+        base += tab[0].size
+    lens = np.zeros(n, np.int64)
+    for idx, lens_g, _ in parts:
+        lens[idx] = lens_g
+    if len(parts) == 1 and parts[0][0].size == n:
+        ids = parts[0][2]
+    else:  # place each part's occurrences in text order
+        ids = np.empty(int(lens.sum()), np.int64)
+        offsets = np.cumsum(lens) - lens
+        for idx, lens_g, g_ids in parts:
+            g_first = np.cumsum(lens_g) - lens_g
+            ids[np.arange(g_ids.size) - np.repeat(g_first - offsets[idx], lens_g)] = g_ids
+    if not tables:
+        return lens, ids, _EMPTY_TAB
+    if len(tables) == 1:
+        return lens, ids, tables[0]
+    return lens, ids, tuple(np.concatenate(t) for t in zip(*tables))
+
+
+#: bytes.translate tables: 1 for an ASCII alphanumeric byte (``[^\W_]``), else 0
+_ALNUM01 = bytes(1 if chr(c).isalnum() and c < 128 else 0 for c in range(256))
+#: a non-ASCII character that ``[^\W_]`` matches (search: None when a text has none)
+_NON_ASCII_ALNUM = re.compile(r"(?![\x00-\x7f])[^\W_]").search
+_EMPTY_TAB = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int64))
+
+
+def _keep_first(counts: np.ndarray, max_units: Optional[int]) -> Optional[np.ndarray]:
+    """Mask of the unit occurrences (text order) that are among their text's first ``max_units``,
+    or None when all are."""
+    if max_units is None or int(counts.max(initial=0)) <= max_units:
+        return None
+    first = np.cumsum(counts) - counts
+    return (np.arange(int(counts.sum())) - np.repeat(first, counts)) < max_units
+
+
+def _ascii_units(texts: List[str], max_units: Optional[int]):
+    """ASCII texts: ``(units per text before the budget, ids of the kept occurrences, (unit_crc,
+    space_crc, space_len) per distinct unit)``; units found as bytes (``[^\\W_]+(?:'[^\\W_]+)*``)."""
+    from capaudit.text.survey import _run_keys
+
+    n = len(texts)
+    raw = ("\n" + "\n".join(texts) + "\n").encode("ascii")  # sentinels: no unit at either end
+    m = np.frombuffer(bytearray(raw.translate(_ALNUM01)), np.int8)
+    if b"'" in raw:  # an apostrophe between two alphanumerics joins them
+        ap = np.flatnonzero(np.frombuffer(raw, np.uint8) == 39)
+        ap = ap[(m[ap - 1] == 1) & (m[ap + 1] == 1)]
+        m[ap] = 1
+    mb = m.view(bool)
+    edges = np.flatnonzero(mb[1:] ^ mb[:-1]) + 1
+    starts, ends = edges[0::2], edges[1::2]
+    tstart = np.empty(n + 1, np.int64)
+    tstart[0] = 0
+    np.cumsum(np.fromiter(map(len, texts), np.int64, n) + 1, out=tstart[1:])
+    counts = np.diff(np.searchsorted(starts, tstart))
+    if starts.size == 0:
+        return counts, np.zeros(0, np.int64), _EMPTY_TAB
+    keep = _keep_first(counts, max_units)
+    if keep is not None:
+        starts, ends = starts[keep], ends[keep]
+    low = np.frombuffer(raw.lower(), np.uint8)
+    ids, uniq = _factorize(_run_keys(low, starts, ends))
+    firsts = np.empty(len(uniq), np.int64)
+    firsts[ids] = np.arange(ids.size)  # any occurrence of a unit: all hold its bytes
+    return counts, ids.astype(np.int64, copy=False), _byte_run_crcs(low, starts[firsts], ends[firsts])
+
+
+def _other_units(texts: List[str], max_units: Optional[int]):
+    """:func:`_ascii_units` of any texts, via ``tokenize_batch`` (lower-cased per match)."""
     from capaudit.text.survey import tokenize_batch
 
-    texts = list(texts)
-    n = len(texts)
-    if max_units is not None and max_units <= 0:
-        return TokenChunk(np.zeros(0, np.int64), np.zeros(n, np.int64), np.zeros(0, np.uint32),
-                          np.zeros(0, np.uint32), np.zeros(0, np.int64))
-    if max_units is None:
-        lens, codes, vocab = tokenize_batch(texts, lower_units=True)
-    else:
-        cut = max_units * _PREFIX_CHARS_PER_UNIT
-        heads = [t[:cut] if len(t) > cut else t for t in texts]
-        lens, codes, vocab = tokenize_batch(heads, lower_units=True)
-        redo = [i for i in np.flatnonzero(lens <= max_units).tolist() if len(texts[i]) > cut]
-        if redo:  # the prefix held too few units: these texts in full
-            for i in redo:
-                heads[i] = texts[i]
-            lens, codes, vocab = tokenize_batch(heads, lower_units=True)
-        if int(lens.max(initial=0)) > max_units:
-            starts = np.cumsum(lens) - lens
-            pos = np.arange(codes.size) - np.repeat(starts, lens)
-            codes = codes[pos < max_units]
-            lens = np.minimum(lens, max_units)
-    unit_crc, space_crc, space_len = _unit_crcs(vocab)
-    return TokenChunk(codes.astype(np.int64, copy=False), lens.astype(np.int64), unit_crc, space_crc, space_len)
+    counts, codes, vocab = tokenize_batch(texts, lower_units=True)
+    if codes.size == 0:
+        return counts, np.zeros(0, np.int64), _EMPTY_TAB
+    keep = _keep_first(counts, max_units)
+    if keep is not None:
+        codes = codes[keep]
+    return counts, codes.astype(np.int64, copy=False), _unit_crcs(vocab)
+
+
+def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    import pandas as pd
+
+    return pd.factorize(key)
+
+
+def _byte_run_crcs(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_unit_crcs` of the byte runs ``buf[starts[i]:ends[i]]`` (units, read from the buffer)."""
+    lens = ends - starts
+    table = _crc_table()
+    out = []
+    for init in (0, zlib.crc32(b" ")):
+        crc = np.full(starts.size, init ^ 0xFFFFFFFF, np.uint32)
+        act = np.arange(starts.size)
+        for k in range(int(lens.max(initial=0))):
+            if k:
+                act = act[lens[act] > k]
+            c = crc[act]
+            crc[act] = table[(c ^ buf[starts[act] + k]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+        out.append(crc ^ np.uint32(0xFFFFFFFF))
+    return out[0], out[1], lens + 1
 
 
 @lru_cache(maxsize=1)
@@ -211,10 +344,10 @@ def ngram_buckets(
     text_index = np.repeat(np.arange(lengths.size, dtype=np.int64), per_text)
     first = np.cumsum(per_text) - per_text
     pos = np.arange(total, dtype=np.int64) - np.repeat(first, per_text) + np.repeat(offsets, per_text)
-    crc = chunk.unit_crc[chunk.ids[pos]]
+    unit_crc, space_crc, space_len = chunk.occurrences()
+    crc = unit_crc[pos]
     for k in range(1, n):
-        unit = chunk.ids[pos + k]
-        crc = _shift(crc, chunk.space_len[unit]) ^ chunk.space_crc[unit]
+        crc = _shift(crc, space_len[pos + k]) ^ space_crc[pos + k]
     return (crc % np.uint32(buckets)).astype(np.int64), text_index
 
 
