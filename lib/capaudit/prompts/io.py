@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -400,6 +401,81 @@ def iter_pairs(
     else:
         raise InputError(f"pairs must be JSON lines (.jsonl, .ndjson) or Parquet (.parquet), got '{suffix or 'no suffix'}'",
                          path=path)
+
+
+def iter_pair_chunks(
+    path: PathLike,
+    local_field: str = "local_caption",
+    reference_field: str = "reference_caption",
+    limit: Optional[int] = 250_000,
+    skip_incomplete: bool = False,
+    stats: Optional[PairStats] = None,
+    size: int = 5000,
+) -> Iterator[Tuple[List[str], List[str]]]:
+    """:func:`iter_pairs` in runs of about ``size`` pairs: ``(local texts, reference texts)``.
+
+    The same pairs, checks and errors; JSON lines are parsed a run at a time and a run that is
+    not plain (a blank, BOM'd or bad line, a missing, null or non-string field) is read again
+    row by row, as :func:`iter_pairs` reads it.
+    """
+    st = stats if stats is not None else PairStats()
+    path, suffix = _check_pairs_file(path, local_field, reference_field)
+    if suffix not in (".jsonl", ".ndjson", ".json") or skip_incomplete:
+        it = iter_pairs(path, local_field, reference_field, limit, skip_incomplete, st)
+        while True:
+            run = list(islice(it, size))
+            if not run:
+                return
+            yield [a for a, _ in run], [b for _, b in run]
+    try:
+        from orjson import loads as fast_loads
+    except ImportError:  # pragma: no cover
+        fast_loads = json.loads
+    with open(path, "rb") as fh:
+        row = 0
+        while limit is None or st.pairs < limit:
+            lines = list(islice(fh, size if limit is None else min(size, limit - st.pairs)))
+            if not lines:
+                return
+            try:
+                objs = [fast_loads(line) for line in lines]
+                local = [o[local_field] for o in objs]
+                reference = [o[reference_field] for o in objs]
+                plain = set(map(type, local)) == {str} and set(map(type, reference)) == {str} \
+                    and set(map(type, objs)) == {dict}
+            except (ValueError, KeyError, TypeError, IndexError):
+                plain = False
+            if not plain:
+                local, reference = [], []
+                for k, line in enumerate(lines, start=row + 1):
+                    pair = _pair_row(fast_loads, line, path, k, local_field, reference_field, skip_incomplete, st)
+                    if pair is not None:
+                        local.append(pair[0])
+                        reference.append(pair[1])
+            else:
+                st.pairs += len(local)
+            row += len(lines)
+            if local:
+                yield local, reference
+
+
+def _pair_row(fast_loads, line: bytes, path: Path, row: int, local_field: str, reference_field: str,
+              skip_incomplete: bool, st: PairStats) -> Optional[Tuple[str, str]]:
+    """One JSON-lines row of :func:`iter_pairs` (None: blank or skipped; counts kept in ``st``)."""
+    obj = _loads_line(fast_loads, line, path, row)
+    if obj is _BLANK:
+        return None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
+    if skip_incomplete and (obj.get(local_field) is None or obj.get(reference_field) is None):
+        st.skipped += 1
+        return None
+    for f in (local_field, reference_field):
+        if f not in obj:
+            raise ValueError(f"{path}: row {row}: field '{f}' is missing (fields: {sorted(obj)[:10]})")
+    st.pairs += 1
+    return (_text_value(obj[local_field], path, row, local_field),
+            _text_value(obj[reference_field], path, row, reference_field))
 
 
 _BLANK = object()

@@ -84,29 +84,37 @@ def _shift_table() -> np.ndarray:
 
 def _shift(crc: np.ndarray, length: np.ndarray) -> np.ndarray:
     """``shift(crc, length)`` element-wise, for uint32 ``crc`` and byte lengths ``length``."""
-    table = _shift_table()
-    crc = crc.astype(np.uint32, copy=True)
-    length = length.astype(np.int64, copy=True)
-    long = np.flatnonzero(length > _TABLE_MAX)
-    while long.size:  # rare: units longer than 63 bytes; advance 64 bytes at a time
-        sub = crc[long]
-        base = _TABLE_MAX * 1024
-        sub = (
-            table[base + (sub & 0xFF)]
-            ^ table[base + 256 + ((sub >> 8) & 0xFF)]
-            ^ table[base + 512 + ((sub >> 16) & 0xFF)]
-            ^ table[base + 768 + (sub >> 24)]
-        )
-        crc[long] = sub
-        length[long] -= _TABLE_MAX
-        long = long[length[long] > _TABLE_MAX]
-    base = length * 1024
-    return (
-        table[base + (crc & 0xFF)]
-        ^ table[base + 256 + ((crc >> 8) & 0xFF)]
-        ^ table[base + 512 + ((crc >> 16) & 0xFF)]
-        ^ table[base + 768 + (crc >> 24)]
-    )
+    tables = _shift_tables()
+    if int(length.max(initial=0)) > _TABLE_MAX:
+        crc = crc.astype(np.uint32, copy=True)
+        length = length.astype(np.int64, copy=True)
+        table = _shift_table()
+        long = np.flatnonzero(length > _TABLE_MAX)
+        while long.size:  # rare: units longer than 63 bytes; advance 64 bytes at a time
+            sub = crc[long]
+            base = _TABLE_MAX * 1024
+            sub = (
+                table[base + (sub & 0xFF)]
+                ^ table[base + 256 + ((sub >> 8) & 0xFF)]
+                ^ table[base + 512 + ((sub >> 16) & 0xFF)]
+                ^ table[base + 768 + (sub >> 24)]
+            )
+            crc[long] = sub
+            length[long] -= _TABLE_MAX
+            long = long[length[long] > _TABLE_MAX]
+    base = length * 256
+    byte = np.ascontiguousarray(crc, dtype="<u4").view(np.uint8).reshape(-1, 4)  # byte k = (crc >> 8k) & 0xFF
+    out = tables[0][base + byte[:, 0]]
+    for k in (1, 2, 3):
+        out ^= tables[k][base + byte[:, k]]
+    return out
+
+
+@lru_cache(maxsize=1)
+def _shift_tables() -> Tuple[np.ndarray, ...]:
+    """:func:`_shift_table` as four tables, ``[k][L * 256 + b] = shift(b << 8k, L)``."""
+    t = _shift_table().reshape(_TABLE_MAX + 1, 4, 256)
+    return tuple(np.ascontiguousarray(t[:, k, :]).reshape(-1) for k in range(4))
 
 
 @dataclass
@@ -330,25 +338,44 @@ def ngram_buckets(
 
     Returns ``(bucket, text_index)``, both int64, in text order then position order.
     """
+    bucket, per_text = ngram_buckets_per_text(chunk, n, budget, buckets)
+    return bucket.astype(np.int64), np.repeat(np.arange(per_text.size, dtype=np.int64), per_text)
+
+
+def ngram_buckets_per_text(
+    chunk: TokenChunk, n: int, budget: Optional[int] = None, buckets: int = HASH_BUCKETS
+) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`ngram_buckets` as ``(bucket (uint32), n-grams per text)``."""
     if n < 1:
         raise ValueError(f"ngram must be >= 1, got {n}")
     if budget is not None and budget < 0:
         raise ValueError(f"budget must be >= 0 or None, got {budget}")
     lengths = chunk.lengths
-    eff = lengths if budget is None else np.minimum(lengths, budget)
+    eff = lengths if budget is None or int(lengths.max(initial=0)) <= budget else np.minimum(lengths, budget)
     per_text = np.maximum(eff - n + 1, 0)
     total = int(per_text.sum())
     if total == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    text_index = np.repeat(np.arange(lengths.size, dtype=np.int64), per_text)
-    first = np.cumsum(per_text) - per_text
-    pos = np.arange(total, dtype=np.int64) - np.repeat(first, per_text) + np.repeat(offsets, per_text)
-    unit_crc, space_crc, space_len = chunk.occurrences()
-    crc = unit_crc[pos]
+        return np.zeros(0, dtype=np.uint32), per_text
+    if eff is lengths:  # every unit counts: n-grams start anywhere but at a text's last n - 1 units
+        ends = np.cumsum(lengths)
+        valid = np.ones(int(ends[-1]), bool)
+        for j in range(1, n):
+            valid[ends[lengths >= j] - j] = False
+        pos = np.flatnonzero(valid)
+    else:
+        offsets = np.cumsum(lengths) - lengths
+        first = np.cumsum(per_text) - per_text
+        pos = np.arange(total, dtype=np.int64) - np.repeat(first - offsets, per_text)
+    ids = chunk.ids
+    crc = chunk.unit_crc[pos if ids is None else ids[pos]]
     for k in range(1, n):
-        crc = _shift(crc, space_len[pos + k]) ^ space_crc[pos + k]
-    return (crc % np.uint32(buckets)).astype(np.int64), text_index
+        unit = pos + k if ids is None else ids[pos + k]
+        crc = _shift(crc, chunk.space_len[unit]) ^ chunk.space_crc[unit]
+    if buckets & (buckets - 1) == 0:
+        crc &= np.uint32(buckets - 1)  # = crc % buckets
+    else:
+        crc %= np.uint32(buckets)
+    return crc, per_text
 
 
 def iter_chunks(texts: Sequence[str], size: int) -> Iterator[Sequence[str]]:

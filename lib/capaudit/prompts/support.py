@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capaudit.errors import EmptyInputError
 
-from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, ngram_buckets, tokenize_chunk
+from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, ngram_buckets_per_text, tokenize_chunk
 from capaudit.summaries.prompt_support import JSD, METRICS, PROMPT_MASS, PromptSupportRow
 
 ALPHA = 1e-12
@@ -40,15 +41,23 @@ def smoothed_distribution(counts: np.ndarray, alpha: float = ALPHA) -> np.ndarra
     """``(counts + alpha)`` normalised over every bucket; uniform when the total is 0 (§3.2)."""
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
-    smoothed = counts.astype(np.float64) + alpha
+    smoothed = np.add(counts, alpha, dtype=np.float64)  # = counts.astype(float64) + alpha, one pass
     total = smoothed.sum()
     if total <= 0:
         return np.full(counts.shape, 1.0 / counts.size)
-    return smoothed / total
+    smoothed /= total
+    return smoothed
 
 
 def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
     """KL(p‖q) in nats, summed over p > 0 (``inf`` if q = 0 somewhere p > 0)."""
+    if p.size and p.min() > 0:  # every term counts: the same sum without the masked copies
+        if q.min() <= 0:
+            return float("inf")
+        t = np.divide(p, q)
+        np.log(t, out=t)
+        np.multiply(p, t, out=t)
+        return float(np.sum(t))
     mask = p > 0
     pm, qm = p[mask], q[mask]
     if np.any(qm <= 0):
@@ -58,7 +67,8 @@ def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
 
 def jensen_shannon(p: np.ndarray, q: np.ndarray) -> float:
     """Jensen–Shannon divergence, natural log (§3.2)."""
-    m = 0.5 * (p + q)
+    m = np.add(p, q)
+    m *= 0.5  # = 0.5 * (p + q)
     return 0.5 * kl_divergence(p, m) + 0.5 * kl_divergence(q, m)
 
 
@@ -180,8 +190,9 @@ def _group_values(
     """Metric values ``[block, pool, metric]`` for a run of consecutive blocks (``texts`` = their pairs)."""
     offset = group[0][0]
     chunk = tokenize_chunk(texts, budget)
-    bucket, text_index = ngram_buckets(chunk, n, budget, buckets)
-    cuts = np.searchsorted(text_index, [b[0] - offset for b in group] + [group[-1][1] - offset])
+    bucket, per_text = ngram_buckets_per_text(chunk, n, budget, buckets)
+    before = np.concatenate([[0], np.cumsum(per_text)])  # n-grams of the texts before each text
+    cuts = before[[b[0] - offset for b in group] + [group[-1][1] - offset]]
     out = np.empty((len(group), len(pools), len(METRICS)))
     for i in range(len(group)):
         counts = np.bincount(bucket[cuts[i] : cuts[i + 1]], minlength=buckets)
@@ -270,19 +281,41 @@ def _pairs_job(job, pools: Sequence[PreparedPool], ngram: int, budget: Optional[
             _group_values(reference, group, pools, ngram, budget, buckets, alpha))
 
 
+def _pairs_job_installed(job, ngram: int, budget: Optional[int], buckets: int, alpha: float):
+    """:func:`_pairs_job` against the pools installed in this worker by :func:`_init_worker`."""
+    return _pairs_job(job, _WORKER_POOLS, ngram, budget, buckets, alpha)
+
+
 def _iter_pair_jobs(pairs, block_size: int, per_job: int):
     """Runs of ``per_job`` consecutive blocks of a pair stream: (local, reference, block bounds)."""
+    def runs():
+        while True:
+            run = list(islice(pairs, 4096))
+            if not run:
+                return
+            yield [a for a, _ in run], [b for _, b in run]
+
+    pairs = iter(pairs)
+    return _iter_run_jobs(runs(), block_size, per_job)
+
+
+def _iter_run_jobs(runs, block_size: int, per_job: int):
+    """:func:`_iter_pair_jobs` of a stream of runs of pairs ``(local texts, reference texts)``."""
     size = block_size * per_job
     local: List[str] = []
     reference: List[str] = []
     start = 0
-    for a, b in pairs:
-        local.append(a)
-        reference.append(b)
-        if len(local) == size:
-            yield local, reference, [(s, min(s + block_size, start + size)) for s in range(start, start + size, block_size)]
+    for a, b in runs:
+        if not local and len(a) == size:  # a run that is one job: no copies
+            local, reference = a, b
+        else:
+            local += a
+            reference += b
+        while len(local) >= size:
+            job_l, job_r = (local, reference) if len(local) == size else (local[:size], reference[:size])
+            yield job_l, job_r, [(s, min(s + block_size, start + size)) for s in range(start, start + size, block_size)]
             start += size
-            local, reference = [], []
+            local, reference = ([], []) if len(local) == size else (local[size:], reference[size:])
     if local:
         end = start + len(local)
         yield local, reference, [(s, min(s + block_size, end)) for s in range(start, end, block_size)]
@@ -300,26 +333,37 @@ def block_metrics_stream(
     workers: int = 1,
     engine: str = "local",
     address: Optional[str] = None,
+    runs=None,
 ) -> BlockMetrics:
     """:func:`block_metrics` of a stream of ``(local, reference)`` pairs (file order), holding only
     the runs of blocks in flight; runs are the engine's shards (``local`` or ``ray``), merged in
-    order, so the values equal :func:`block_metrics`'s."""
+    order, so the values equal :func:`block_metrics`'s. ``runs`` (instead of ``pairs``, which is
+    then ignored): the stream as runs of pairs ``(local texts, reference texts)``.
+
+    Local workers get the pools once (a pool initializer), not with every run of blocks.
+    """
     from functools import partial
 
-    from capaudit.engine.executors import map_merge
+    from capaudit.engine.executors import check_engine, map_merge
 
     _check_buckets(pools, buckets)
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     per_job = max(1, chunk_target // block_size)
-    fn = partial(_pairs_job, pools=list(pools), ngram=ngram, budget=budget, buckets=buckets, alpha=alpha)
+    jobs = _iter_run_jobs(runs, block_size, per_job) if runs is not None else _iter_pair_jobs(pairs, block_size, per_job)
+    init: dict = {}
+    if workers > 1 and check_engine(engine) == "local":
+        light = [PreparedPool(p.name, np.zeros(0, np.int64), p.probabilities, p.records) for p in pools]
+        fn = partial(_pairs_job_installed, ngram=ngram, budget=budget, buckets=buckets, alpha=alpha)
+        init = {"initializer": _init_worker, "initargs": (light,)}
+    else:
+        fn = partial(_pairs_job, pools=list(pools), ngram=ngram, budget=budget, buckets=buckets, alpha=alpha)
 
     def merge(parts):
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
     try:
-        local, reference = map_merge(_iter_pair_jobs(pairs, block_size, per_job), fn, merge, engine=engine,
-                                     workers=workers, address=address)
+        local, reference = map_merge(jobs, fn, merge, engine=engine, workers=workers, address=address, **init)
     except EmptyInputError:
         raise ValueError("no caption pairs") from None
     blocks = local.shape[0]
@@ -354,17 +398,17 @@ def compare_pairs_file(
 ):
     """:func:`compare_surfaces` on a pairs file streamed from disk (memory independent of its
     size); returns ``(rows, PairStats)``."""
-    from capaudit.prompts.io import PairStats, iter_pairs
+    from capaudit.prompts.io import PairStats, iter_pair_chunks
 
     for pool in pools:
         if pool.ngram != ngram:
             raise ValueError(f"pool '{pool.name}' was counted with n={pool.ngram}, captions use n={ngram}")
     prepared = [PreparedPool.from_counts(p, alpha) for p in pools]
     stats = PairStats()
-    pairs = iter_pairs(path, local_field, reference_field, limit, skip_incomplete, stats)
+    runs = iter_pair_chunks(path, local_field, reference_field, limit, skip_incomplete, stats, size=block_size)
     try:
-        metrics = block_metrics_stream(pairs, prepared, ngram, budget, block_size, buckets, alpha, workers=workers,
-                                       engine=engine, address=address)
+        metrics = block_metrics_stream(None, prepared, ngram, budget, block_size, buckets, alpha, workers=workers,
+                                       engine=engine, address=address, runs=runs)
     except ValueError as exc:
         if str(exc) == "no caption pairs":
             from pathlib import Path
