@@ -66,3 +66,52 @@ def test_ngram_buckets_equal_plain_definition(n, budget):
     for b, c in Counter(want_b).items():
         want[b] = c
     assert np.array_equal(counts, want)
+
+
+def _pairs_file(tmp_path, rows, name="pairs.jsonl"):
+    import json
+
+    p = tmp_path / name
+    p.write_bytes(b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in rows))
+    return p
+
+
+@pytest.mark.parametrize("limit", [None, 3, 7, 1000])
+@pytest.mark.parametrize("size", [1, 2, 5, 5000])
+def test_pair_chunks_equal_iter_pairs(tmp_path, limit, size):
+    from capaudit.prompts.io import PairStats, iter_pair_chunks, iter_pairs
+
+    rows = [b"\xef\xbb\xbf" + b'{"local_caption": "bom", "reference_caption": "r0"}']
+    rows += [{"local_caption": f"l{i}", "reference_caption": f"r{i}", "x": 1} for i in range(12)]
+    rows[4] = b"   "
+    rows[6] = {"local_caption": None, "reference_caption": "null local"}
+    rows[9] = b""
+    path = _pairs_file(tmp_path, rows)
+    for skip in (False, True):
+        a, b = PairStats(), PairStats()
+        want = list(iter_pairs(path, limit=limit, skip_incomplete=skip, stats=a))
+        got = [pair for loc, ref in iter_pair_chunks(path, limit=limit, skip_incomplete=skip, stats=b, size=size)
+               for pair in zip(loc, ref)]
+        assert got == want and (a.pairs, a.skipped) == (b.pairs, b.skipped)
+
+
+@pytest.mark.parametrize("bad", [b'{"local_caption": 3, "reference_caption": "x"}', b'{"reference_caption": "x"}',
+                                 b"[1, 2]", b"{not json"])
+def test_pair_chunks_errors_equal_iter_pairs(tmp_path, bad):
+    from capaudit.prompts.io import iter_pair_chunks, iter_pairs
+
+    path = _pairs_file(tmp_path, [{"local_caption": "a", "reference_caption": "b"}] * 5 + [bad])
+    with pytest.raises(ValueError) as want:
+        list(iter_pairs(path))
+    with pytest.raises(ValueError) as got:
+        list(iter_pair_chunks(path, size=4))
+    assert str(got.value) == str(want.value)
+
+
+def test_prompt_runs_never_read_past_the_limit(tmp_path):
+    from capaudit.prompts.io import iter_prompts
+
+    path = _pairs_file(tmp_path, [{"prompt": f"p {i}"} for i in range(5)] + [{"prompt": ""}, b"[1]"], "pool.jsonl")
+    assert list(iter_prompts(path, limit=5)) == [f"p {i}" for i in range(5)]
+    with pytest.raises(ValueError, match="row 7"):
+        list(iter_prompts(path, limit=6))

@@ -505,12 +505,27 @@ def _iter_jsonl_prompts(path: Path, field: Optional[str]) -> Iterator[str]:
         fast_loads = json.loads
     fld = field or "prompt"
     with open(path, "rb") as fh:
-        for row, line in enumerate(fh, start=1):
-            obj = _loads_line(fast_loads, line, path, row)
-            if obj is _BLANK:
-                continue
-            obj = _prompt_row(obj, field, path, row)
-            yield obj if isinstance(obj, str) else _text_value(obj[fld], path, row, fld)
+        row = 0
+        while True:  # a run of lines at a time; a run that is not plain is read row by row
+            lines = list(islice(fh, 8192))
+            if not lines:
+                return
+            try:
+                objs = [fast_loads(line) for line in lines]
+                values = [o[fld] for o in objs]
+                plain = set(map(type, objs)) == {dict} and set(map(type, values)) == {str}
+            except (ValueError, KeyError, TypeError, IndexError):
+                plain = False
+            if plain:
+                yield from values
+            else:  # lazily: a row after the caller's limit is never checked
+                for k, line in enumerate(lines, start=row + 1):
+                    obj = _loads_line(fast_loads, line, path, k)
+                    if obj is _BLANK:
+                        continue
+                    obj = _prompt_row(obj, field, path, k)
+                    yield obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)
+            row += len(lines)
 
 
 def iter_prompts(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,
