@@ -115,3 +115,54 @@ def test_prompt_runs_never_read_past_the_limit(tmp_path):
     assert list(iter_prompts(path, limit=5)) == [f"p {i}" for i in range(5)]
     with pytest.raises(ValueError, match="row 7"):
         list(iter_prompts(path, limit=6))
+
+
+def _same_partition(key: np.ndarray, ids: np.ndarray, firsts: np.ndarray) -> None:
+    """``ids`` number the distinct keys ``0..u-1`` (equal keys, equal ids; distinct keys, distinct
+    ids), as ``pandas.factorize``'s codes do, and ``firsts[i]`` is an occurrence of id ``i``."""
+    pd = pytest.importorskip("pandas")
+    codes, uniq = pd.factorize(key)
+    assert ids.dtype == np.int64 and ids.shape == key.shape
+    if not key.size:
+        assert firsts.size == 0
+        return
+    assert ids.min() == 0 and ids.max() == len(uniq) - 1
+    assert np.unique(np.stack([codes.astype(np.int64), ids]), axis=1).shape[1] == len(uniq)  # a bijection
+    assert np.array_equal(ids[firsts], np.arange(len(uniq)))
+
+
+@pytest.mark.parametrize("n, distinct", [(0, 1), (1, 1), (7, 2), (5_000, 3), (100_000, 60_000), (400_000, 8_000),
+                                         (300_000, 1 << 62)])
+def test_factorize_equals_pandas(n, distinct):
+    from capaudit.prompts.ngrams import _factorize
+
+    key = np.random.default_rng(n).integers(0, distinct, n, dtype=np.uint64)
+    _same_partition(key, *_factorize(key))
+
+
+def test_factorize_exact_when_every_key_collides():
+    from capaudit.prompts.ngrams import _factorize
+
+    key = np.arange(20_000, dtype=np.uint64) << np.uint64(44)  # equal top bits after few multipliers
+    key = np.concatenate([key, key[::-1], key[::7], np.array([0, 2**64 - 1, 2**63], np.uint64)])
+    _same_partition(key, *_factorize(key))
+
+
+def test_unit_keys_equal_exactly_when_units_equal():
+    """Keys of byte runs (units, up to 300 bytes) are equal when the bytes are; distinct runs get
+    distinct keys here (exact up to 7 bytes, a 64-bit hash above), as the old keys did."""
+    from capaudit.prompts.ngrams import _PAD8, _unit_keys
+
+    rng = np.random.default_rng(5)
+    alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789'"
+    units = sorted({bytes(alphabet[i] for i in rng.integers(0, len(alphabet), int(k)))
+                    for k in rng.integers(1, 40, 20_000)} | {b"a" * k for k in range(1, 300)} | {b"ab", b"ba"})
+    seq = [units[i] for i in rng.integers(0, len(units), 60_000)]
+    raw = b"\n" + b"\n".join(seq) + b"\n"
+    lens = np.fromiter(map(len, seq), np.int64, len(seq))
+    starts = 1 + np.cumsum(lens + 1) - (lens + 1)
+    key = _unit_keys(np.frombuffer(raw + _PAD8, np.uint8), starts, starts + lens)
+    by_unit = {}
+    for u, k in zip(seq, key.tolist()):
+        assert by_unit.setdefault(u, k) == k
+    assert len(set(by_unit.values())) == len(by_unit)

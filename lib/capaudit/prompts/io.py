@@ -19,11 +19,18 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.manifest import check_file
 from capaudit.io.text import checked_lines, open_text, read_text_checked
-from capaudit.surfaces.readers import iter_json_lines
 
 PathLike = Union[str, Path]
 
 FORMATS = ("txt", "jsonl", "json", "csv", "tsv", "parquet", "dir")
+
+
+def iter_json_lines(*args, **kwargs):
+    """:func:`capaudit.surfaces.readers.iter_json_lines`, imported when first used (that package
+    imports pandas, which the streamed pairs and cached pools never need)."""
+    from capaudit.surfaces.readers import iter_json_lines as impl
+
+    return impl(*args, **kwargs)
 
 
 def resolve_data(dataset: str, path: str) -> Path:

@@ -236,8 +236,6 @@ def _keep_first(counts: np.ndarray, max_units: Optional[int]) -> Optional[np.nda
 def _ascii_units(texts: List[str], max_units: Optional[int]):
     """ASCII texts: ``(units per text before the budget, ids of the kept occurrences, (unit_crc,
     space_crc, space_len) per distinct unit)``; units found as bytes (``[^\\W_]+(?:'[^\\W_]+)*``)."""
-    from capaudit.text.survey import _run_keys
-
     n = len(texts)
     raw = ("\n" + "\n".join(texts) + "\n").encode("ascii")  # sentinels: no unit at either end
     m = np.frombuffer(bytearray(raw.translate(_ALNUM01)), np.int8)
@@ -257,11 +255,98 @@ def _ascii_units(texts: List[str], max_units: Optional[int]):
     keep = _keep_first(counts, max_units)
     if keep is not None:
         starts, ends = starts[keep], ends[keep]
-    low = np.frombuffer(raw.lower(), np.uint8)
-    ids, uniq = _factorize(_run_keys(low, starts, ends))
-    firsts = np.empty(len(uniq), np.int64)
-    firsts[ids] = np.arange(ids.size)  # any occurrence of a unit: all hold its bytes
-    return counts, ids.astype(np.int64, copy=False), _byte_run_crcs(low, starts[firsts], ends[firsts])
+    low = np.frombuffer((raw + _PAD8).lower(), np.uint8)  # 8 zero bytes after the text: whole words
+    ids, firsts = _factorize(_unit_keys(low, starts, ends))
+    return counts, ids, _byte_run_crcs(low, starts[firsts], ends[firsts])
+
+
+_PAD8 = bytes(8)
+_SHORT = 7  # units of up to 7 bytes are keyed exactly: their bytes and their length
+_LOW_MASK = np.array([(1 << (8 * i)) - 1 for i in range(9)], np.uint64)  # [i]: the low i bytes
+
+
+def _unit_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A 64-bit key per byte run ``buf[starts[i]:ends[i]]`` (``buf`` ends with 8 bytes after the
+    last run): exact for runs of <= 7 bytes (the bytes, the length in the top byte), a hash of the
+    run's 8-byte words and its length, top byte 0xFF (no short key has it), for longer runs.
+    Only which keys are equal matters (:func:`_factorize`), never their values."""
+    ln = ends - starts
+    # word[i] = the 8 bytes from position i (little-endian): an unaligned strided view
+    word = np.ndarray((buf.size - 7,), dtype="<u8", buffer=buf, strides=(1,))
+    key = word[starts]
+    key &= _LOW_MASK[np.minimum(ln, _SHORT)]
+    key |= ln.astype(np.uint64) << np.uint64(56)
+    long_ = np.flatnonzero(ln > _SHORT)
+    if long_.size:
+        st, ll = starts[long_], ln[long_]
+        h = ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+        last = buf.size - 8
+        for k in range(0, min(int(ll.max()), 24), 8):  # words past a run's end are masked to 0
+            w = word[np.minimum(st + k, last)] if k else word[st]
+            w &= _LOW_MASK[np.clip(ll - k, 0, 8)]
+            h ^= w
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(31)
+        for k in range(24, int(ll.max()), 8):  # rare: the runs still going, a word at a time
+            act = np.flatnonzero(ll > k)
+            x = h[act] ^ (word[st[act] + k] & _LOW_MASK[np.minimum(ll[act] - k, 8)])
+            x *= np.uint64(0xBF58476D1CE4E5B9)
+            h[act] = x ^ (x >> np.uint64(31))
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(29)
+        key[long_] = h | np.uint64(0xFF << 56)
+    return key
+
+
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(ids, firsts)``: equal keys get equal ids ``0..u-1`` (int64) and distinct keys distinct
+    ones; ``firsts[i]`` is the position of one occurrence of id ``i``.
+
+    Numpy only (an exact, vectorised hash table): each round scatters the positions of the
+    pending keys into a table by a multiplicative hash of the key; a slot keeps one of the
+    positions written to it, and the occurrences whose key equals that position's key take the
+    slot's id; the others go to the next round (another multiplier). Every used slot settles its
+    own key, so it ends; keys are compared in full, so it is exact (a test checks it against
+    ``pandas.factorize``).
+    """
+    n = key.size
+    ids = np.empty(n, np.int64)
+    if n == 0:
+        return ids, np.zeros(0, np.int64)
+    firsts_parts = []
+    pending = None  # positions still to settle (None: all)
+    keys = key
+    base = 0
+    mult = 0x9E3779B97F4A7C15
+    while keys.size:
+        bits = min(max(int(keys.size).bit_length() - 1, 10), 16)
+        slot = keys * np.uint64(mult)
+        slot >>= np.uint64(64 - bits)
+        slot = slot.astype(np.intp)
+        win = np.full(1 << bits, -1, np.intp)
+        win[slot] = np.arange(keys.size)  # one position per used slot
+        hit = keys[win[slot]] == keys
+        used = win >= 0
+        rank = np.cumsum(used)
+        rank += base - 1
+        got = rank[slot]
+        first = win[used]
+        if pending is None:
+            ids[:] = got
+            firsts_parts.append(first)
+            pending = np.flatnonzero(~hit)
+        else:
+            ids[pending[hit]] = got[hit]
+            firsts_parts.append(pending[first])
+            pending = pending[~hit]
+        base += int(first.size)
+        keys = key[pending]
+        mult = (mult * 0x2545F4914F6CDD1D | 1) & 0xFFFFFFFFFFFFFFFF  # another odd multiplier
+    return ids, firsts_parts[0] if len(firsts_parts) == 1 else np.concatenate(firsts_parts)
 
 
 def _other_units(texts: List[str], max_units: Optional[int]):
@@ -275,12 +360,6 @@ def _other_units(texts: List[str], max_units: Optional[int]):
     if keep is not None:
         codes = codes[keep]
     return counts, codes.astype(np.int64, copy=False), _unit_crcs(vocab)
-
-
-def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    import pandas as pd
-
-    return pd.factorize(key)
 
 
 def _byte_run_crcs(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
