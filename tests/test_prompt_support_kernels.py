@@ -166,3 +166,32 @@ def test_unit_keys_equal_exactly_when_units_equal():
     for u, k in zip(seq, key.tolist()):
         assert by_unit.setdefault(u, k) == k
     assert len(set(by_unit.values())) == len(by_unit)
+
+
+@pytest.mark.parametrize("units, occurrences, max_len", [(50, 10_000, 64), (1_000, 2_000, 20), (3, 1, 0), (20, 500, 200)])
+def test_shift_first_equals_shift(units, occurrences, max_len):
+    """The (unit, length) table of the first shift gives :func:`_shift`'s values (and falls back
+    to it for lengths past the tables or too many distinct units)."""
+    from capaudit.prompts.ngrams import _shift, _shift_first
+
+    rng = np.random.default_rng(units)
+    unit_crc = rng.integers(0, 2**32, units, dtype=np.uint32)
+    first = rng.integers(0, units, occurrences).astype(np.int64)
+    length = rng.integers(0, max_len + 1, occurrences).astype(np.int64)
+    assert np.array_equal(_shift_first(unit_crc, first, length), _shift(unit_crc[first], length))
+    expect = [zlib.crc32(b"\0" * int(n), int(c)) ^ zlib.crc32(b"\0" * int(n)) for c, n in zip(unit_crc[first], length)]
+    assert _shift_first(unit_crc, first, length).tolist() == expect
+
+
+def test_ngram_buckets_same_with_and_without_the_pair_table(monkeypatch):
+    import capaudit.prompts.ngrams as ng
+
+    rng = np.random.default_rng(7)
+    texts = ["a red car " * int(k) + "the cat's o'clock" for k in rng.integers(0, 30, 400)] + _random_texts(rng, 200, 0.9)
+    chunk = tokenize_chunk(texts, 64)
+    with_table = ng.ngram_buckets_per_text(chunk, 2, 64)
+    monkeypatch.setattr(ng, "_PAIR_TABLE_MAX", 0)
+    without = ng.ngram_buckets_per_text(chunk, 2, 64)
+    assert all(np.array_equal(a, b) for a, b in zip(with_table, without))
+    plain = [hash_ngram(u[i : i + 2]) for u in (support_units(t, 64) for t in texts) for i in range(len(u) - 1)]
+    assert with_table[0].tolist() == plain

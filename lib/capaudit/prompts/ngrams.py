@@ -110,6 +110,27 @@ def _shift(crc: np.ndarray, length: np.ndarray) -> np.ndarray:
     return out
 
 
+_PAIR_TABLE_MAX = 1 << 20  # distinct units x byte lengths held by the table of _shift_first
+
+
+def _shift_first(unit_crc: np.ndarray, first: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """``_shift(unit_crc[first], length)`` (a new array), shifting each distinct (unit, length)
+    once: occurrences repeat few units and few lengths, so the table of the pairs that occur
+    is much smaller than the occurrences (the same values, by table look-up)."""
+    width = _TABLE_MAX + 1
+    cells = unit_crc.size * width
+    if cells > _PAIR_TABLE_MAX or cells > 2 * first.size or int(length.max(initial=0)) > _TABLE_MAX:
+        return _shift(unit_crc[first], length)
+    key = first * width
+    key += length
+    needed = np.zeros(unit_crc.size * width, bool)
+    needed[key] = True
+    cells = np.flatnonzero(needed)
+    table = np.empty(needed.size, np.uint32)
+    table[cells] = _shift(unit_crc[cells // width], cells % width)
+    return table.take(key)
+
+
 @lru_cache(maxsize=1)
 def _shift_tables() -> Tuple[np.ndarray, ...]:
     """:func:`_shift_table` as four tables, ``[k][L * 256 + b] = shift(b << 8k, L)``."""
@@ -279,17 +300,16 @@ def _unit_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
     long_ = np.flatnonzero(ln > _SHORT)
     if long_.size:
         st, ll = starts[long_], ln[long_]
+        # a run of 8 bytes or more: its first and its last 8 bytes (whole words, overlapping when
+        # it is shorter than 16), then any middle words, mixed with its length
         h = ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
-        last = buf.size - 8
-        for k in range(0, min(int(ll.max()), 24), 8):  # words past a run's end are masked to 0
-            w = word[np.minimum(st + k, last)] if k else word[st]
-            w &= _LOW_MASK[np.clip(ll - k, 0, 8)]
+        for w in (word[st], word[st + ll - 8]):
             h ^= w
             h *= np.uint64(0xBF58476D1CE4E5B9)
             h ^= h >> np.uint64(31)
-        for k in range(24, int(ll.max()), 8):  # rare: the runs still going, a word at a time
-            act = np.flatnonzero(ll > k)
-            x = h[act] ^ (word[st[act] + k] & _LOW_MASK[np.minimum(ll[act] - k, 8)])
+        for k in range(8, int(ll.max()) - 8, 8):  # rare: runs longer than 16 bytes
+            act = np.flatnonzero(ll - 8 > k)
+            x = h[act] ^ word[st[act] + k]
             x *= np.uint64(0xBF58476D1CE4E5B9)
             h[act] = x ^ (x >> np.uint64(31))
         h ^= h >> np.uint64(30)
@@ -314,9 +334,8 @@ def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     ``pandas.factorize``).
     """
     n = key.size
-    ids = np.empty(n, np.int64)
     if n == 0:
-        return ids, np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     firsts_parts = []
     pending = None  # positions still to settle (None: all)
     keys = key
@@ -326,17 +345,17 @@ def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         bits = min(max(int(keys.size).bit_length() - 1, 10), 16)
         slot = keys * np.uint64(mult)
         slot >>= np.uint64(64 - bits)
-        slot = slot.astype(np.intp)
+        slot = slot.view(np.intp)  # < 2**bits: the same values
         win = np.full(1 << bits, -1, np.intp)
         win[slot] = np.arange(keys.size)  # one position per used slot
-        hit = keys[win[slot]] == keys
+        hit = keys.take(win.take(slot)) == keys
         used = win >= 0
         rank = np.cumsum(used)
         rank += base - 1
-        got = rank[slot]
+        got = rank.take(slot)
         first = win[used]
         if pending is None:
-            ids[:] = got
+            ids = got.astype(np.int64, copy=False)
             firsts_parts.append(first)
             pending = np.flatnonzero(~hit)
         else:
@@ -446,10 +465,17 @@ def ngram_buckets_per_text(
         first = np.cumsum(per_text) - per_text
         pos = np.arange(total, dtype=np.int64) - np.repeat(first - offsets, per_text)
     ids = chunk.ids
-    crc = chunk.unit_crc[pos if ids is None else ids[pos]]
+    first = pos if ids is None else ids[pos]
+    crc = None
     for k in range(1, n):
         unit = pos + k if ids is None else ids[pos + k]
-        crc = _shift(crc, chunk.space_len[unit]) ^ chunk.space_crc[unit]
+        if k == 1:
+            crc = _shift_first(chunk.unit_crc, first, chunk.space_len[unit])
+        else:
+            crc = _shift(crc, chunk.space_len[unit])
+        crc ^= chunk.space_crc[unit]
+    if crc is None:
+        crc = chunk.unit_crc[first]
     if buckets & (buckets - 1) == 0:
         crc &= np.uint32(buckets - 1)  # = crc % buckets
     else:
