@@ -195,3 +195,56 @@ def test_ngram_buckets_same_with_and_without_the_pair_table(monkeypatch):
     assert all(np.array_equal(a, b) for a, b in zip(with_table, without))
     plain = [hash_ngram(u[i : i + 2]) for u in (support_units(t, 64) for t in texts) for i in range(len(u) - 1)]
     assert with_table[0].tolist() == plain
+
+
+def _small_pool():
+    from capaudit.prompts.ngrams import pool_counts_from_prompts
+
+    return pool_counts_from_prompts("p", ["a red car", "the cat sat on the mat", "o'clock tower at noon"] * 5, 2)
+
+
+def _caption_rows(n):
+    rng = np.random.default_rng(n)
+    return [{"local_caption": " ".join(rng.choice(["a", "red", "car", "the", "cat's", "mat", "Tower"], 12)),
+             "reference_caption": " ".join(rng.choice(["a", "car", "on", "noon", "é"], 5))} for _ in range(n)]
+
+
+@pytest.mark.parametrize("limit", [None, 23, 40, 5])
+def test_raw_lines_metrics_equal_the_row_reader(tmp_path, limit):
+    """Workers parsing their own runs of lines give the block values of the row reader."""
+    from capaudit.prompts.io import iter_pair_chunks
+    from capaudit.prompts.support import PreparedPool, _metrics_from_raw_lines, block_metrics_stream
+
+    path = _pairs_file(tmp_path, _caption_rows(47))
+    pools = [PreparedPool.from_counts(_small_pool(), 0.5)]
+    got, records = _metrics_from_raw_lines(path, pools, "local_caption", "reference_caption", limit, 2, 4, 5, HASH_BUCKETS,
+                                           0.5, 2, chunk_target=10)
+    want = block_metrics_stream(None, pools, 2, 4, 5, HASH_BUCKETS, 0.5, chunk_target=10,
+                                runs=iter_pair_chunks(path, limit=limit, size=5))
+    assert records == (47 if limit is None else min(limit, 47)) and got.blocks == want.blocks
+    for side in ("local", "reference"):
+        for metric, values in getattr(want, side)["p"].items():
+            assert np.array_equal(getattr(got, side)["p"][metric], values)
+
+
+@pytest.mark.parametrize("odd", [None, b"", b'{"local_caption": null, "reference_caption": "x"}',
+                                 b'{"local_caption": 3, "reference_caption": "x"}', b"{not json",
+                                 b"\xef\xbb\xbf" + b'{"local_caption": "bom", "reference_caption": "r"}'])
+def test_compare_pairs_file_two_workers_equal_one(tmp_path, odd):
+    """Two local workers (raw runs of lines, or the row reader again when a line is not a plain
+    pair) give the one-worker rows, or its error."""
+    from capaudit.prompts.support import compare_pairs_file
+
+    rows = _caption_rows(31)
+    if odd is not None:
+        rows[17] = odd
+    path = _pairs_file(tmp_path, rows)
+    results = []
+    for workers in (1, 2):
+        try:
+            rows_out, stats = compare_pairs_file(path, [_small_pool()], "c", budget=4, block_size=4, reps=50,
+                                                 workers=workers)
+            results.append((rows_out, (stats.pairs, stats.skipped)))
+        except ValueError as exc:
+            results.append((type(exc), str(exc)))
+    assert results[0] == results[1]

@@ -404,6 +404,19 @@ def compare_pairs_file(
         if pool.ngram != ngram:
             raise ValueError(f"pool '{pool.name}' was counted with n={pool.ngram}, captions use n={ngram}")
     prepared = [PreparedPool.from_counts(p, alpha) for p in pools]
+    if workers > 1 and not skip_incomplete and block_size >= 1:
+        from capaudit.engine.executors import check_engine
+
+        if check_engine(engine) == "local" and str(path).lower().endswith((".jsonl", ".ndjson", ".json")):
+            try:
+                metrics, records = _metrics_from_raw_lines(path, prepared, local_field, reference_field, limit,
+                                                           ngram, budget, block_size, buckets, alpha, workers)
+            except _NotPlain:  # a row that is not a plain pair: the row-checking reader below
+                pass
+            else:
+                metrics.records = records
+                return summarise_blocks(metrics, comparison, local_surface, reference_surface, reps, seed), \
+                    PairStats(records, 0)
     stats = PairStats()
     runs = iter_pair_chunks(path, local_field, reference_field, limit, skip_incomplete, stats, size=block_size)
     try:
@@ -418,6 +431,92 @@ def compare_pairs_file(
         raise
     metrics.records = stats.pairs
     return summarise_blocks(metrics, comparison, local_surface, reference_surface, reps, seed), stats
+
+
+class _NotPlain(Exception):
+    """A run of JSON lines that is not plain pairs (blank, bad or BOM'd line, missing, null or
+    non-string field): the caller reads the file again with the row-checking reader."""
+
+
+def _raw_line_jobs(path, limit: Optional[int], size: int, block_size: int, counted: List[int]):
+    """Runs of ``size`` lines as bytes (one blob, ``count`` lines) with their blocks' bounds, as
+    :func:`_iter_run_jobs` bounds them when every line is a pair; ``counted[0]``: lines read."""
+    with open(path, "rb") as fh:
+        start = 0
+        while limit is None or start < limit:
+            lines = list(islice(fh, size if limit is None else min(size, limit - start)))
+            if not lines:
+                return
+            end = start + len(lines)
+            yield b"".join(lines), len(lines), [(s, min(s + block_size, end)) for s in range(start, end, block_size)]
+            start = end
+            counted[0] = start
+
+
+def _plain_pairs(blob: bytes, count: int, local_field: str, reference_field: str) -> Tuple[List[str], List[str]]:
+    """The pairs of ``count`` JSON lines, each a plain pair (else :class:`_NotPlain`): the values
+    :func:`capaudit.prompts.io.iter_pair_chunks` gives for such lines."""
+    try:
+        from orjson import loads
+    except ImportError:  # pragma: no cover
+        from json import loads
+    lines = blob.split(b"\n", count)[:count]  # the last piece holds the rest: its line, whole
+    if len(lines) != count:
+        raise _NotPlain()
+    try:
+        objs = [loads(line) for line in lines]
+        local = [o[local_field] for o in objs]
+        reference = [o[reference_field] for o in objs]
+        plain = set(map(type, local)) == {str} and set(map(type, reference)) == {str} \
+            and set(map(type, objs)) == {dict}
+    except (ValueError, KeyError, TypeError, IndexError):
+        plain = False
+    if not plain:
+        raise _NotPlain()
+    return local, reference
+
+
+def _raw_lines_job(job, local_field: str, reference_field: str, ngram: int, budget: Optional[int], buckets: int,
+                   alpha: float):
+    blob, count, group = job
+    local, reference = _plain_pairs(blob, count, local_field, reference_field)
+    return _pairs_job((local, reference, group), _WORKER_POOLS, ngram, budget, buckets, alpha)
+
+
+def _metrics_from_raw_lines(path, pools: Sequence[PreparedPool], local_field: str, reference_field: str,
+                            limit: Optional[int], ngram: int, budget: Optional[int], block_size: int, buckets: int,
+                            alpha: float, workers: int, chunk_target: int = 5_000) -> Tuple[BlockMetrics, int]:
+    """:func:`block_metrics_stream` of a JSON-lines pairs file whose lines are all plain pairs,
+    the workers parsing their own runs of lines (the parent only splits the file into runs);
+    :class:`_NotPlain` as soon as a run is not (nothing is returned then)."""
+    from functools import partial
+
+    from capaudit.engine.executors import map_merge
+    from capaudit.prompts.io import _check_pairs_file
+
+    _check_buckets(pools, buckets)
+    path, _ = _check_pairs_file(path, local_field, reference_field)
+    per_job = max(1, chunk_target // block_size)
+    counted = [0]
+    jobs = _raw_line_jobs(path, limit, block_size * per_job, block_size, counted)
+    light = [PreparedPool(p.name, np.zeros(0, np.int64), p.probabilities, p.records) for p in pools]
+    fn = partial(_raw_lines_job, local_field=local_field, reference_field=reference_field, ngram=ngram,
+                 budget=budget, buckets=buckets, alpha=alpha)
+
+    def merge(parts):
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+    try:
+        local, reference = map_merge(jobs, fn, merge, engine="local", workers=workers, initializer=_init_worker,
+                                     initargs=(light,))
+    except EmptyInputError:
+        raise _NotPlain() from None  # no lines: the reader below says so, as it always has
+    out = BlockMetrics(0, block_size, local.shape[0])
+    for side, values in (("local", local), ("reference", reference)):
+        setattr(out, side, {
+            pool.name: {m: values[:, j, k].copy() for k, m in enumerate(METRICS)} for j, pool in enumerate(pools)
+        })
+    return out, counted[0]
 
 
 def summarise_blocks(
