@@ -14,7 +14,9 @@ counts computed and cached as ``.npy``) and *warm* (cache reused, as for a secon
 Each reports wall time per phase and peak RSS (``resource.getrusage``): the largest single
 process (``peak_rss_mib_largest_process``; main and largest worker are listed too) and, labelled
 as an upper bound, the sum of the main process's and the largest worker's peaks (the two peaks
-need not coincide in time).
+need not coincide in time). A last ``summary`` line (JSON) and one plain line give the one- and
+two-worker seconds, their ratio, the speedup over the reference's ``REFERENCE_S`` and the peak RSS
+of the process tree, warm (the figure issue 24 quotes) and cold.
 
     .venv/bin/python benchmarks/bench_prompt_support.py [--pairs 250000 --prompts 1000000 --cpus 2]
 """
@@ -66,10 +68,13 @@ def _real_texts() -> tuple:
 def make_inputs(workdir: Path, n_pairs: int, n_prompts: int, seed: int) -> tuple:
     import numpy as np
 
-    long, short, prompts = _real_texts()
-    rng = np.random.default_rng(seed)
     pairs = workdir / f"pairs_{n_pairs}.jsonl"
     pool = workdir / f"pool_{n_prompts}.jsonl"
+    stamp = workdir / f"inputs_{n_pairs}_{n_prompts}_{seed}.json"
+    if pairs.exists() and pool.exists() and stamp.exists():  # same sizes and seed: same inputs, reused
+        return pairs, pool, tuple(json.loads(stamp.read_text()))
+    long, short, prompts = _real_texts()
+    rng = np.random.default_rng(seed)
     li = rng.integers(0, len(long), n_pairs)
     ri = rng.integers(0, len(short), n_pairs)
     with pairs.open("w", encoding="utf-8") as fh:
@@ -79,6 +84,7 @@ def make_inputs(workdir: Path, n_pairs: int, n_prompts: int, seed: int) -> tuple
     with pool.open("w", encoding="utf-8") as fh:
         for i in pi:
             fh.write(json.dumps({"prompt": prompts[i]}, ensure_ascii=False) + "\n")
+    stamp.write_text(json.dumps([len(long), len(short), len(prompts)]))
     return pairs, pool, (len(long), len(short), len(prompts))
 
 
@@ -139,6 +145,7 @@ def main() -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _corpus import run_measured
 
+    results = {}
     for workers in sorted({1, args.workers}):
         shutil.rmtree(cache, ignore_errors=True)  # the first run of each is cold
         for label in ("cold", "warm"):
@@ -149,17 +156,35 @@ def main() -> int:
                 print(r["stderr"], file=sys.stderr)
                 return r["returncode"]
             out = json.loads(r["stdout"])
-            out.update(workers=workers, wall_s=r["wall_s"], peak_rss_mib_process_tree=r["peak_rss_mb"])
-            ref = REFERENCE_S[1 if workers == 1 else 2]
-            out["speedup_vs_reference_issue_figure"] = round(ref / out["total_s"], 1)
+            out.update(workers=workers, wall_s=r["wall_s"], cpu_s=r["cpu_s"], peak_rss_mib_process_tree=r["peak_rss_mb"])
+            out["speedup_vs_reference_issue_figure"] = round(REFERENCE_S / out["total_s"], 1)
+            results[workers, label] = out
             print(label, json.dumps(out), flush=True)
+    one = {label: results[1, label] for label in ("cold", "warm")}
+    two = {label: results[args.workers, label] for label in ("cold", "warm")}
+    summary = {"reference_s": REFERENCE_S, "workers": args.workers, "cpus": args.cpus}
+    for label in ("warm", "cold"):
+        summary[label] = {
+            "one_worker_s": one[label]["total_s"], "two_worker_s": two[label]["total_s"],
+            "two_over_one": round(two[label]["total_s"] / one[label]["total_s"], 2),
+            "speedup_vs_reference_one_worker": round(REFERENCE_S / one[label]["total_s"], 1),
+            "cpu_s_one_worker": one[label]["cpu_s"], "cpu_s_two_workers": two[label]["cpu_s"],
+            "peak_rss_mib_one_worker": one[label]["peak_rss_mib_process_tree"],
+            "peak_rss_mib_two_workers": two[label]["peak_rss_mib_process_tree"],
+        }
+    print("summary", json.dumps(summary), flush=True)
+    w = summary["warm"]
+    print(f"one worker {w['one_worker_s']:.2f} s, {args.workers} workers {w['two_worker_s']:.2f} s "
+          f"(ratio {w['two_over_one']:.2f}), {w['speedup_vs_reference_one_worker']:.1f}x the reference's "
+          f"{REFERENCE_S} s; peak RSS {w['peak_rss_mib_one_worker']} MiB (one worker), "
+          f"{w['peak_rss_mib_two_workers']} MiB ({args.workers} workers, process tree)  [warm: pool counts cached; "
+          f"cold: one worker {summary['cold']['one_worker_s']:.2f} s, ratio {summary['cold']['two_over_one']:.2f}]")
     return 0
 
 
-#: the reference script's time quoted by issue 15 for these inputs on 2 cores: 39-46 s (midpoint
-#: used; one process, peak RSS 247 MB). Re-measure it beside this script for a same-machine ratio.
-REFERENCE_S = {1: 42.5, 2: 42.5}
-
+#: the reference script's time quoted by issue 24 for these inputs on 2 cores (interleaved runs):
+#: 36.2 s (one process, peak RSS about 247 MB). Re-measure it beside this script for a same-machine ratio.
+REFERENCE_S = 36.2
 
 if __name__ == "__main__":
     sys.exit(main())

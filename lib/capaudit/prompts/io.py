@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -18,11 +19,18 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.manifest import check_file
 from capaudit.io.text import checked_lines, open_text, read_text_checked
-from capaudit.surfaces.readers import iter_json_lines
 
 PathLike = Union[str, Path]
 
 FORMATS = ("txt", "jsonl", "json", "csv", "tsv", "parquet", "dir")
+
+
+def iter_json_lines(*args, **kwargs):
+    """:func:`capaudit.surfaces.readers.iter_json_lines`, imported when first used (that package
+    imports pandas, which the streamed pairs and cached pools never need)."""
+    from capaudit.surfaces.readers import iter_json_lines as impl
+
+    return impl(*args, **kwargs)
 
 
 def resolve_data(dataset: str, path: str) -> Path:
@@ -402,6 +410,81 @@ def iter_pairs(
                          path=path)
 
 
+def iter_pair_chunks(
+    path: PathLike,
+    local_field: str = "local_caption",
+    reference_field: str = "reference_caption",
+    limit: Optional[int] = 250_000,
+    skip_incomplete: bool = False,
+    stats: Optional[PairStats] = None,
+    size: int = 5000,
+) -> Iterator[Tuple[List[str], List[str]]]:
+    """:func:`iter_pairs` in runs of about ``size`` pairs: ``(local texts, reference texts)``.
+
+    The same pairs, checks and errors; JSON lines are parsed a run at a time and a run that is
+    not plain (a blank, BOM'd or bad line, a missing, null or non-string field) is read again
+    row by row, as :func:`iter_pairs` reads it.
+    """
+    st = stats if stats is not None else PairStats()
+    path, suffix = _check_pairs_file(path, local_field, reference_field)
+    if suffix not in (".jsonl", ".ndjson", ".json") or skip_incomplete:
+        it = iter_pairs(path, local_field, reference_field, limit, skip_incomplete, st)
+        while True:
+            run = list(islice(it, size))
+            if not run:
+                return
+            yield [a for a, _ in run], [b for _, b in run]
+    try:
+        from orjson import loads as fast_loads
+    except ImportError:  # pragma: no cover
+        fast_loads = json.loads
+    with open(path, "rb") as fh:
+        row = 0
+        while limit is None or st.pairs < limit:
+            lines = list(islice(fh, size if limit is None else min(size, limit - st.pairs)))
+            if not lines:
+                return
+            try:
+                objs = [fast_loads(line) for line in lines]
+                local = [o[local_field] for o in objs]
+                reference = [o[reference_field] for o in objs]
+                plain = set(map(type, local)) == {str} and set(map(type, reference)) == {str} \
+                    and set(map(type, objs)) == {dict}
+            except (ValueError, KeyError, TypeError, IndexError):
+                plain = False
+            if not plain:
+                local, reference = [], []
+                for k, line in enumerate(lines, start=row + 1):
+                    pair = _pair_row(fast_loads, line, path, k, local_field, reference_field, skip_incomplete, st)
+                    if pair is not None:
+                        local.append(pair[0])
+                        reference.append(pair[1])
+            else:
+                st.pairs += len(local)
+            row += len(lines)
+            if local:
+                yield local, reference
+
+
+def _pair_row(fast_loads, line: bytes, path: Path, row: int, local_field: str, reference_field: str,
+              skip_incomplete: bool, st: PairStats) -> Optional[Tuple[str, str]]:
+    """One JSON-lines row of :func:`iter_pairs` (None: blank or skipped; counts kept in ``st``)."""
+    obj = _loads_line(fast_loads, line, path, row)
+    if obj is _BLANK:
+        return None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{path}: row {row}: expected a JSON object, got {type(obj).__name__}")
+    if skip_incomplete and (obj.get(local_field) is None or obj.get(reference_field) is None):
+        st.skipped += 1
+        return None
+    for f in (local_field, reference_field):
+        if f not in obj:
+            raise ValueError(f"{path}: row {row}: field '{f}' is missing (fields: {sorted(obj)[:10]})")
+    st.pairs += 1
+    return (_text_value(obj[local_field], path, row, local_field),
+            _text_value(obj[reference_field], path, row, reference_field))
+
+
 _BLANK = object()
 
 
@@ -429,12 +512,27 @@ def _iter_jsonl_prompts(path: Path, field: Optional[str]) -> Iterator[str]:
         fast_loads = json.loads
     fld = field or "prompt"
     with open(path, "rb") as fh:
-        for row, line in enumerate(fh, start=1):
-            obj = _loads_line(fast_loads, line, path, row)
-            if obj is _BLANK:
-                continue
-            obj = _prompt_row(obj, field, path, row)
-            yield obj if isinstance(obj, str) else _text_value(obj[fld], path, row, fld)
+        row = 0
+        while True:  # a run of lines at a time; a run that is not plain is read row by row
+            lines = list(islice(fh, 8192))
+            if not lines:
+                return
+            try:
+                objs = [fast_loads(line) for line in lines]
+                values = [o[fld] for o in objs]
+                plain = set(map(type, objs)) == {dict} and set(map(type, values)) == {str}
+            except (ValueError, KeyError, TypeError, IndexError):
+                plain = False
+            if plain:
+                yield from values
+            else:  # lazily: a row after the caller's limit is never checked
+                for k, line in enumerate(lines, start=row + 1):
+                    obj = _loads_line(fast_loads, line, path, k)
+                    if obj is _BLANK:
+                        continue
+                    obj = _prompt_row(obj, field, path, k)
+                    yield obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)
+            row += len(lines)
 
 
 def iter_prompts(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,

@@ -14,6 +14,7 @@ units with the CRC-32 combine identity ``crc(A+B) = shift(crc(A), len(B)) ^ crc(
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -83,36 +84,67 @@ def _shift_table() -> np.ndarray:
 
 def _shift(crc: np.ndarray, length: np.ndarray) -> np.ndarray:
     """``shift(crc, length)`` element-wise, for uint32 ``crc`` and byte lengths ``length``."""
-    table = _shift_table()
-    crc = crc.astype(np.uint32, copy=True)
-    length = length.astype(np.int64, copy=True)
-    long = np.flatnonzero(length > _TABLE_MAX)
-    while long.size:  # rare: units longer than 63 bytes; advance 64 bytes at a time
-        sub = crc[long]
-        base = _TABLE_MAX * 1024
-        sub = (
-            table[base + (sub & 0xFF)]
-            ^ table[base + 256 + ((sub >> 8) & 0xFF)]
-            ^ table[base + 512 + ((sub >> 16) & 0xFF)]
-            ^ table[base + 768 + (sub >> 24)]
-        )
-        crc[long] = sub
-        length[long] -= _TABLE_MAX
-        long = long[length[long] > _TABLE_MAX]
-    base = length * 1024
-    return (
-        table[base + (crc & 0xFF)]
-        ^ table[base + 256 + ((crc >> 8) & 0xFF)]
-        ^ table[base + 512 + ((crc >> 16) & 0xFF)]
-        ^ table[base + 768 + (crc >> 24)]
-    )
+    tables = _shift_tables()
+    if int(length.max(initial=0)) > _TABLE_MAX:
+        crc = crc.astype(np.uint32, copy=True)
+        length = length.astype(np.int64, copy=True)
+        table = _shift_table()
+        long = np.flatnonzero(length > _TABLE_MAX)
+        while long.size:  # rare: units longer than 63 bytes; advance 64 bytes at a time
+            sub = crc[long]
+            base = _TABLE_MAX * 1024
+            sub = (
+                table[base + (sub & 0xFF)]
+                ^ table[base + 256 + ((sub >> 8) & 0xFF)]
+                ^ table[base + 512 + ((sub >> 16) & 0xFF)]
+                ^ table[base + 768 + (sub >> 24)]
+            )
+            crc[long] = sub
+            length[long] -= _TABLE_MAX
+            long = long[length[long] > _TABLE_MAX]
+    base = length * 256
+    byte = np.ascontiguousarray(crc, dtype="<u4").view(np.uint8).reshape(-1, 4)  # byte k = (crc >> 8k) & 0xFF
+    out = tables[0][base + byte[:, 0]]
+    for k in (1, 2, 3):
+        out ^= tables[k][base + byte[:, k]]
+    return out
+
+
+_PAIR_TABLE_MAX = 1 << 20  # distinct units x byte lengths held by the table of _shift_first
+
+
+def _shift_first(unit_crc: np.ndarray, first: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """``_shift(unit_crc[first], length)`` (a new array), shifting each distinct (unit, length)
+    once: occurrences repeat few units and few lengths, so the table of the pairs that occur
+    is much smaller than the occurrences (the same values, by table look-up)."""
+    width = _TABLE_MAX + 1
+    cells = unit_crc.size * width
+    if cells > _PAIR_TABLE_MAX or cells > 2 * first.size or int(length.max(initial=0)) > _TABLE_MAX:
+        return _shift(unit_crc[first], length)
+    key = first * width
+    key += length
+    needed = np.zeros(unit_crc.size * width, bool)
+    needed[key] = True
+    cells = np.flatnonzero(needed)
+    table = np.empty(needed.size, np.uint32)
+    table[cells] = _shift(unit_crc[cells // width], cells % width)
+    return table.take(key)
+
+
+@lru_cache(maxsize=1)
+def _shift_tables() -> Tuple[np.ndarray, ...]:
+    """:func:`_shift_table` as four tables, ``[k][L * 256 + b] = shift(b << 8k, L)``."""
+    t = _shift_table().reshape(_TABLE_MAX + 1, 4, 256)
+    return tuple(np.ascontiguousarray(t[:, k, :]).reshape(-1) for k in range(4))
 
 
 @dataclass
 class TokenChunk:
-    """Tokenised texts: unit ids per text (flattened) and, per distinct unit, its CRC data."""
+    """Tokenised texts: per text its unit count; per unit occurrence (text order, then position)
+    its CRC data. With ``ids`` set, the CRC arrays are per distinct unit and ``ids`` maps every
+    occurrence to its unit; with ``ids`` None they are per occurrence already."""
 
-    ids: np.ndarray  # int64, flattened unit ids
+    ids: Optional[np.ndarray]  # int64 unit ids per occurrence, or None (arrays per occurrence)
     lengths: np.ndarray  # int64, units per text
     unit_crc: np.ndarray  # uint32, crc32(unit)
     space_crc: np.ndarray  # uint32, crc32(" " + unit)
@@ -122,41 +154,248 @@ class TokenChunk:
     def texts(self) -> int:
         return int(self.lengths.size)
 
+    def occurrences(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(unit_crc, space_crc, space_len)`` per unit occurrence."""
+        if self.ids is None:
+            return self.unit_crc, self.space_crc, self.space_len
+        return self.unit_crc[self.ids], self.space_crc[self.ids], self.space_len[self.ids]
+
 
 def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> TokenChunk:
     """Tokenise ``texts`` (§3.2 units, each match lower-cased; the first ``max_units`` per text)
-    and CRC each distinct unit once.
+    and give every unit its CRC data (``ids`` map occurrences to distinct units).
 
-    Tokenisation is :func:`capaudit.text.survey.tokenize_batch` (numpy, identical to
-    ``LEX_RE.findall``). With ``max_units`` a text longer than ``max_units * 8`` characters is
-    tokenised from that prefix when the prefix holds more than ``max_units`` units (the first
-    ``max_units`` are then complete), else in full, as :func:`support_units` does.
+    ASCII texts are tokenised as bytes here (units keyed like
+    :func:`capaudit.text.survey.tokenize_batch`, each distinct unit CRC'd once from its bytes);
+    the others go through ``tokenize_batch`` (UTF-32, lower-cased per match). Both are identical
+    to ``LEX_RE.findall`` (tests check it). With ``max_units`` a text longer than
+    ``max_units * 8`` characters is tokenised from that prefix when the prefix holds more than
+    ``max_units`` units (the first ``max_units`` are then complete), else in full, as
+    :func:`support_units` does.
     """
+    texts = texts if isinstance(texts, list) else list(texts)
+    if max_units is not None and max_units <= 0:
+        return TokenChunk(np.zeros(0, np.int64), np.zeros(len(texts), np.int64), *_EMPTY_TAB)
+    lens, ids, tab = _tokenize(texts, max_units, None if max_units is None else max_units * _PREFIX_CHARS_PER_UNIT)
+    return TokenChunk(ids, lens, *tab)
+
+
+def _tokenize(texts: List[str], max_units: Optional[int], cut: Optional[int]):
+    """``(units per text, ids per kept occurrence, per distinct unit (unit_crc, space_crc,
+    space_len))`` of :func:`tokenize_chunk`; ``cut``: the prefix (characters) tried first."""
+    n = len(texts)
+    parts: List[tuple] = []  # (text indices, units per text, ids), each in text order
+    tables: List[tuple] = []
+    heads = texts if cut is None else [t[:cut] for t in texts]  # a slice of a short text is the text
+    ascii_ = np.fromiter(map(str.isascii, heads), bool, n)
+    swap = {}
+    if not ascii_.all():
+        # a text whose non-ASCII characters are none of them alphanumeric has only ASCII units: each
+        # such character is a unit boundary, as '?' is (the ASCII path then applies, unchanged)
+        for i in np.flatnonzero(~ascii_).tolist():
+            if _NON_ASCII_ALNUM(heads[i]) is None:
+                swap[i] = heads[i].encode("ascii", "replace").decode("ascii")
+                ascii_[i] = True
+    for is_ascii in (True, False):
+        idx = np.flatnonzero(ascii_) if is_ascii else np.flatnonzero(~ascii_)
+        if idx.size == 0:
+            continue
+        sub = heads if idx.size == n and not swap else [swap.get(i, heads[i]) for i in idx.tolist()] if is_ascii \
+            else [heads[i] for i in idx.tolist()]
+        counts, ids, tab = (_ascii_units if is_ascii else _other_units)(sub, max_units)
+        lens_g = counts if max_units is None else np.minimum(counts, max_units)
+        if cut is not None:  # the prefix held too few units: those texts again, in full
+            redo = [k for k in np.flatnonzero(counts <= max_units).tolist() if len(texts[idx[k]]) > cut]
+            if redo:
+                keep = np.ones(idx.size, bool)
+                keep[redo] = False
+                parts.append((idx[keep], lens_g[keep], ids[np.repeat(keep, lens_g)]))
+                tables.append(tab)
+                idx = idx[redo]
+                lens_g, ids, tab = _tokenize([texts[i] for i in idx.tolist()], max_units, None)
+        parts.append((idx, lens_g, ids))
+        tables.append(tab)
+    base = 0
+    for k, tab in enumerate(tables):  # ids of every part into the concatenated tables
+        if base:
+            parts[k] = parts[k][:2] + (parts[k][2] + base,)
+        base += tab[0].size
+    lens = np.zeros(n, np.int64)
+    for idx, lens_g, _ in parts:
+        lens[idx] = lens_g
+    if len(parts) == 1 and parts[0][0].size == n:
+        ids = parts[0][2]
+    else:  # place each part's occurrences in text order
+        ids = np.empty(int(lens.sum()), np.int64)
+        offsets = np.cumsum(lens) - lens
+        for idx, lens_g, g_ids in parts:
+            g_first = np.cumsum(lens_g) - lens_g
+            ids[np.arange(g_ids.size) - np.repeat(g_first - offsets[idx], lens_g)] = g_ids
+    if not tables:
+        return lens, ids, _EMPTY_TAB
+    if len(tables) == 1:
+        return lens, ids, tables[0]
+    return lens, ids, tuple(np.concatenate(t) for t in zip(*tables))
+
+
+#: bytes.translate tables: 1 for an ASCII alphanumeric byte (``[^\W_]``), else 0
+_ALNUM01 = bytes(1 if chr(c).isalnum() and c < 128 else 0 for c in range(256))
+#: a non-ASCII character that ``[^\W_]`` matches (search: None when a text has none)
+_NON_ASCII_ALNUM = re.compile(r"(?![\x00-\x7f])[^\W_]").search
+_EMPTY_TAB = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int64))
+
+
+def _keep_first(counts: np.ndarray, max_units: Optional[int]) -> Optional[np.ndarray]:
+    """Mask of the unit occurrences (text order) that are among their text's first ``max_units``,
+    or None when all are."""
+    if max_units is None or int(counts.max(initial=0)) <= max_units:
+        return None
+    first = np.cumsum(counts) - counts
+    return (np.arange(int(counts.sum())) - np.repeat(first, counts)) < max_units
+
+
+def _ascii_units(texts: List[str], max_units: Optional[int]):
+    """ASCII texts: ``(units per text before the budget, ids of the kept occurrences, (unit_crc,
+    space_crc, space_len) per distinct unit)``; units found as bytes (``[^\\W_]+(?:'[^\\W_]+)*``)."""
+    n = len(texts)
+    raw = ("\n" + "\n".join(texts) + "\n").encode("ascii")  # sentinels: no unit at either end
+    m = np.frombuffer(bytearray(raw.translate(_ALNUM01)), np.int8)
+    if b"'" in raw:  # an apostrophe between two alphanumerics joins them
+        ap = np.flatnonzero(np.frombuffer(raw, np.uint8) == 39)
+        ap = ap[(m[ap - 1] == 1) & (m[ap + 1] == 1)]
+        m[ap] = 1
+    mb = m.view(bool)
+    edges = np.flatnonzero(mb[1:] ^ mb[:-1]) + 1
+    starts, ends = edges[0::2], edges[1::2]
+    tstart = np.empty(n + 1, np.int64)
+    tstart[0] = 0
+    np.cumsum(np.fromiter(map(len, texts), np.int64, n) + 1, out=tstart[1:])
+    counts = np.diff(np.searchsorted(starts, tstart))
+    if starts.size == 0:
+        return counts, np.zeros(0, np.int64), _EMPTY_TAB
+    keep = _keep_first(counts, max_units)
+    if keep is not None:
+        starts, ends = starts[keep], ends[keep]
+    low = np.frombuffer((raw + _PAD8).lower(), np.uint8)  # 8 zero bytes after the text: whole words
+    ids, firsts = _factorize(_unit_keys(low, starts, ends))
+    return counts, ids, _byte_run_crcs(low, starts[firsts], ends[firsts])
+
+
+_PAD8 = bytes(8)
+_SHORT = 7  # units of up to 7 bytes are keyed exactly: their bytes and their length
+_LOW_MASK = np.array([(1 << (8 * i)) - 1 for i in range(9)], np.uint64)  # [i]: the low i bytes
+
+
+def _unit_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A 64-bit key per byte run ``buf[starts[i]:ends[i]]`` (``buf`` ends with 8 bytes after the
+    last run): exact for runs of <= 7 bytes (the bytes, the length in the top byte), a hash of the
+    run's 8-byte words and its length, top byte 0xFF (no short key has it), for longer runs.
+    Only which keys are equal matters (:func:`_factorize`), never their values."""
+    ln = ends - starts
+    # word[i] = the 8 bytes from position i (little-endian): an unaligned strided view
+    word = np.ndarray((buf.size - 7,), dtype="<u8", buffer=buf, strides=(1,))
+    key = word[starts]
+    key &= _LOW_MASK[np.minimum(ln, _SHORT)]
+    key |= ln.astype(np.uint64) << np.uint64(56)
+    long_ = np.flatnonzero(ln > _SHORT)
+    if long_.size:
+        st, ll = starts[long_], ln[long_]
+        # a run of 8 bytes or more: its first and its last 8 bytes (whole words, overlapping when
+        # it is shorter than 16), then any middle words, mixed with its length
+        h = ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
+        for w in (word[st], word[st + ll - 8]):
+            h ^= w
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(31)
+        for k in range(8, int(ll.max()) - 8, 8):  # rare: runs longer than 16 bytes
+            act = np.flatnonzero(ll - 8 > k)
+            x = h[act] ^ word[st[act] + k]
+            x *= np.uint64(0xBF58476D1CE4E5B9)
+            h[act] = x ^ (x >> np.uint64(31))
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(29)
+        key[long_] = h | np.uint64(0xFF << 56)
+    return key
+
+
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(ids, firsts)``: equal keys get equal ids ``0..u-1`` (int64) and distinct keys distinct
+    ones; ``firsts[i]`` is the position of one occurrence of id ``i``.
+
+    Numpy only (an exact, vectorised hash table): each round scatters the positions of the
+    pending keys into a table by a multiplicative hash of the key; a slot keeps one of the
+    positions written to it, and the occurrences whose key equals that position's key take the
+    slot's id; the others go to the next round (another multiplier). Every used slot settles its
+    own key, so it ends; keys are compared in full, so it is exact (a test checks it against
+    ``pandas.factorize``).
+    """
+    n = key.size
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    firsts_parts = []
+    pending = None  # positions still to settle (None: all)
+    keys = key
+    base = 0
+    mult = 0x9E3779B97F4A7C15
+    while keys.size:
+        bits = min(max(int(keys.size).bit_length() - 1, 10), 16)
+        slot = keys * np.uint64(mult)
+        slot >>= np.uint64(64 - bits)
+        slot = slot.view(np.intp)  # < 2**bits: the same values
+        win = np.full(1 << bits, -1, np.intp)
+        win[slot] = np.arange(keys.size)  # one position per used slot
+        hit = keys.take(win.take(slot)) == keys
+        used = win >= 0
+        rank = np.cumsum(used)
+        rank += base - 1
+        got = rank.take(slot)
+        first = win[used]
+        if pending is None:
+            ids = got.astype(np.int64, copy=False)
+            firsts_parts.append(first)
+            pending = np.flatnonzero(~hit)
+        else:
+            ids[pending[hit]] = got[hit]
+            firsts_parts.append(pending[first])
+            pending = pending[~hit]
+        base += int(first.size)
+        keys = key[pending]
+        mult = (mult * 0x2545F4914F6CDD1D | 1) & 0xFFFFFFFFFFFFFFFF  # another odd multiplier
+    return ids, firsts_parts[0] if len(firsts_parts) == 1 else np.concatenate(firsts_parts)
+
+
+def _other_units(texts: List[str], max_units: Optional[int]):
+    """:func:`_ascii_units` of any texts, via ``tokenize_batch`` (lower-cased per match)."""
     from capaudit.text.survey import tokenize_batch
 
-    texts = list(texts)
-    n = len(texts)
-    if max_units is not None and max_units <= 0:
-        return TokenChunk(np.zeros(0, np.int64), np.zeros(n, np.int64), np.zeros(0, np.uint32),
-                          np.zeros(0, np.uint32), np.zeros(0, np.int64))
-    if max_units is None:
-        lens, codes, vocab = tokenize_batch(texts, lower_units=True)
-    else:
-        cut = max_units * _PREFIX_CHARS_PER_UNIT
-        heads = [t[:cut] if len(t) > cut else t for t in texts]
-        lens, codes, vocab = tokenize_batch(heads, lower_units=True)
-        redo = [i for i in np.flatnonzero(lens <= max_units).tolist() if len(texts[i]) > cut]
-        if redo:  # the prefix held too few units: these texts in full
-            for i in redo:
-                heads[i] = texts[i]
-            lens, codes, vocab = tokenize_batch(heads, lower_units=True)
-        if int(lens.max(initial=0)) > max_units:
-            starts = np.cumsum(lens) - lens
-            pos = np.arange(codes.size) - np.repeat(starts, lens)
-            codes = codes[pos < max_units]
-            lens = np.minimum(lens, max_units)
-    unit_crc, space_crc, space_len = _unit_crcs(vocab)
-    return TokenChunk(codes.astype(np.int64, copy=False), lens.astype(np.int64), unit_crc, space_crc, space_len)
+    counts, codes, vocab = tokenize_batch(texts, lower_units=True)
+    if codes.size == 0:
+        return counts, np.zeros(0, np.int64), _EMPTY_TAB
+    keep = _keep_first(counts, max_units)
+    if keep is not None:
+        codes = codes[keep]
+    return counts, codes.astype(np.int64, copy=False), _unit_crcs(vocab)
+
+
+def _byte_run_crcs(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_unit_crcs` of the byte runs ``buf[starts[i]:ends[i]]`` (units, read from the buffer)."""
+    lens = ends - starts
+    table = _crc_table()
+    out = []
+    for init in (0, zlib.crc32(b" ")):
+        crc = np.full(starts.size, init ^ 0xFFFFFFFF, np.uint32)
+        act = np.arange(starts.size)
+        for k in range(int(lens.max(initial=0))):
+            if k:
+                act = act[lens[act] > k]
+            c = crc[act]
+            crc[act] = table[(c ^ buf[starts[act] + k]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+        out.append(crc ^ np.uint32(0xFFFFFFFF))
+    return out[0], out[1], lens + 1
 
 
 @lru_cache(maxsize=1)
@@ -197,25 +436,51 @@ def ngram_buckets(
 
     Returns ``(bucket, text_index)``, both int64, in text order then position order.
     """
+    bucket, per_text = ngram_buckets_per_text(chunk, n, budget, buckets)
+    return bucket.astype(np.int64), np.repeat(np.arange(per_text.size, dtype=np.int64), per_text)
+
+
+def ngram_buckets_per_text(
+    chunk: TokenChunk, n: int, budget: Optional[int] = None, buckets: int = HASH_BUCKETS
+) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`ngram_buckets` as ``(bucket (uint32), n-grams per text)``."""
     if n < 1:
         raise ValueError(f"ngram must be >= 1, got {n}")
     if budget is not None and budget < 0:
         raise ValueError(f"budget must be >= 0 or None, got {budget}")
     lengths = chunk.lengths
-    eff = lengths if budget is None else np.minimum(lengths, budget)
+    eff = lengths if budget is None or int(lengths.max(initial=0)) <= budget else np.minimum(lengths, budget)
     per_text = np.maximum(eff - n + 1, 0)
     total = int(per_text.sum())
     if total == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    text_index = np.repeat(np.arange(lengths.size, dtype=np.int64), per_text)
-    first = np.cumsum(per_text) - per_text
-    pos = np.arange(total, dtype=np.int64) - np.repeat(first, per_text) + np.repeat(offsets, per_text)
-    crc = chunk.unit_crc[chunk.ids[pos]]
+        return np.zeros(0, dtype=np.uint32), per_text
+    if eff is lengths:  # every unit counts: n-grams start anywhere but at a text's last n - 1 units
+        ends = np.cumsum(lengths)
+        valid = np.ones(int(ends[-1]), bool)
+        for j in range(1, n):
+            valid[ends[lengths >= j] - j] = False
+        pos = np.flatnonzero(valid)
+    else:
+        offsets = np.cumsum(lengths) - lengths
+        first = np.cumsum(per_text) - per_text
+        pos = np.arange(total, dtype=np.int64) - np.repeat(first - offsets, per_text)
+    ids = chunk.ids
+    first = pos if ids is None else ids[pos]
+    crc = None
     for k in range(1, n):
-        unit = chunk.ids[pos + k]
-        crc = _shift(crc, chunk.space_len[unit]) ^ chunk.space_crc[unit]
-    return (crc % np.uint32(buckets)).astype(np.int64), text_index
+        unit = pos + k if ids is None else ids[pos + k]
+        if k == 1:
+            crc = _shift_first(chunk.unit_crc, first, chunk.space_len[unit])
+        else:
+            crc = _shift(crc, chunk.space_len[unit])
+        crc ^= chunk.space_crc[unit]
+    if crc is None:
+        crc = chunk.unit_crc[first]
+    if buckets & (buckets - 1) == 0:
+        crc &= np.uint32(buckets - 1)  # = crc % buckets
+    else:
+        crc %= np.uint32(buckets)
+    return crc, per_text
 
 
 def iter_chunks(texts: Sequence[str], size: int) -> Iterator[Sequence[str]]:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from capaudit.errors import EmptyInputError
 
-from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, ngram_buckets, tokenize_chunk
+from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, ngram_buckets_per_text, tokenize_chunk
 from capaudit.summaries.prompt_support import JSD, METRICS, PROMPT_MASS, PromptSupportRow
 
 ALPHA = 1e-12
@@ -40,15 +41,23 @@ def smoothed_distribution(counts: np.ndarray, alpha: float = ALPHA) -> np.ndarra
     """``(counts + alpha)`` normalised over every bucket; uniform when the total is 0 (§3.2)."""
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
-    smoothed = counts.astype(np.float64) + alpha
+    smoothed = np.add(counts, alpha, dtype=np.float64)  # = counts.astype(float64) + alpha, one pass
     total = smoothed.sum()
     if total <= 0:
         return np.full(counts.shape, 1.0 / counts.size)
-    return smoothed / total
+    smoothed /= total
+    return smoothed
 
 
 def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
     """KL(p‖q) in nats, summed over p > 0 (``inf`` if q = 0 somewhere p > 0)."""
+    if p.size and p.min() > 0:  # every term counts: the same sum without the masked copies
+        if q.min() <= 0:
+            return float("inf")
+        t = np.divide(p, q)
+        np.log(t, out=t)
+        np.multiply(p, t, out=t)
+        return float(np.sum(t))
     mask = p > 0
     pm, qm = p[mask], q[mask]
     if np.any(qm <= 0):
@@ -58,7 +67,8 @@ def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
 
 def jensen_shannon(p: np.ndarray, q: np.ndarray) -> float:
     """Jensen–Shannon divergence, natural log (§3.2)."""
-    m = 0.5 * (p + q)
+    m = np.add(p, q)
+    m *= 0.5  # = 0.5 * (p + q)
     return 0.5 * kl_divergence(p, m) + 0.5 * kl_divergence(q, m)
 
 
@@ -180,8 +190,9 @@ def _group_values(
     """Metric values ``[block, pool, metric]`` for a run of consecutive blocks (``texts`` = their pairs)."""
     offset = group[0][0]
     chunk = tokenize_chunk(texts, budget)
-    bucket, text_index = ngram_buckets(chunk, n, budget, buckets)
-    cuts = np.searchsorted(text_index, [b[0] - offset for b in group] + [group[-1][1] - offset])
+    bucket, per_text = ngram_buckets_per_text(chunk, n, budget, buckets)
+    before = np.concatenate([[0], np.cumsum(per_text)])  # n-grams of the texts before each text
+    cuts = before[[b[0] - offset for b in group] + [group[-1][1] - offset]]
     out = np.empty((len(group), len(pools), len(METRICS)))
     for i in range(len(group)):
         counts = np.bincount(bucket[cuts[i] : cuts[i + 1]], minlength=buckets)
@@ -270,19 +281,41 @@ def _pairs_job(job, pools: Sequence[PreparedPool], ngram: int, budget: Optional[
             _group_values(reference, group, pools, ngram, budget, buckets, alpha))
 
 
+def _pairs_job_installed(job, ngram: int, budget: Optional[int], buckets: int, alpha: float):
+    """:func:`_pairs_job` against the pools installed in this worker by :func:`_init_worker`."""
+    return _pairs_job(job, _WORKER_POOLS, ngram, budget, buckets, alpha)
+
+
 def _iter_pair_jobs(pairs, block_size: int, per_job: int):
     """Runs of ``per_job`` consecutive blocks of a pair stream: (local, reference, block bounds)."""
+    def runs():
+        while True:
+            run = list(islice(pairs, 4096))
+            if not run:
+                return
+            yield [a for a, _ in run], [b for _, b in run]
+
+    pairs = iter(pairs)
+    return _iter_run_jobs(runs(), block_size, per_job)
+
+
+def _iter_run_jobs(runs, block_size: int, per_job: int):
+    """:func:`_iter_pair_jobs` of a stream of runs of pairs ``(local texts, reference texts)``."""
     size = block_size * per_job
     local: List[str] = []
     reference: List[str] = []
     start = 0
-    for a, b in pairs:
-        local.append(a)
-        reference.append(b)
-        if len(local) == size:
-            yield local, reference, [(s, min(s + block_size, start + size)) for s in range(start, start + size, block_size)]
+    for a, b in runs:
+        if not local and len(a) == size:  # a run that is one job: no copies
+            local, reference = a, b
+        else:
+            local += a
+            reference += b
+        while len(local) >= size:
+            job_l, job_r = (local, reference) if len(local) == size else (local[:size], reference[:size])
+            yield job_l, job_r, [(s, min(s + block_size, start + size)) for s in range(start, start + size, block_size)]
             start += size
-            local, reference = [], []
+            local, reference = ([], []) if len(local) == size else (local[size:], reference[size:])
     if local:
         end = start + len(local)
         yield local, reference, [(s, min(s + block_size, end)) for s in range(start, end, block_size)]
@@ -300,26 +333,37 @@ def block_metrics_stream(
     workers: int = 1,
     engine: str = "local",
     address: Optional[str] = None,
+    runs=None,
 ) -> BlockMetrics:
     """:func:`block_metrics` of a stream of ``(local, reference)`` pairs (file order), holding only
     the runs of blocks in flight; runs are the engine's shards (``local`` or ``ray``), merged in
-    order, so the values equal :func:`block_metrics`'s."""
+    order, so the values equal :func:`block_metrics`'s. ``runs`` (instead of ``pairs``, which is
+    then ignored): the stream as runs of pairs ``(local texts, reference texts)``.
+
+    Local workers get the pools once (a pool initializer), not with every run of blocks.
+    """
     from functools import partial
 
-    from capaudit.engine.executors import map_merge
+    from capaudit.engine.executors import check_engine, map_merge
 
     _check_buckets(pools, buckets)
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     per_job = max(1, chunk_target // block_size)
-    fn = partial(_pairs_job, pools=list(pools), ngram=ngram, budget=budget, buckets=buckets, alpha=alpha)
+    jobs = _iter_run_jobs(runs, block_size, per_job) if runs is not None else _iter_pair_jobs(pairs, block_size, per_job)
+    init: dict = {}
+    if workers > 1 and check_engine(engine) == "local":
+        light = [PreparedPool(p.name, np.zeros(0, np.int64), p.probabilities, p.records) for p in pools]
+        fn = partial(_pairs_job_installed, ngram=ngram, budget=budget, buckets=buckets, alpha=alpha)
+        init = {"initializer": _init_worker, "initargs": (light,)}
+    else:
+        fn = partial(_pairs_job, pools=list(pools), ngram=ngram, budget=budget, buckets=buckets, alpha=alpha)
 
     def merge(parts):
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
     try:
-        local, reference = map_merge(_iter_pair_jobs(pairs, block_size, per_job), fn, merge, engine=engine,
-                                     workers=workers, address=address)
+        local, reference = map_merge(jobs, fn, merge, engine=engine, workers=workers, address=address, **init)
     except EmptyInputError:
         raise ValueError("no caption pairs") from None
     blocks = local.shape[0]
@@ -354,17 +398,30 @@ def compare_pairs_file(
 ):
     """:func:`compare_surfaces` on a pairs file streamed from disk (memory independent of its
     size); returns ``(rows, PairStats)``."""
-    from capaudit.prompts.io import PairStats, iter_pairs
+    from capaudit.prompts.io import PairStats, iter_pair_chunks
 
     for pool in pools:
         if pool.ngram != ngram:
             raise ValueError(f"pool '{pool.name}' was counted with n={pool.ngram}, captions use n={ngram}")
     prepared = [PreparedPool.from_counts(p, alpha) for p in pools]
+    if workers > 1 and not skip_incomplete and block_size >= 1:
+        from capaudit.engine.executors import check_engine
+
+        if check_engine(engine) == "local" and str(path).lower().endswith((".jsonl", ".ndjson", ".json")):
+            try:
+                metrics, records = _metrics_from_raw_lines(path, prepared, local_field, reference_field, limit,
+                                                           ngram, budget, block_size, buckets, alpha, workers)
+            except _NotPlain:  # a row that is not a plain pair: the row-checking reader below
+                pass
+            else:
+                metrics.records = records
+                return summarise_blocks(metrics, comparison, local_surface, reference_surface, reps, seed), \
+                    PairStats(records, 0)
     stats = PairStats()
-    pairs = iter_pairs(path, local_field, reference_field, limit, skip_incomplete, stats)
+    runs = iter_pair_chunks(path, local_field, reference_field, limit, skip_incomplete, stats, size=block_size)
     try:
-        metrics = block_metrics_stream(pairs, prepared, ngram, budget, block_size, buckets, alpha, workers=workers,
-                                       engine=engine, address=address)
+        metrics = block_metrics_stream(None, prepared, ngram, budget, block_size, buckets, alpha, workers=workers,
+                                       engine=engine, address=address, runs=runs)
     except ValueError as exc:
         if str(exc) == "no caption pairs":
             from pathlib import Path
@@ -374,6 +431,92 @@ def compare_pairs_file(
         raise
     metrics.records = stats.pairs
     return summarise_blocks(metrics, comparison, local_surface, reference_surface, reps, seed), stats
+
+
+class _NotPlain(Exception):
+    """A run of JSON lines that is not plain pairs (blank, bad or BOM'd line, missing, null or
+    non-string field): the caller reads the file again with the row-checking reader."""
+
+
+def _raw_line_jobs(path, limit: Optional[int], size: int, block_size: int, counted: List[int]):
+    """Runs of ``size`` lines as bytes (one blob, ``count`` lines) with their blocks' bounds, as
+    :func:`_iter_run_jobs` bounds them when every line is a pair; ``counted[0]``: lines read."""
+    with open(path, "rb") as fh:
+        start = 0
+        while limit is None or start < limit:
+            lines = list(islice(fh, size if limit is None else min(size, limit - start)))
+            if not lines:
+                return
+            end = start + len(lines)
+            yield b"".join(lines), len(lines), [(s, min(s + block_size, end)) for s in range(start, end, block_size)]
+            start = end
+            counted[0] = start
+
+
+def _plain_pairs(blob: bytes, count: int, local_field: str, reference_field: str) -> Tuple[List[str], List[str]]:
+    """The pairs of ``count`` JSON lines, each a plain pair (else :class:`_NotPlain`): the values
+    :func:`capaudit.prompts.io.iter_pair_chunks` gives for such lines."""
+    try:
+        from orjson import loads
+    except ImportError:  # pragma: no cover
+        from json import loads
+    lines = blob.split(b"\n", count)[:count]  # the last piece holds the rest: its line, whole
+    if len(lines) != count:
+        raise _NotPlain()
+    try:
+        objs = [loads(line) for line in lines]
+        local = [o[local_field] for o in objs]
+        reference = [o[reference_field] for o in objs]
+        plain = set(map(type, local)) == {str} and set(map(type, reference)) == {str} \
+            and set(map(type, objs)) == {dict}
+    except (ValueError, KeyError, TypeError, IndexError):
+        plain = False
+    if not plain:
+        raise _NotPlain()
+    return local, reference
+
+
+def _raw_lines_job(job, local_field: str, reference_field: str, ngram: int, budget: Optional[int], buckets: int,
+                   alpha: float):
+    blob, count, group = job
+    local, reference = _plain_pairs(blob, count, local_field, reference_field)
+    return _pairs_job((local, reference, group), _WORKER_POOLS, ngram, budget, buckets, alpha)
+
+
+def _metrics_from_raw_lines(path, pools: Sequence[PreparedPool], local_field: str, reference_field: str,
+                            limit: Optional[int], ngram: int, budget: Optional[int], block_size: int, buckets: int,
+                            alpha: float, workers: int, chunk_target: int = 5_000) -> Tuple[BlockMetrics, int]:
+    """:func:`block_metrics_stream` of a JSON-lines pairs file whose lines are all plain pairs,
+    the workers parsing their own runs of lines (the parent only splits the file into runs);
+    :class:`_NotPlain` as soon as a run is not (nothing is returned then)."""
+    from functools import partial
+
+    from capaudit.engine.executors import map_merge
+    from capaudit.prompts.io import _check_pairs_file
+
+    _check_buckets(pools, buckets)
+    path, _ = _check_pairs_file(path, local_field, reference_field)
+    per_job = max(1, chunk_target // block_size)
+    counted = [0]
+    jobs = _raw_line_jobs(path, limit, block_size * per_job, block_size, counted)
+    light = [PreparedPool(p.name, np.zeros(0, np.int64), p.probabilities, p.records) for p in pools]
+    fn = partial(_raw_lines_job, local_field=local_field, reference_field=reference_field, ngram=ngram,
+                 budget=budget, buckets=buckets, alpha=alpha)
+
+    def merge(parts):
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+    try:
+        local, reference = map_merge(jobs, fn, merge, engine="local", workers=workers, initializer=_init_worker,
+                                     initargs=(light,))
+    except EmptyInputError:
+        raise _NotPlain() from None  # no lines: the reader below says so, as it always has
+    out = BlockMetrics(0, block_size, local.shape[0])
+    for side, values in (("local", local), ("reference", reference)):
+        setattr(out, side, {
+            pool.name: {m: values[:, j, k].copy() for k, m in enumerate(METRICS)} for j, pool in enumerate(pools)
+        })
+    return out, counted[0]
 
 
 def summarise_blocks(
