@@ -127,3 +127,21 @@ def capaudit_measured(*args: str) -> dict:
         raise RuntimeError(f"capaudit {' '.join(args)} failed:\n{r['stderr'][-3000:]}")
     return {k: r[k] for k in ("wall_s", "cpu_s", "peak_rss_mb")}
 
+
+def median(xs: list) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def ratio_line(name: str, runs: list, floors: list, target: float, floor_label: str, key: str = "wall_s") -> str:
+    """``name / parse floor`` over interleaved (run, floor) pairs: median wall (``key``) and CPU ratios
+    against the issue's target."""
+    wall = [r[key] / max(f[key], 1e-9) for r, f in zip(runs, floors)]
+    cpu = [r["cpu_s"] / max(f["cpu_s"], 1e-9) for r, f in zip(runs, floors)]
+    ok = "OK" if median(wall) <= target else "ABOVE TARGET"
+    return (f"{name} / parse floor ({floor_label}): {median(wall):.2f}x wall, {median(cpu):.2f}x CPU "
+            f"(target <= {target:g}x: {ok}; median of {len(wall)} interleaved pair(s), wall ratios "
+            f"{min(wall):.2f}-{max(wall):.2f}; summarize {median([r[key] for r in runs]):.2f} s, "
+            f"floor {median([f[key] for f in floors]):.2f} s)")
+

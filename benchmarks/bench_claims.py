@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "lib"))
 
-from _corpus import capaudit_measured, corpus, run_measured  # noqa: E402
+from _corpus import capaudit_measured, corpus, ratio_line, run_measured  # noqa: E402
 
 CATS = ("object", "attribute", "relation", "count", "style", "camera", "lighting", "text_rendering")
 
@@ -76,21 +76,6 @@ def parse_floor(parser: str, *paths: Path) -> dict:
     return {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "peak_rss_mb": r["peak_rss_mb"], "rows": int(r["stdout"])}
 
 
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
-def ratio_line(name: str, runs: list, floors: list, target: float, floor_label: str) -> str:
-    """``name / parse floor`` over interleaved (run, floor) pairs: median wall and CPU ratios."""
-    wall = [r["wall_s"] / max(f["wall_s"], 1e-9) for r, f in zip(runs, floors)]
-    cpu = [r["cpu_s"] / max(f["cpu_s"], 1e-9) for r, f in zip(runs, floors)]
-    ok = "OK" if median(wall) <= target else "ABOVE TARGET"
-    return (f"{name} / parse floor ({floor_label}): {median(wall):.2f}x wall, {median(cpu):.2f}x CPU "
-            f"(target <= {target:g}x: {ok}; median of {len(wall)} interleaved pair(s), wall ratios "
-            f"{min(wall):.2f}-{max(wall):.2f}; summarize {median([r['wall_s'] for r in runs]):.2f} s, "
-            f"floor {median([f['wall_s'] for f in floors]):.2f} s)")
 
 
 def answer(requests: Path, responses: Path, units: int, seed: int = 0) -> int:

@@ -45,6 +45,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lib"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _corpus import ratio_line  # noqa: E402
 
 CATS = ("object", "attribute", "relation", "count", "style", "camera", "lighting", "text_rendering")
 JUDGES = ("judge-a", "judge-b")
@@ -224,21 +226,6 @@ def run_phase(name: str, work: Path) -> dict:
     return merged
 
 
-def _median(xs: list) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
-def ratio_line(name: str, runs: list, floors: list, target: float, floor_label: str) -> str:
-    """``name / parse floor`` over interleaved (run, floor) phase pairs: median wall and CPU ratios."""
-    wall = [r["seconds"] / max(f["seconds"], 1e-9) for r, f in zip(runs, floors)]
-    cpu = [r["cpu_s"] / max(f["cpu_s"], 1e-9) for r, f in zip(runs, floors)]
-    ok = "OK" if _median(wall) <= target else "ABOVE TARGET"
-    return (f"{name} / parse floor ({floor_label}): {_median(wall):.2f}x wall, {_median(cpu):.2f}x CPU "
-            f"(target <= {target:g}x: {ok}; median of {len(wall)} interleaved pair(s), wall ratios "
-            f"{min(wall):.2f}-{max(wall):.2f}; summarize {_median([r['seconds'] for r in runs]):.2f} s, "
-            f"floor {_median([f['seconds'] for f in floors]):.2f} s)")
 
 
 def offline_throughput(limit: int = 159) -> dict:
@@ -335,9 +322,9 @@ def main() -> int:
           f"max peak RSS {max(r['peak_rss_mb'] for r in res.values()):.0f} MB per process"
           + (f" (all processes of a phase together, PSS: {max(pss):.0f} MB)" if pss else "")
           + f"; CPU {sum(r['cpu_s'] for r in res.values()):.1f} s; steal {sum(r['steal_s'] for r in res.values()):.1f} s")
-    print(ratio_line("judges summarize", runs, floors, 1.31, "orjson"))
+    print(ratio_line("judges summarize", runs, floors, 1.31, "orjson", key="seconds"))
     if json_floors:
-        print("  comparison only: " + ratio_line("judges summarize", runs[:1], json_floors, 1.31, "json.loads"))
+        print("  comparison only: " + ratio_line("judges summarize", runs[:1], json_floors, 1.31, "json.loads", key="seconds"))
     if not args.skip_offline:
         for k, r in offline_throughput().items():
             print(f"offline {k}: {r['images_per_s']} images/s ({r['images']} images, {r['seconds']} s)")

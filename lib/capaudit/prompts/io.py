@@ -444,26 +444,35 @@ def iter_pair_chunks(
             lines = list(islice(fh, size if limit is None else min(size, limit - st.pairs)))
             if not lines:
                 return
-            try:
-                objs = [fast_loads(line) for line in lines]
-                local = [o[local_field] for o in objs]
-                reference = [o[reference_field] for o in objs]
-                plain = set(map(type, local)) == {str} and set(map(type, reference)) == {str} \
-                    and set(map(type, objs)) == {dict}
-            except (ValueError, KeyError, TypeError, IndexError):
-                plain = False
-            if not plain:
+            parsed = plain_pairs(lines, local_field, reference_field, fast_loads)
+            if parsed is not None:
+                local, reference = parsed
+                st.pairs += len(local)
+            else:
                 local, reference = [], []
                 for k, line in enumerate(lines, start=row + 1):
                     pair = _pair_row(fast_loads, line, path, k, local_field, reference_field, skip_incomplete, st)
                     if pair is not None:
                         local.append(pair[0])
                         reference.append(pair[1])
-            else:
-                st.pairs += len(local)
             row += len(lines)
             if local:
                 yield local, reference
+
+
+def plain_pairs(lines: Sequence[bytes], local_field: str, reference_field: str,
+                loads: Any) -> Optional[Tuple[List[str], List[str]]]:
+    """``(local texts, reference texts)`` of JSON lines that are all plain pairs (objects whose two
+    fields are strings), else ``None`` (the caller then reads them row by row, with its checks)."""
+    try:
+        objs = [loads(line) for line in lines]
+        local = [o[local_field] for o in objs]
+        reference = [o[reference_field] for o in objs]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    if set(map(type, local)) == {str} and set(map(type, reference)) == {str} and set(map(type, objs)) == {dict}:
+        return local, reference
+    return None
 
 
 def _pair_row(fast_loads, line: bytes, path: Path, row: int, local_field: str, reference_field: str,

@@ -463,17 +463,12 @@ def _plain_pairs(blob: bytes, count: int, local_field: str, reference_field: str
     lines = blob.split(b"\n", count)[:count]  # the last piece holds the rest: its line, whole
     if len(lines) != count:
         raise _NotPlain()
-    try:
-        objs = [loads(line) for line in lines]
-        local = [o[local_field] for o in objs]
-        reference = [o[reference_field] for o in objs]
-        plain = set(map(type, local)) == {str} and set(map(type, reference)) == {str} \
-            and set(map(type, objs)) == {dict}
-    except (ValueError, KeyError, TypeError, IndexError):
-        plain = False
-    if not plain:
+    from capaudit.prompts.io import plain_pairs
+
+    parsed = plain_pairs(lines, local_field, reference_field, loads)
+    if parsed is None:
         raise _NotPlain()
-    return local, reference
+    return parsed
 
 
 def _raw_lines_job(job, local_field: str, reference_field: str, ngram: int, budget: Optional[int], buckets: int,
