@@ -155,8 +155,9 @@ def agreement(stores: Mapping[str, Path], art: Path, seed: int) -> Dict[str, Any
     judges = [(j, [store_paths(p)[1]]) for j, p in stores.items()]
     index, answers = load_slice(judges, [store_paths(p)[0] for p in stores.values()])
     cells, report = cells_from_answers("dsg", list(stores), index, answers, 200, seed)
-    write_text_atomic(art / "cells.json", format_cells(cells))
-    d = json.loads(format_cells(cells))
+    text = format_cells(cells)
+    write_text_atomic(art / "cells.json", text)
+    d = json.loads(text)
     return {"images": report["__intersection__"]["captions"], "pairwise": d.get("judge_agreement", {}),
             "all_judges": d.get("judges_agreement", {})}
 

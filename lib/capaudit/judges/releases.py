@@ -398,13 +398,19 @@ def import_release(fmt: str, answers: PathLike, judge: str, out: PathLike, *, qu
     unrecognised: Counter = Counter()
     groups: "OrderedDict[str, Dict[str, int]]" = OrderedDict()
     with StagedFiles(out_dir) as staged:
-        with open(staged.path(REQUESTS), "wb") as rq, open(staged.path(RESPONSES), "wb") as rs:
+        nbytes = 0
+        with open(staged.path(REQUESTS), "wb") as rq, open(staged.path(RESPONSES), "wb") as rs, \
+                open(staged.path(INDEX), "wb") as ix:
             for img in images:
                 g = groups.setdefault(img.group, {"images": 0, "answered": 0, "questions": 0})
                 g["images"] += 1
                 g["questions"] += len(img.questions)
                 row = _request(img, params, fmt)
-                rq.write(dumps_line(row))
+                line = dumps_line(row)
+                rq.write(line)
+                nbytes += len(line)
+                ix.write(index_line(row["request_id"], img.item_id, img.group, [q.category for q in img.questions],
+                                    [q.number for q in img.questions]))
                 if img.answered:
                     g["answered"] += 1
                     results = []
@@ -418,14 +424,7 @@ def import_release(fmt: str, answers: PathLike, judge: str, out: PathLike, *, qu
                                         "confidence": 1.0 if st == "ok" else 0.0, "raw_answer": q.raw_answer,
                                         "answer_status": st, **({"release": q.extra} if q.extra else {})})
                     rs.write(dumps_line(_response(row, img, results, judge)))
-        with open(staged.path(INDEX), "wb") as ix:
-            with open(staged.path(REQUESTS), "rb") as fh:
-                for line in fh:
-                    r = json.loads(line)
-                    qs = r["input"]["questions"]
-                    ix.write(index_line(r["request_id"], r["input"]["caption_id"], r["input"]["surface"],
-                                        [q["category"] for q in qs], [int(q["question_id"].rsplit(":u", 1)[1]) for q in qs]))
-            ix.write(dumps_line({"bytes": staged.path(REQUESTS).stat().st_size}))
+            ix.write(dumps_line({"bytes": nbytes}))
         manifest = {
             "judge": judge, "source": source, "group_option": group if fmt == "tifa" else None,
             "images": len(images), "answered_images": sum(1 for i in images if i.answered),
