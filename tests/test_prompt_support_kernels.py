@@ -33,11 +33,17 @@ def _random_texts(rng: np.random.Generator, n: int, ascii_share: float) -> list:
     return out
 
 
+@pytest.mark.parametrize("few_other", [512, 0])  # non-ASCII texts one by one, or all via tokenize_batch
 @pytest.mark.parametrize("ascii_share", [1.0, 0.9, 0.0])
 @pytest.mark.parametrize("budget", [None, 1, 5, 64])
-def test_tokenize_chunk_equals_plain_definition(ascii_share, budget):
+def test_tokenize_chunk_equals_plain_definition(ascii_share, budget, few_other, monkeypatch):
+    import capaudit.prompts.ngrams as ngrams
+
+    monkeypatch.setattr(ngrams, "_FEW_OTHER", few_other)
     rng = np.random.default_rng(24 + int(ascii_share * 10) + (budget or 0))
     texts = _random_texts(rng, 300, ascii_share) + ["", "   ", "!!!"]
+    # budgets found only after the prefix is doubled (7·B characters hold too few units) several times
+    texts += [" ".join(["z" * 100] * 70), " ".join(["é" * 90] * 70), "-" * 5000 + " a b c"]
     chunk = tokenize_chunk(texts, budget)
     units = [support_units(t, budget) for t in texts]
     assert chunk.lengths.tolist() == [len(u) for u in units]

@@ -248,3 +248,41 @@ def test_block_metrics_workers_identical():
     one = compare_surfaces(local, reference, [pool], "c", ngram=2, budget=5, block_size=4, reps=100)
     two = compare_surfaces(local, reference, [pool], "c", ngram=2, budget=5, block_size=4, reps=100, workers=2)
     assert one == two and one[0].blocks == 6
+
+
+def test_pool_digest_is_remembered_only_while_the_file_is_unchanged(tmp_path, monkeypatch):
+    import os
+    import time
+
+    import capaudit.prompts.io as pio
+
+    file_digest_of = pio.file_digest
+
+    pool_file = tmp_path / "pool.txt"
+    pool_file.write_text("a red car\nblue sky\n", encoding="utf-8")
+    memo = tmp_path / "cache"
+    assert pio.remembered_file_digest(pool_file, memo) == pio.file_digest(pool_file)
+    assert not (memo / "digests").exists()  # just written: too recent to be remembered
+    monkeypatch.setattr(pio, "RACY_NS", 0)
+    first = pio.remembered_file_digest(pool_file, memo)
+    assert first == pio.file_digest(pool_file) and len(list((memo / "digests").glob("*.json"))) == 1
+
+    def no_read(path, chunk=1 << 20):
+        raise AssertionError("the file was read again")
+
+    monkeypatch.setattr(pio, "file_digest", no_read)
+    assert pio.remembered_file_digest(pool_file, memo) == first  # unchanged: not read
+    monkeypatch.setattr(pio, "file_digest", file_digest_of)
+    time.sleep(0.05)  # past the file system's time tick
+    # same size, modification time set back: the change time still moves, so the file is read
+    st = pool_file.stat()
+    pool_file.write_text("a red bus\nblue sky\n", encoding="utf-8")
+    os.utime(pool_file, ns=(st.st_atime_ns, st.st_mtime_ns))
+    changed = pio.remembered_file_digest(pool_file, memo)
+    assert changed == pio.file_digest(pool_file) != first
+    # a damaged memo is not trusted
+    (next((memo / "digests").glob("*.json"))).write_text("{not json", encoding="utf-8")
+    assert pio.remembered_file_digest(pool_file, memo) == changed
+    # and the pool counts follow the content through the cache
+    counts = load_pool_counts("p", pool_file, 2, cache_dir=memo)
+    assert counts.digest == changed

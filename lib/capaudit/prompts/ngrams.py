@@ -36,7 +36,7 @@ COUNTS_VERSION = 1
 _TABLE_MAX = 64  # direct shift tables for byte lengths 0..64; longer ones are composed
 
 _findall = LEX_RE.findall
-_PREFIX_CHARS_PER_UNIT = 8
+_PREFIX_CHARS_PER_UNIT = 7  # a budget of B units is looked for in the first 7·B characters first
 
 
 def _units(text: str) -> List[str]:
@@ -167,11 +167,11 @@ def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> Tok
 
     ASCII texts are tokenised as bytes here (units keyed like
     :func:`capaudit.text.survey.tokenize_batch`, each distinct unit CRC'd once from its bytes);
-    the others go through ``tokenize_batch`` (UTF-32, lower-cased per match). Both are identical
-    to ``LEX_RE.findall`` (tests check it). With ``max_units`` a text longer than
-    ``max_units * 8`` characters is tokenised from that prefix when the prefix holds more than
-    ``max_units`` units (the first ``max_units`` are then complete), else in full, as
-    :func:`support_units` does.
+    the others (with non-ASCII letters or digits) one by one when few, else through
+    ``tokenize_batch`` (UTF-32, lower-cased per match). All are identical to ``LEX_RE.findall``
+    (tests check it). With ``max_units`` a text longer than ``max_units * 7`` characters is
+    tokenised from that prefix when the prefix holds more than ``max_units`` units (the first
+    ``max_units`` are then complete), else again from a prefix twice as long, and so on.
     """
     texts = texts if isinstance(texts, list) else list(texts)
     if max_units is not None and max_units <= 0:
@@ -204,7 +204,7 @@ def _tokenize(texts: List[str], max_units: Optional[int], cut: Optional[int]):
             else [heads[i] for i in idx.tolist()]
         counts, ids, tab = (_ascii_units if is_ascii else _other_units)(sub, max_units)
         lens_g = counts if max_units is None else np.minimum(counts, max_units)
-        if cut is not None:  # the prefix held too few units: those texts again, in full
+        if cut is not None:  # the prefix held too few units: those texts again, from a prefix twice as long
             redo = [k for k in np.flatnonzero(counts <= max_units).tolist() if len(texts[idx[k]]) > cut]
             if redo:
                 keep = np.ones(idx.size, bool)
@@ -212,7 +212,7 @@ def _tokenize(texts: List[str], max_units: Optional[int], cut: Optional[int]):
                 parts.append((idx[keep], lens_g[keep], ids[np.repeat(keep, lens_g)]))
                 tables.append(tab)
                 idx = idx[redo]
-                lens_g, ids, tab = _tokenize([texts[i] for i in idx.tolist()], max_units, None)
+                lens_g, ids, tab = _tokenize([texts[i] for i in idx.tolist()], max_units, 2 * cut)
         parts.append((idx, lens_g, ids))
         tables.append(tab)
     base = 0
@@ -246,12 +246,14 @@ _EMPTY_TAB = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int
 
 
 def _keep_first(counts: np.ndarray, max_units: Optional[int]) -> Optional[np.ndarray]:
-    """Mask of the unit occurrences (text order) that are among their text's first ``max_units``,
-    or None when all are."""
+    """Positions (text order, ascending) of the unit occurrences that are among their text's first
+    ``max_units``, or None when all are."""
     if max_units is None or int(counts.max(initial=0)) <= max_units:
         return None
-    first = np.cumsum(counts) - counts
-    return (np.arange(int(counts.sum())) - np.repeat(first, counts)) < max_units
+    kept = np.minimum(counts, max_units)
+    shift = np.cumsum(counts - kept)  # occurrences dropped up to and including each text
+    shift -= counts - kept  # ... before each text
+    return np.arange(int(kept.sum())) + np.repeat(shift, kept)
 
 
 def _ascii_units(texts: List[str], max_units: Optional[int]):
@@ -368,8 +370,16 @@ def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     return ids, firsts_parts[0] if len(firsts_parts) == 1 else np.concatenate(firsts_parts)
 
 
+#: up to this many texts with non-ASCII letters or digits are tokenised one by one (a chunk of
+#: mostly-ASCII captions has a few dozen); more go through the vectorised ``tokenize_batch``
+_FEW_OTHER = 512
+
+
 def _other_units(texts: List[str], max_units: Optional[int]):
-    """:func:`_ascii_units` of any texts, via ``tokenize_batch`` (lower-cased per match)."""
+    """:func:`_ascii_units` of any texts, lower-cased per match: one by one (``LEX_RE.findall``)
+    when they are few, else via ``tokenize_batch``."""
+    if len(texts) <= _FEW_OTHER:
+        return _few_units(texts, max_units)
     from capaudit.text.survey import tokenize_batch
 
     counts, codes, vocab = tokenize_batch(texts, lower_units=True)
@@ -379,6 +389,25 @@ def _other_units(texts: List[str], max_units: Optional[int]):
     if keep is not None:
         codes = codes[keep]
     return counts, codes.astype(np.int64, copy=False), _unit_crcs(vocab)
+
+
+def _few_units(texts: List[str], max_units: Optional[int]):
+    """:func:`_other_units` text by text: ``(units per text, ids of the kept occurrences, per
+    distinct unit (unit_crc, space_crc, space_len))``, each unit CRC'd once by ``zlib``."""
+    counts = np.empty(len(texts), np.int64)
+    vocab: dict = {}
+    ids: List[int] = []
+    for i, text in enumerate(texts):
+        units = _units(text)
+        counts[i] = len(units)
+        ids += [vocab.setdefault(u, len(vocab)) for u in (units if max_units is None else units[:max_units])]
+    if not vocab:
+        return counts, np.zeros(0, np.int64), _EMPTY_TAB
+    raw = [u.encode("utf-8") for u in vocab]
+    space = zlib.crc32(b" ")
+    return counts, np.array(ids, np.int64), (np.fromiter(map(zlib.crc32, raw), np.uint32, len(raw)),
+                                             np.fromiter((zlib.crc32(b, space) for b in raw), np.uint32, len(raw)),
+                                             np.fromiter(map(len, raw), np.int64, len(raw)) + 1)
 
 
 def _byte_run_crcs(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -630,14 +659,14 @@ def load_pool_counts(
     The key hashes the file's bytes, ``ngram``, ``buckets``, ``field`` and ``limit``, so a cached
     array is reused across comparisons and runs, and never after the file changes.
     """
-    from capaudit.prompts.io import file_digest, iter_prompts
+    from capaudit.prompts.io import file_digest, iter_prompts, remembered_file_digest
     from capaudit.prompts.pools import verify_pool_file
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: prompt pool '{name}' not found")
     verify_pool_file(path)  # a truncated pool beside its manifest is refused, never used
-    digest = file_digest(path)
+    digest = file_digest(path) if cache_dir is None else remembered_file_digest(path, cache_dir)
     npy = meta = None
     if cache_dir is not None:
         key = pool_cache_key(digest, ngram, buckets, field, limit)

@@ -69,6 +69,15 @@ def jensen_shannon(p: np.ndarray, q: np.ndarray) -> float:
     """Jensen–Shannon divergence, natural log (§3.2)."""
     m = np.add(p, q)
     m *= 0.5  # = 0.5 * (p + q)
+    if p.size and p.min() > 0 and q.min() > 0:  # then m > 0: both sums over every term, one buffer
+        t = np.divide(p, m)
+        np.log(t, out=t)
+        t *= p
+        kl_p = float(np.sum(t))
+        np.divide(q, m, out=t)
+        np.log(t, out=t)
+        t *= q
+        return 0.5 * kl_p + 0.5 * float(np.sum(t))
     return 0.5 * kl_divergence(p, m) + 0.5 * kl_divergence(q, m)
 
 
