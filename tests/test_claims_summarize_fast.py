@@ -20,6 +20,7 @@ from capaudit.claims.summarize import (
     UnitCounter,
     _parsed,
     caption_counter,
+    index_requests,
     lex_count,
     normalize_unit,
     request_info,
@@ -144,7 +145,12 @@ def _reference_summary(responses, requests, label):
     return acc.finalize(input=label)
 
 
-def test_summary_equals_row_by_row_flow(captions, tmp_path):
+@pytest.mark.parametrize("concurrent", [False, True])  # request index read inline, or in a second process
+def test_summary_equals_row_by_row_flow(captions, tmp_path, monkeypatch, concurrent):
+    import capaudit.claims.summarize as summ
+
+    monkeypatch.setattr(summ, "CONCURRENT_INDEX_BYTES", 0 if concurrent else 1 << 62)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)  # a second CPU
     rng = random.Random(1)
     answers = _answers(captions, 6000, seed=1)
     reqs, r1, r2 = [], [], []
@@ -196,3 +202,38 @@ def test_first_error_in_request_id_order(tmp_path):
     p.write_text("".join(json.dumps(r) + "\n" for r in rows[::2]))
     with pytest.raises(ValueError, match="response c: no 'request' in the row"):
         summarize_responses([p])
+
+
+_REAL_INDEX = index_requests
+
+
+def _index_spy(paths):
+    """``index_requests`` that notes which process ran it (module level: it is pickled by name)."""
+    import os
+
+    with open(os.environ["CAPAUDIT_TEST_PIDS"], "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return _REAL_INDEX(paths)
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_request_file_error_is_reported_before_a_response_error(tmp_path, monkeypatch, concurrent):
+    import capaudit.claims.summarize as summ
+
+    import os
+
+    monkeypatch.setattr(summ, "CONCURRENT_INDEX_BYTES", 0 if concurrent else 1 << 62)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)  # a second CPU
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("CAPAUDIT_TEST_PIDS", str(pids))
+    monkeypatch.setattr(summ, "index_requests", _index_spy)
+    rq, rs = tmp_path / "requests.jsonl", tmp_path / "responses.jsonl"
+    rq.write_text('{"request_id": "a"}\n{not json\n', encoding="utf-8")
+    rs.write_text('{"request_id": "a", "ok": true, "parsed": {"claimed_units": []}}\n[1, 2\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"requests.jsonl:1: "):
+        summarize_responses([rs], [rq])
+    rq.write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"responses.jsonl:2"):
+        summarize_responses([rs], [rq])
+    readers = pids.read_text().split()
+    assert len(readers) == 2 and (str(os.getpid()) not in readers) == concurrent  # forked, or this process

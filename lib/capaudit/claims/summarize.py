@@ -457,6 +457,42 @@ def index_requests(paths: Iterable[PathLike]) -> Dict[str, Tuple[str, int]]:
     return out
 
 
+#: request files of at least this many bytes in all are indexed in a second process (when one
+#: more CPU is available) while the responses are merged; smaller ones inline
+CONCURRENT_INDEX_BYTES = 16 << 20
+
+
+def _index_concurrently(paths: Sequence[PathLike]):
+    """Start :func:`index_requests` of ``paths`` and return a function giving its result (or raising
+    its error): in a forked process when the files are large and a second CPU is free, else inline,
+    at the first call. The index is the same either way."""
+    import multiprocessing as mp
+    import os
+
+    if not paths:
+        return lambda: {}
+    try:
+        size = sum(Path(p).stat().st_size for p in paths)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        forked = size >= CONCURRENT_INDEX_BYTES and cpus > 1 and "fork" in mp.get_all_start_methods()
+    except OSError:  # a missing file: index_requests names it
+        forked = False
+    if not forked:
+        return lambda: index_requests(paths)
+    from concurrent.futures import ProcessPoolExecutor
+
+    ex = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+    future = ex.submit(index_requests, list(paths))
+
+    def result() -> Dict[str, Tuple[str, int]]:
+        try:
+            return future.result()
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+
+    return result
+
+
 def _messages_ok(messages: Any, roles: frozenset) -> bool:
     """The message checks of :func:`check_request` pass (plain lists and dicts only)."""
     if type(messages) is not list or not messages:
@@ -559,8 +595,13 @@ def summarize_responses(
         if not Path(q).is_file():
             raise FileNotFoundError(f"{q}: request file not found")
     req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
-    index = index_requests(req_paths) if req_paths else {}
-    merged = _merge_counted(responses)  # one parse per row; winning rows as raw lines + their counts
+    pending = _index_concurrently(req_paths)
+    try:
+        merged = _merge_counted(responses)  # one parse per row; winning rows as raw lines + their counts
+    except BaseException:
+        pending()  # an error in the request files is reported first, as when they were read first
+        raise
+    index = pending()
     # Rows in any order (the summary does not depend on it: sums, and sorted distributions); an
     # error is that of the smallest request id that has one, as when rows went in id order.
     acc = ClaimedAccumulator()
