@@ -254,3 +254,28 @@ def test_compare_pairs_file_two_workers_equal_one(tmp_path, odd):
         except ValueError as exc:
             results.append((type(exc), str(exc)))
     assert results[0] == results[1]
+
+
+def test_line_range_jobs_cut_the_file_into_runs_of_lines(tmp_path):
+    import random
+
+    from capaudit.prompts.support import _line_range_jobs
+
+    rng = random.Random(24)
+    path = tmp_path / "pairs.jsonl"
+    for _ in range(300):
+        lines = ["x" * rng.randint(0, 9) for _ in range(rng.randint(0, 60))]
+        data = "\n".join(lines) + ("\n" if lines and rng.random() < 0.5 else "")
+        path.write_text(data, encoding="utf-8")
+        limit, size = rng.choice([None, 0, 1, 5, 17, 100]), rng.randint(1, 12)
+        block = rng.randint(1, size)
+        want = data.encode().splitlines(keepends=True)[:limit]  # the lines a line reader gives
+        counted = [0]
+        got, first = [], 0
+        blob = path.read_bytes()
+        for p, start, end, count, bounds in _line_range_jobs(path, limit, size, block, counted, piece=rng.randint(1, 20)):
+            assert p == str(path) and count == len(blob[start:end].splitlines()) and 0 < count <= size
+            assert bounds == [(s, min(s + block, first + count)) for s in range(first, first + count, block)]
+            got.append(blob[start:end])
+            first += count
+        assert b"".join(got) == b"".join(want) and counted[0] == first == len(want)

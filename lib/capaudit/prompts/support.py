@@ -447,19 +447,56 @@ class _NotPlain(Exception):
     non-string field): the caller reads the file again with the row-checking reader."""
 
 
-def _raw_line_jobs(path, limit: Optional[int], size: int, block_size: int, counted: List[int]):
-    """Runs of ``size`` lines as bytes (one blob, ``count`` lines) with their blocks' bounds, as
-    :func:`_iter_run_jobs` bounds them when every line is a pair; ``counted[0]``: lines read."""
+def _line_range_jobs(path, limit: Optional[int], size: int, block_size: int, counted: List[int],
+                     piece: int = 8 << 20):
+    """Runs of ``size`` lines as byte ranges ``(path, start, end, count, block bounds)`` (the
+    workers read their own lines), bounded as :func:`_iter_run_jobs` bounds them when every line
+    is a pair; ``counted[0]``: lines so far. Only newline positions are looked for here, a piece
+    of the file at a time, so the parent's work and memory stay small."""
+    if limit is not None and limit <= 0:
+        return
     with open(path, "rb") as fh:
-        start = 0
-        while limit is None or start < limit:
-            lines = list(islice(fh, size if limit is None else min(size, limit - start)))
-            if not lines:
-                return
-            end = start + len(lines)
-            yield b"".join(lines), len(lines), [(s, min(s + block_size, end)) for s in range(start, end, block_size)]
-            start = end
-            counted[0] = start
+        line_start = 0  # byte offset of the next line
+        run_start = 0  # byte offset of the current run
+        in_run = 0  # lines in the current run
+        lines = 0  # lines in all runs so far
+        offset = 0  # byte offset of the piece
+        done = False
+        while not done:
+            buf = fh.read(piece)
+            if not buf:
+                break
+            ends = np.flatnonzero(np.frombuffer(buf, np.uint8) == 10)
+            k = 0
+            while k < ends.size:
+                want = size - in_run
+                if limit is not None:
+                    want = min(want, limit - lines - in_run)
+                take = min(want, ends.size - k)
+                in_run += take
+                k += take
+                line_start = offset + int(ends[k - 1]) + 1
+                if in_run == size or (limit is not None and lines + in_run >= limit):
+                    yield _range_job(path, run_start, line_start, in_run, lines, block_size)
+                    lines += in_run
+                    counted[0] = lines
+                    run_start, in_run = line_start, 0
+                    if limit is not None and lines >= limit:
+                        done = True
+                        break
+            offset += len(buf)
+        if not done and offset > line_start:  # a last line without a newline
+            in_run += 1
+            line_start = offset
+        if in_run:
+            yield _range_job(path, run_start, line_start, in_run, lines, block_size)
+            counted[0] = lines + in_run
+
+
+def _range_job(path, start: int, end: int, count: int, first_line: int, block_size: int):
+    last = first_line + count
+    return (str(path), start, end, count,
+            [(s, min(s + block_size, last)) for s in range(first_line, last, block_size)])
 
 
 def _plain_pairs(blob: bytes, count: int, local_field: str, reference_field: str) -> Tuple[List[str], List[str]]:
@@ -482,7 +519,10 @@ def _plain_pairs(blob: bytes, count: int, local_field: str, reference_field: str
 
 def _raw_lines_job(job, local_field: str, reference_field: str, ngram: int, budget: Optional[int], buckets: int,
                    alpha: float):
-    blob, count, group = job
+    path, start, end, count, group = job
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        blob = fh.read(end - start)
     local, reference = _plain_pairs(blob, count, local_field, reference_field)
     return _pairs_job((local, reference, group), _WORKER_POOLS, ngram, budget, buckets, alpha)
 
@@ -502,7 +542,7 @@ def _metrics_from_raw_lines(path, pools: Sequence[PreparedPool], local_field: st
     path, _ = _check_pairs_file(path, local_field, reference_field)
     per_job = max(1, chunk_target // block_size)
     counted = [0]
-    jobs = _raw_line_jobs(path, limit, block_size * per_job, block_size, counted)
+    jobs = _line_range_jobs(path, limit, block_size * per_job, block_size, counted)
     light = [PreparedPool(p.name, np.zeros(0, np.int64), p.probabilities, p.records) for p in pools]
     fn = partial(_raw_lines_job, local_field=local_field, reference_field=reference_field, ngram=ngram,
                  budget=budget, buckets=buckets, alpha=alpha)
