@@ -12,6 +12,7 @@ VENV ?= .venv
 EXTRAS ?= test,embed,ray
 PYTHON ?= python3
 CAPAUDIT := $(VENV)/bin/capaudit
+BENCH_TARGETS ?= $(or $(TMPDIR),/tmp)/capaudit_bench_targets.jsonl
 export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
 export MPLBACKEND ?= Agg
 
@@ -62,12 +63,14 @@ test: system-test $(VENV)/.installed clip-vocab
 ## text-stats vs the bare regex pass (local 1/2 workers, Ray 2 workers, peak RSS, cost table);
 ## prompt support (1/2 workers, cold/warm); llm run req/s and client CPU per request per transport
 bench: $(VENV)/.installed
-	$(VENV)/bin/python benchmarks/bench_text_survey.py
-	$(VENV)/bin/python benchmarks/bench_prompt_support.py
+	rm -f $(BENCH_TARGETS)
+	CAPAUDIT_BENCH_TARGETS=$(BENCH_TARGETS) $(VENV)/bin/python benchmarks/bench_text_survey.py
+	CAPAUDIT_BENCH_TARGETS=$(BENCH_TARGETS) $(VENV)/bin/python benchmarks/bench_prompt_support.py
 	$(VENV)/bin/python benchmarks/bench_llm_run.py --sizes 20000 --transports fast openai
-	$(VENV)/bin/python benchmarks/bench_claims.py
-	$(VENV)/bin/python benchmarks/bench_judges.py --skip-offline
+	CAPAUDIT_BENCH_TARGETS=$(BENCH_TARGETS) $(VENV)/bin/python benchmarks/bench_claims.py
+	CAPAUDIT_BENCH_TARGETS=$(BENCH_TARGETS) $(VENV)/bin/python benchmarks/bench_judges.py --skip-offline
 	$(VENV)/bin/python benchmarks/bench_releases.py
+	$(VENV)/bin/python benchmarks/targets.py $(BENCH_TARGETS)
 
 ## model servers (foreground; 127.0.0.1 unless HOST=...). GPU configs need vLLM on a GPU machine.
 HOST ?= 127.0.0.1

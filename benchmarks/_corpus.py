@@ -15,7 +15,7 @@ import json
 import os
 import random
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 LONG_FIELDS = (("IIW-400", ("IIW", "IIW-P5B")), ("DOCCI_Test", ("DOCCI", "IIW")), ("DCI_Test", ("IIW",)),
                ("CM_3600", ("IIW-P5B",)), ("LocNar_Eval", ("IIW-P5B",)))
@@ -140,8 +140,22 @@ def ratio_line(name: str, runs: list, floors: list, target: float, floor_label: 
     wall = [r[key] / max(f[key], 1e-9) for r, f in zip(runs, floors)]
     cpu = [r["cpu_s"] / max(f["cpu_s"], 1e-9) for r, f in zip(runs, floors)]
     ok = "OK" if median(wall) <= target else "ABOVE TARGET"
+    record_target(f"{name} / parse floor ({floor_label})", median(wall), target, "x wall",
+                  f"{median(cpu):.2f}x CPU; median of {len(wall)} interleaved pair(s)")
     return (f"{name} / parse floor ({floor_label}): {median(wall):.2f}x wall, {median(cpu):.2f}x CPU "
             f"(target <= {target:g}x: {ok}; median of {len(wall)} interleaved pair(s), wall ratios "
             f"{min(wall):.2f}-{max(wall):.2f}; summarize {median([r[key] for r in runs]):.2f} s, "
             f"floor {median([f[key] for f in floors]):.2f} s)")
 
+
+
+def record_target(name: str, value: float, target: Optional[float], unit: str, detail: str = "") -> None:
+    """Append one measured ratio (and the issue's target, ``value <= target``; ``None``: reported
+    only) to the file named by ``CAPAUDIT_BENCH_TARGETS``, which ``make bench`` sets and
+    ``benchmarks/targets.py`` prints at the end of the run. Without the variable: nothing."""
+    dest = os.environ.get("CAPAUDIT_BENCH_TARGETS")
+    if not dest:
+        return
+    with open(dest, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"name": name, "value": round(float(value), 3), "target": target, "unit": unit,
+                             "detail": detail}) + "\n")
