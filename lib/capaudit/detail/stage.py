@@ -337,10 +337,6 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
 
     section = cfg.section("detail", required=False)
-    dirs = cfg.dirs()
-    art = dirs["artifacts"] / "detail"
-    art.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
     relation_ends = str(section.get("relation_ends", DEFAULT_RELATION_ENDS))
     if relation_ends not in RELATION_ENDS:
         raise InputError(f"detail.relation_ends must be one of {', '.join(RELATION_ENDS)}, got {relation_ends!r}",
@@ -349,6 +345,10 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     if length_unit not in LENGTH_UNITS:
         raise InputError(f"detail.length_unit must be one of {', '.join(LENGTH_UNITS)}, got {length_unit!r}",
                          path=str(cfg.path), field="detail.length_unit")
+    dirs = cfg.dirs()
+    art = dirs["artifacts"] / "detail"
+    art.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
     eng = engine_from_params(section, f"{cfg.path}: detail")
     parser, grounding, itm = build_backends(section, art)
     backends = backend_names(parser, grounding, itm)
