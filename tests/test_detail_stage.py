@@ -98,8 +98,12 @@ def test_figure_data_and_files(stage_out, tmp_path):
     n_with_itm = sum(1 for r in out["scores"]["coco_human"] if r["itm"] is not None)
     assert sum(b.n for b in coco_icr) == n_with_itm and len(coco_icr) <= 4
     assert all(b.lo <= b.measure_mean <= b.hi for b in coco_icr)
-    plot_length_scatter(pts, tmp_path, out["backends"])
-    plot_itm_bins(bins, tmp_path, out["backends"])
+    fig = plot_length_scatter(pts, tmp_path, {**out["backends"], **out["definitions"]},
+                              measure_labels=out["measure_labels"])
+    assert [ax.get_ylabel() for ax in fig.axes[::2]] == ["things-only ICR (Eq. 2)", "AOD (Eq. 4; relations: subject)"]
+    assert any("things-only ICR" in t.get_text() and "Eq. 3" in t.get_text() for t in fig.texts)  # footer
+    fig = plot_itm_bins(bins, tmp_path, out["backends"], measure_labels=out["measure_labels"])
+    assert fig.axes[0].get_xlabel() == "things-only ICR (Eq. 2), bin mean"
     for name in ("detail_length_scatter", "detail_itm_bins"):
         for ext in ("pdf", "png", "csv"):
             assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
@@ -137,7 +141,7 @@ def test_stage_names_its_definitions(stage_out):
     means = json.loads((out["artifacts"] / "surface_means.json").read_text())
     assert means["icr"]["name"] == "things-only ICR" and means["relation_ends"] == "subject"
     nums = json.loads((cfg.dirs()["artifacts"] / "numbers" / "detail.json").read_text())["numbers"]
-    assert nums["DetailIcrName"]["text"] == "things-only ICR"
+    assert nums["DetailIcrName"]["text"] == "things-only ICR" and nums["DetailIcrKind"]["text"] == "things-only"
     assert nums["DetailRelationEnds"]["text"].startswith("subject (Eq. 3")
     assert "things-only ICR" in nums["DetailCocoHumanICR"]["description"]
 

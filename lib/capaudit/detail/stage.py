@@ -44,7 +44,7 @@ fragment ``numbers/detail.json``. Every output names the parser, grounding and I
 ICR the grounding gives (``things-only ICR`` for COCO instance masks: stuff such as sky, grass or
 walls is never covered; ``things+stuff ICR`` for COCO panoptic) and the AOD/CD relation count
 (``relation_ends``); the fragment carries them as text macros for the paper
-(``DetailIcrName``, ``DetailIcrNote``, ``DetailRelationEnds``).
+(``DetailIcrKind``, ``DetailIcrName``, ``DetailIcrNote``, ``DetailRelationEnds``).
 """
 
 from __future__ import annotations
@@ -180,10 +180,12 @@ def backend_names(parser: Any, grounding: Any, itm: Any) -> Dict[str, str]:
 
 # -- definitions -----------------------------------------------------------------------------------------
 def icr_definition(rows: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
-    """``{"name", "note"}`` of the ICR behind score rows (their ``icr_kind``; see :data:`ICR_KIND_NOTES`)."""
+    """``{"kind", "name", "note"}`` of the ICR behind score rows (their ``icr_kind``; see
+    :data:`ICR_KIND_NOTES`); ``kind`` is ``mixed`` for several, ``none`` without grounding."""
     kinds = sorted({str(r["icr_kind"]) for r in rows if r.get("icr_kind")})
     note = "; ".join(ICR_KIND_NOTES.get(k, k) for k in kinds) or "no grounding source"
-    return {"name": icr_name(kinds), "note": note}
+    kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "none")
+    return {"kind": kind, "name": icr_name(kinds), "note": note}
 
 
 def definition_notes(icr: Mapping[str, str], relation_ends: str, length_unit: Optional[str] = None) -> List[str]:
@@ -451,7 +453,8 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                 numbers[_number_name("detail", "sel", r["strategy"], key)] = {
                     "value": r[key], "text": f"{r[key]:.{d}f}",
                     "description": f"{key} of the {r['label']} subset (ITM: {backends['itm']})"}
-    for key, text, what in (("IcrName", icr_all["name"], "name of the ICR the grounding gives"),
+    for key, text, what in (("IcrKind", icr_all["kind"], "kind of the ICR the grounding gives (table headers)"),
+                            ("IcrName", icr_all["name"], "name of the ICR the grounding gives"),
                             ("IcrNote", icr_all["note"], "what the ICR's grounding covers"),
                             ("RelationEnds", relation_ends_label(relation_ends), "AOD/CD relation count")):
         numbers[_number_name("detail", key)] = {"value": text, "text": _tex_escape(text), "description": what}
@@ -470,7 +473,10 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             "subgraph_table": pd.DataFrame(sg_rows), "subgraphs": sub, "manifest": manifest, "artifacts": art,
             "skipped": skipped, "figure_bins": int((section.get("figures") or {}).get("bins", 5)),
             "definitions": {"ICR": f"{icr_all['name']} ({icr_all['note']})",
-                            "AOD/CD relations": relation_ends_label(relation_ends)}}
+                            "AOD/CD relations": relation_ends_label(relation_ends)},
+            "measure_labels": {"icr": f"{icr_all['name']} (Eq. 2)",
+                               "aod": f"AOD (Eq. 4; relations: {relation_ends})",
+                               "cd": f"CD (Eq. 5; {icr_all['name']}, relations: {relation_ends})"}}
 
 
 __all__ = ["coco_mini_records", "load_surfaces", "build_backends", "backend_spec", "backend_names", "icr_definition",
