@@ -176,3 +176,16 @@ def test_stuff_lexicon_conflict_is_an_error(tmp_path):
     p.write_text("version: 1\ncategories:\n  - {name: sky, terms: [sky]}\n")
     with pytest.raises(InputError, match="'panoptic' list"):
         merge_stuff_lexicon(coco_lexicon(), load_noun_lexicon(p), p)
+
+
+def test_sharded_score_with_panoptic_equals_single_process(tmp_path):
+    js = write_panoptic(tmp_path)
+    caps = tmp_path / "caps.jsonl"
+    caps.write_text("".join(json.dumps({"id": f"c{i}", "image": im, "caption": c}) + "\n" for i, (im, c) in enumerate(
+        [("a.jpg", "A dog on the grass."), ("b.jpg", "A wall."), ("a.jpg", "A man by a brick wall under the sky.")])))
+    g = ["--grounding", f"coco-panoptic:{js}"]
+    assert main(["detail", "score", "--input", str(caps), *g, "--out", str(tmp_path / "one.jsonl")]) == 0
+    assert main(["detail", "score", "--input", str(caps), *g, "--shards", "2", "--out", str(tmp_path / "two.jsonl")]) == 0
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "two.jsonl").read_bytes()
+    man = json.loads((tmp_path / "two.manifest.json").read_text())
+    assert man["icr"] == "things+stuff ICR" and man["relation_ends"] == "subject"
