@@ -16,6 +16,14 @@
 # **heuristic baseline**), grounding from COCO instance masks through the reviewed noun → category
 # lexicon, and ITM from `annotation-precision`, an **offline CHAIR-style stand-in** for a CLIP model
 # (share of the caption's objects present in the annotations). Every table and figure names them.
+#
+# Two definitions are named in every output. **ICR**: COCO instance masks cover only the 80 thing
+# classes, so the demo's ICR is a **things-only ICR** (stuff such as sky, grass or walls is never
+# covered; the union of all instance masks averages about a third of a COCO-MINI image), not on the
+# scale of the method's things-and-stuff ICR; `grounding: coco-panoptic:PANOPTIC.json` gives a
+# things+stuff ICR where COCO panoptic annotations are at hand. **AOD** follows the method's Eq. 3: a
+# relation counts once, for its subject (`relation_ends: subject`); `relation_ends: both` is the
+# "edges connected to a node" reading (a relation counts at both ends). CD inherits both choices.
 
 # %% tags=["parameters"]
 params_path = "params/demo.yaml"
@@ -29,6 +37,7 @@ cfg = load_config(params_path)
 dirs = cfg.dirs()
 out = stage.run(cfg)
 print("backends:", out["backends"])
+print("definitions:", out["definitions"])
 print("skipped surfaces (input not present):", out["skipped"])
 out["surface_table"]
 
@@ -51,7 +60,8 @@ out["subgraph_table"]
 # ICR and AOD against caption length, per surface.
 
 # %%
-plot_length_scatter(length_scatter_rows(out["scores"], out["labels"]), dirs["figures"], out["backends"])
+plot_length_scatter(length_scatter_rows(out["scores"], out["labels"]), dirs["figures"],
+                    {**out["backends"], **out["definitions"]}, measure_labels=out["measure_labels"])
 
 # %% [markdown]
 # Mean ITM in quantile bins of ICR and of AOD (the method's inverted-U analysis). Caveat for the demo:
@@ -60,4 +70,5 @@ plot_length_scatter(length_scatter_rows(out["scores"], out["labels"]), dirs["fig
 # scorer the curve is a real alignment measurement.
 
 # %%
-plot_itm_bins(itm_bin_rows(out["scores"], bins=out["figure_bins"], labels=out["labels"]), dirs["figures"], out["backends"])
+plot_itm_bins(itm_bin_rows(out["scores"], bins=out["figure_bins"], labels=out["labels"]), dirs["figures"],
+              {**out["backends"], **out["definitions"]}, measure_labels=out["measure_labels"])

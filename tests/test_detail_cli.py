@@ -64,17 +64,22 @@ def test_score_contract(files):
     assert rows["c4"]["icr"] == 0.0 and rows["c4"]["icr_status"] == "ok"
     man = json.loads((tmp_path / "scores.manifest.json").read_text())
     assert man["counts"] == {"rows": 4, "icr_ok": 3, "icr_unavailable": 1, "parse_failed": 0}
-    assert "heuristic" in man["parser"]["label"] and man["relation_ends"] == "both"
+    assert "heuristic" in man["parser"]["label"] and man["relation_ends"] == "subject"
+    assert man["relation_ends_label"].startswith("subject (Eq. 3") and man["icr"] == "things-only ICR"
+    assert man["grounding"]["icr_kind"] == "things-only"
+    assert [r["icr_kind"] for r in rows.values()] == ["things-only", "things-only", None, "things-only"]
 
 
 def test_score_two_grounding_files_and_options(files):
     tmp_path, caps = files
     rc, out = score(tmp_path, caps, "--grounding", f"coco:{tmp_path / 'more.json'}", "--length-unit", "words",
-                    "--relation-ends", "subject", "--itm", "annotation_precision")
+                    "--relation-ends", "both", "--itm", "annotation_precision")
     assert rc == 0
     rows = {r["id"]: r for r in read_jsonl(out)}
     assert rows["c3"]["icr"] == pytest.approx(25 / 100)
-    assert rows["c1"]["length_unit"] == "words" and rows["c1"]["relation_ends"] == "subject"
+    assert rows["c1"]["length_unit"] == "words" and rows["c1"]["relation_ends"] == "both"
+    man = json.loads((tmp_path / "scores.manifest.json").read_text())
+    assert man["relation_ends"] == "both" and man["relation_ends_label"].startswith("both (")
     assert rows["c1"]["itm"] == 1.0 and rows["c1"]["itm_scorer"] == "annotation-precision"
     assert rows["c4"]["itm"] == 0.0  # "dog" named, no dog annotated in empty.jpg
 
@@ -91,6 +96,7 @@ def test_select_contract(files):
     assert (tmp_path / "subset.parquet").is_file()
     man = json.loads((tmp_path / "subset.wds.json").read_text())
     assert man["selection"]["k"] == 3 and man["backends"]["parser"] == ["capaudit-offline-scene-graph"]
+    assert man["backends"]["icr_kind"] == ["things-only"] and man["backends"]["relation_ends"] == ["subject"]
     assert [s["__key__"] for s in man["samples"]] == ["c1", "c2"]
     rc = main(["detail", "select", "--scores", str(scores), "--k", "0.5", "--t", "0.25", "--strategy", "itm_cd",
                "--out", str(tmp_path / "prop.jsonl")])

@@ -10,7 +10,8 @@ import pytest
 from capaudit.detail.graph import SceneGraph, graph_from_llm, graph_to_llm, scene_graph_schema
 from capaudit.detail.grounding import (ChainGrounding, CocoGrounding, SegmentationGrounding, instance_rle,
                                        parse_grounding_specs)
-from capaudit.detail.metrics import aod, caption_length, cd, icr, object_detail, score_graph
+from capaudit.detail.metrics import (DEFAULT_RELATION_ENDS, RELATION_ENDS, RELATION_ENDS_LABELS, aod, caption_length, cd,
+                                     icr, object_detail, relation_ends_label, score_graph)
 from capaudit.errors import InputError
 from capaudit.lexicons import load_noun_lexicon
 
@@ -145,23 +146,36 @@ def hand_graph():
                             [("man", "riding", "horse"), ("man", "wearing", "hat")])
 
 
+def test_aod_default_is_eq3_subject_count():
+    # Eq. 3: D_R(o) counts the relations whose subject is o, each once: man 1 attr + 2 relations,
+    # horse 1 attr (object of "riding": not counted), hat 0 (object of "wearing": not counted)
+    gr = hand_graph()
+    assert DEFAULT_RELATION_ENDS == "subject"
+    assert object_detail(gr) == [3.0, 1.0, 0.0]
+    assert aod(gr) == aod(gr, "subject") == pytest.approx((2 + 2) / 3)  # (|A| + |R|) / |O|
+    assert relation_ends_label(DEFAULT_RELATION_ENDS).startswith("subject (Eq. 3")
+
+
 def test_aod_relation_ends_options():
     gr = hand_graph()
-    assert object_detail(gr, "both") == [3.0, 2.0, 1.0]
-    assert aod(gr) == aod(gr, "both") == pytest.approx(6 / 3)
+    assert object_detail(gr, "both") == [3.0, 2.0, 1.0]  # degree in the relation graph + attributes
+    assert aod(gr, "both") == pytest.approx((2 + 2 * 2) / 3)  # (|A| + 2|R|) / |O|
     assert object_detail(gr, "subject") == [3.0, 1.0, 0.0]
     assert aod(gr, "subject") == pytest.approx(4 / 3)
     assert object_detail(gr, "split") == [2.0, 1.5, 0.5]
     assert aod(gr, "split") == pytest.approx(4 / 3)
     with pytest.raises(ValueError):
         aod(gr, "half")
+    with pytest.raises(ValueError):
+        relation_ends_label("half")
+    assert set(RELATION_ENDS_LABELS) == set(RELATION_ENDS)
 
 
 def test_aod_edge_cases():
     assert aod(SceneGraph()) == 0.0
     assert aod(g("sky", "sea")) == 0.0
     self_rel = SceneGraph.build(["dog"], [], [("dog", "next to", "dog")])
-    assert aod(self_rel) == 2.0 and aod(self_rel, "subject") == 1.0
+    assert aod(self_rel) == 1.0 and aod(self_rel, "both") == 2.0
 
 
 def test_length_and_cd():
@@ -180,8 +194,13 @@ def test_score_graph(grounding):
     s = score_graph(SceneGraph.build(["dog", "man"], [("dog", "brown", "attribute", "pre")],
                                      [("man", "walking", "dog")]), "A man walking a brown dog.",
                     grounding.ground("a.jpg"))
-    assert s.icr == pytest.approx(0.75) and s.aod == pytest.approx(1.5) and s.length == 6
-    assert s.cd == pytest.approx(0.75 * 1.5 / 6) and s.cd_unnormalized == pytest.approx(0.75 * 1.5)
+    # default (Eq. 3): man 1 relation, dog 1 attribute -> AOD 2/2; both ends: dog also 1 -> 3/2
+    assert s.icr == pytest.approx(0.75) and s.aod == pytest.approx(1.0) and s.length == 6
+    assert s.cd == pytest.approx(0.75 * 1.0 / 6) and s.cd_unnormalized == pytest.approx(0.75 * 1.0)
+    b = score_graph(SceneGraph.build(["dog", "man"], [("dog", "brown", "attribute", "pre")],
+                                     [("man", "walking", "dog")]), "A man walking a brown dog.",
+                    grounding.ground("a.jpg"), relation_ends="both")
+    assert b.aod == pytest.approx(1.5) and b.cd == pytest.approx(0.75 * 1.5 / 6)
     assert (s.objects, s.attributes, s.relations, s.icr_status) == (2, 1, 1, "ok")
     u = score_graph(SceneGraph.build(["dog"]), "A dog.", None)
     assert u.icr is None and u.cd is None and u.icr_status == "unavailable" and u.aod == 0.0

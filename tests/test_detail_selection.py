@@ -122,8 +122,19 @@ def test_export_jsonl_parquet_manifest(tmp_path):
                                  "json": {**{k: rows[1][k] for k in ("id", "icr", "aod", "cd", "cd_unnormalized",
                                                                        "length", "itm")},
                                           "rank": 1, "source_row": 1, "objects": None, "attributes": None,
-                                          "relations": None}}
+                                          "relations": None, "icr_kind": None, "relation_ends": None}}
     assert man["files"]["parquet"]["rows"] == 3 and len(man["files"]["jsonl"]["sha256"]) == 64
+
+
+def test_export_names_icr_kind_and_relation_ends(tmp_path):
+    import pyarrow.parquet as pq
+
+    rows = [dict(r, image=f"{r['id']}.jpg", caption="c", icr_kind="things-only", relation_ends="subject") for r in ROWS]
+    paths = export_subset(rows, select(rows, "itm_cd", k=4, t=3), tmp_path / "s.jsonl")
+    table = pq.read_table(paths["parquet"]).to_pylist()
+    assert {(t["icr_kind"], t["relation_ends"]) for t in table} == {("things-only", "subject")}
+    man = json.loads(paths["manifest"].read_text())
+    assert {(x["json"]["icr_kind"], x["json"]["relation_ends"]) for x in man["samples"]} == {("things-only", "subject")}
 
 
 def test_sample_keys():

@@ -98,8 +98,12 @@ def test_figure_data_and_files(stage_out, tmp_path):
     n_with_itm = sum(1 for r in out["scores"]["coco_human"] if r["itm"] is not None)
     assert sum(b.n for b in coco_icr) == n_with_itm and len(coco_icr) <= 4
     assert all(b.lo <= b.measure_mean <= b.hi for b in coco_icr)
-    plot_length_scatter(pts, tmp_path, out["backends"])
-    plot_itm_bins(bins, tmp_path, out["backends"])
+    fig = plot_length_scatter(pts, tmp_path, {**out["backends"], **out["definitions"]},
+                              measure_labels=out["measure_labels"])
+    assert [ax.get_ylabel() for ax in fig.axes[::2]] == ["things-only ICR (Eq. 2)", "AOD (Eq. 4; relations: subject)"]
+    assert any("things-only ICR" in t.get_text() and "Eq. 3" in t.get_text() for t in fig.texts)  # footer
+    fig = plot_itm_bins(bins, tmp_path, out["backends"], measure_labels=out["measure_labels"])
+    assert fig.axes[0].get_xlabel() == "things-only ICR (Eq. 2), bin mean"
     for name in ("detail_length_scatter", "detail_itm_bins"):
         for ext in ("pdf", "png", "csv"):
             assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
@@ -113,3 +117,56 @@ def test_itm_bins_hand_computed():
     assert [(r.n, r.itm_mean) for r in b] == [(2, pytest.approx(0.3)), (2, pytest.approx(0.7))]
     single = itm_bin_rows({"s": rows}, bins=3, measures=("aod",))
     assert len(single) == 1 and single[0].n == 4  # one distinct value: one bin
+
+
+def test_stage_names_its_definitions(stage_out):
+    """Default AOD is Eq. 3 (a relation once, for its subject: Σ D = |A| + |R|); every output names
+    it and the ICR (COCO instance masks: things-only ICR)."""
+    cfg, out = stage_out
+    for r in out["scores"]["coco_human"]:
+        assert r["relation_ends"] == "subject" and r["icr_kind"] == "things-only"
+        if r["objects"]:
+            assert r["aod"] == pytest.approx((r["attributes"] + r["relations"]) / r["objects"])
+    assert out["manifest"]["relation_ends"] == "subject" and out["manifest"]["icr"]["name"] == "things-only ICR"
+    tables = cfg.dirs()["tables"]
+    for stem in ("detail_surfaces", "detail_selection", "detail_subgraphs"):
+        tex = (tables / f"{stem}.tex").read_text()
+        assert "% ICR = things-only ICR (COCO instance masks: the 80 thing classes only" in tex, stem
+        assert "% AOD and CD relation count: subject (Eq. 3: a relation counts once, for its subject)" in tex, stem
+    import pandas as pd
+
+    for stem in ("detail_surfaces", "detail_selection"):
+        csv = pd.read_csv(tables / f"{stem}.csv")
+        assert set(csv["icr_definition"]) == {"things-only ICR"} and set(csv["relation_ends"]) == {"subject"}
+    means = json.loads((out["artifacts"] / "surface_means.json").read_text())
+    assert means["icr"]["name"] == "things-only ICR" and means["relation_ends"] == "subject"
+    nums = json.loads((cfg.dirs()["artifacts"] / "numbers" / "detail.json").read_text())["numbers"]
+    assert nums["DetailIcrName"]["text"] == "things-only ICR" and nums["DetailIcrKind"]["text"] == "things-only"
+    assert nums["DetailRelationEnds"]["text"].startswith("subject (Eq. 3")
+    assert "things-only ICR" in nums["DetailCocoHumanICR"]["description"]
+
+
+def test_stage_relation_ends_both_option(tmp_path):
+    """``relation_ends: both`` (edges at a node): Σ D = |A| + 2|R|, and the outputs say so."""
+    pytest.importorskip("spacy")
+    from capaudit.detail import stage
+
+    caps = tmp_path / "c.jsonl"
+    caps.write_text("".join(json.dumps({"id": f"c{i}", "image": f"{i}.jpg", "caption": c}) + "\n" for i, c in enumerate(
+        ["A man riding a brown horse.", "A woman holding an umbrella next to a red car.", "A dog."])))
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "t", "out_root": str(tmp_path / "o"), "detail": {
+        "grounding": "none", "itm": "none", "relation_ends": "both", "bootstrap": {"n_resamples": 50},
+        "surfaces": [{"name": "s", "path": str(caps)}], "selection": {"strategies": ["full"]},
+        "subgraphs": {"n_captions": 1, "measures": ["aod"]}}}))
+    cfg = load_config(params)
+    out = stage.run(cfg)
+    rows = out["scores"]["s"]
+    assert any(r["relations"] for r in rows)
+    for r in rows:
+        assert r["relation_ends"] == "both" and r["icr"] is None and r["icr_kind"] is None
+        if r["objects"]:
+            assert r["aod"] == pytest.approx((r["attributes"] + 2 * r["relations"]) / r["objects"])
+    tex = (cfg.dirs()["tables"] / "detail_surfaces.tex").read_text()
+    assert "relation count: both (a relation counts once at each end" in tex
+    assert "ICR = ICR (unavailable: no grounding)" in tex

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from _battery import Case, assert_fails_cleanly, jsonl, run_cases
-from _detail_data import rect, two_image_instances
+from _detail_data import PANOPTIC_SEGMENTS, panoptic_png, rect, two_image_instances, write_panoptic
 
 CAPTIONS = [{"id": f"c{i}", "image": "a.jpg", "caption": c} for i, c in enumerate(
     ["Two dogs and a person.", "A cat on a mat.", "A dog next to a cat.", "A person holding a dog."])]
@@ -53,6 +53,16 @@ def make_inputs(root: Path) -> None:
     (i / "karpathy.json").write_text(json.dumps({"a.jpg": ["A dog.", "Two cats."], "b.jpg": ["A bus."]}))
     (i / "vocab.txt").write_text("dog\ncat\n")
     (i / "params_bad.yaml").write_bytes(b"run: x\ndetail: {grounding: coco_mini}\n# caf\xe9\n")
+    (i / "params_relends.yaml").write_text("run: x\ndetail: {grounding: none, relation_ends: half}\n")
+    write_panoptic(i, "pan_ok")
+    write_panoptic(i, "pan_nopng", write_png=False)
+    write_panoptic(i, "pan_badcat", extra_segments_info=[{"id": 9, "category_id": 999, "iscrowd": 0}])
+    (i / "pan_nodir.json").write_text("{}")
+    write_panoptic(i, "pan_unlisted")
+    from PIL import Image
+
+    Image.fromarray(panoptic_png({**PANOPTIC_SEGMENTS, 11: (1, 0, (0, 8, 2, 9))}), mode="RGB").save(
+        i / "pan_unlisted" / "a.png")
     o = root / "out"
     o.mkdir()
     (o / "adir").mkdir()
@@ -83,6 +93,25 @@ CASES = [
                                      "coco:in/nope.json", "--out", "out/s.jsonl"], ["in/nope.json"]),
     Case("score-grounding-malformed", ["detail", "score", "--input", "in/caps.jsonl", "--grounding",
                                        "coco:in/inst_bad.json", "--out", "out/s.jsonl"], ["in/inst_bad.json"]),
+    Case("score-relation-ends-unknown", [*SCORE, "--input", "in/caps.jsonl", "--relation-ends", "half",
+                                         "--out", "out/s.jsonl"], ["--relation-ends", "half"]),
+    Case("score-coco-stuff-refused", ["detail", "score", "--input", "in/caps.jsonl", "--grounding",
+                                      "coco-stuff:in/inst.json", "--out", "out/s.jsonl"],
+         ["--grounding", "coco-stuff", "not supported"]),
+    Case("score-panoptic-missing-json", ["detail", "score", "--input", "in/caps.jsonl", "--grounding",
+                                         "coco-panoptic:in/nope.json", "--out", "out/s.jsonl"], ["in/nope.json"]),
+    Case("score-panoptic-missing-png-folder", ["detail", "score", "--input", "in/caps.jsonl", "--grounding",
+                                               "coco-panoptic:in/pan_nodir.json", "--out", "out/s.jsonl"],
+         ["in/pan_nodir", "PNG folder"]),
+    Case("score-panoptic-missing-png", ["detail", "score", "--input", "in/caps.jsonl", "--grounding",
+                                        "coco-panoptic:in/pan_nopng.json", "--out", "out/s.jsonl"],
+         ["in/pan_nopng/a.png", "not found"]),
+    Case("score-panoptic-unknown-category", ["detail", "score", "--input", "in/caps.jsonl", "--grounding",
+                                             "coco-panoptic:in/pan_badcat.json", "--out", "out/s.jsonl"],
+         ["in/pan_badcat.json", "category_id", "999"]),
+    Case("score-panoptic-unlisted-segment", ["detail", "score", "--input", "in/caps.jsonl", "--grounding",
+                                             "coco-panoptic:in/pan_unlisted.json", "--out", "out/s.jsonl"],
+         ["in/pan_unlisted/a.png", "segment id 11"]),
     Case("score-unknown-itm", [*SCORE, "--input", "in/caps.jsonl", "--itm", "bogus", "--out", "out/s.jsonl"],
          ["--itm", "bogus"]),
     Case("score-workers-zero", [*SCORE, "--input", "in/caps.jsonl", "--workers", "0", "--out", "out/s.jsonl"],
@@ -132,10 +161,17 @@ CASES = [
                                              "--out", "out/g.jsonl"], ["--fractions", "1.5"]),
     Case("subgraphs-tolerance-negative", [*SUBGRAPHS, "--scores", "in/scores.jsonl", "--tolerance", "-0.1",
                                           "--out", "out/g.jsonl"], ["--tolerance"]),
+    Case("subgraphs-relation-ends-unknown", [*SUBGRAPHS, "--scores", "in/scores.jsonl", "--relation-ends", "both2",
+                                             "--out", "out/g.jsonl"], ["--relation-ends", "both2"]),
+    Case("subgraphs-panoptic-missing-png", ["detail", "subgraphs", "--grounding", "coco-panoptic:in/pan_nopng.json",
+                                            "--scores", "in/scores.jsonl", "--out", "out/g.jsonl"],
+         ["in/pan_nopng/a.png"]),
     Case("subgraphs-out-is-directory", [*SUBGRAPHS, "--scores", "in/scores.jsonl", "--out", "out/adir"],
          ["out/adir"]),
     # detail run
     Case("run-missing-params", ["detail", "run", "--params", "in/nope.yaml"], ["in/nope.yaml", "not found"]),
+    Case("run-relation-ends-unknown", ["detail", "run", "--params", "in/params_relends.yaml"],
+         ["in/params_relends.yaml", "detail.relation_ends", "half"]),
     Case("run-params-not-utf8", ["detail", "run", "--params", "in/params_bad.yaml"], ["in/params_bad.yaml", "UTF-8"]),
     # alttext filter
     Case("filter-missing-input", [*FILTER, "--input", "in/nope.jsonl", "--out", "out/k.jsonl"], ["in/nope.jsonl"]),

@@ -8,8 +8,9 @@ Modules:
   ``capaudit-offline-scene-graph`` (claims units + spaCy; a heuristic baseline) and the LLM parser
   through the model-call layer;
 * :mod:`~capaudit.detail.grounding` — grounding backends: COCO instance masks (``pycocotools``,
-  lexicon-matched), the segmentation-model slot;
-* :mod:`~capaudit.detail.metrics` — ICR, AOD (``relation_ends`` option), CD, Length;
+  lexicon-matched; *things-only ICR*), the segmentation-model slot;
+* :mod:`~capaudit.detail.panoptic` — COCO panoptic masks (things and stuff; *things+stuff ICR*);
+* :mod:`~capaudit.detail.metrics` — ICR, AOD (``relation_ends``: Eq. 3 ``subject`` by default), CD, Length;
 * :mod:`~capaudit.detail.itm` — ITM scorers: CLIP family (lazy ``torch``/``transformers``/
   ``open_clip``) and the offline CHAIR-style ``annotation-precision`` stand-in;
 * :mod:`~capaudit.detail.selection` — ITM pruning to K then top T by CD, baselines, ablations;

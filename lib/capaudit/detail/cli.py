@@ -2,15 +2,16 @@
 
     capaudit detail score --input CAPTIONS.jsonl --caption-field caption --image-field image \
         --id-field id --graphs claims|llm --grounding coco:INSTANCES.json [--grounding coco:MORE.json] \
+        [--grounding coco-panoptic:PANOPTIC.json[:PNGDIR]] [--grounding seg:package.module:function] \
         --out SCORES.jsonl [--itm annotation_precision|clip:PATH|open_clip:ARCH[:PRETRAINED]|none] \
-        [--relation-ends both|subject|split] [--length-unit lex|words] \
+        [--relation-ends subject|both|split] [--length-unit lex|words] \
         [--url URL --model NAME [--responses STORE] ...]        # --graphs llm, as `capaudit llm run`
         [--engine local|ray] [--workers N] [--address ADDR] [--shards N]   # --graphs claims: same rows on any engine
     capaudit detail select --scores SCORES.jsonl --itm-field itm --k K --t T --strategy itm_cd \
         --out SUBSET.jsonl [--seed 0]                             # + SUBSET.parquet, SUBSET.wds.json
     capaudit detail subgraphs --scores SCORES.jsonl --grounding coco:INSTANCES.json --out SUB.jsonl \
         [--measure icr --measure aod] [--fractions 0.2,0.4,0.6,0.8] [--tolerance 0.05] [--seed 0] \
-        [--realiser template | --realiser llm --url URL --model NAME]
+        [--realiser template | --realiser llm --url URL --model NAME] [--relation-ends subject|both|split]
     capaudit detail run [--params params/demo.yaml]
 
 K and T are counts (``30000``) or proportions of the pool (``0.6``). ``score`` with ``--engine``,
@@ -32,7 +33,7 @@ def register(subparsers: Any) -> None:
     """Add ``detail`` and its subcommands to the ``capaudit`` command."""
     from capaudit.argtypes import add_engine_options, nonnegative_int, number_in, numbers_in, positive_float, positive_int
 
-    from .metrics import LENGTH_UNITS, RELATION_ENDS
+    from .metrics import DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS
     from .selection import STRATEGIES
 
     det = subparsers.add_parser("detail", help="caption detailness: scene graphs, ICR, AOD, CD, selection")
@@ -47,12 +48,14 @@ def register(subparsers: Any) -> None:
     s.add_argument("--graphs", choices=["claims", "llm"], default="claims",
                    help="claims: offline parser (claims units + spaCy, heuristic); llm: a model via --url/--model")
     s.add_argument("--grounding", action="append", default=[], metavar="SPEC",
-                   help="coco:INSTANCES.json (repeatable, merged), coco_mini, seg:module:function, or none")
+                   help="coco:INSTANCES.json (repeatable, merged; things-only ICR), coco_mini, "
+                        "coco-panoptic:PANOPTIC.json[:PNGDIR] (things+stuff ICR), seg:module:function, or none")
     s.add_argument("--out", required=True, help="scores JSONL (a .manifest.json is written beside it)")
     s.add_argument("--itm", default="none", help="annotation_precision | clip:PATH | open_clip:ARCH[:PRETRAINED] | none")
     s.add_argument("--image-root", help="folder for relative image paths (CLIP / segmentation backends)")
-    s.add_argument("--relation-ends", choices=RELATION_ENDS, default="both",
-                   help="how a relation counts for its two ends in AOD (default both: 1 each)")
+    s.add_argument("--relation-ends", choices=RELATION_ENDS, default=DEFAULT_RELATION_ENDS,
+                   help="how a relation counts in AOD and CD: subject (default, Eq. 3: once, for its subject), "
+                        "both (once at each end: edges connected to a node) or split (1/2 at each end)")
     s.add_argument("--length-unit", choices=LENGTH_UNITS, default="lex", help="Length(c) of CD (default lexical units)")
     add_engine_options(s, same="rows", shards_default="~16 MiB pieces, at least one per worker")
     g = s.add_argument_group("LLM parser (--graphs llm; same meaning as `capaudit llm run`)")
@@ -89,7 +92,8 @@ def register(subparsers: Any) -> None:
                     help="comma-separated target fractions, each in (0, 1) (default 0.2,0.4,0.6,0.8)")
     sg.add_argument("--tolerance", type=number_in(0, 1, hi_open=True), default=0.05, help="allowed |ratio - fraction|, in [0, 1)")
     sg.add_argument("--seed", type=nonnegative_int, default=0)
-    sg.add_argument("--relation-ends", choices=RELATION_ENDS, default="both")
+    sg.add_argument("--relation-ends", choices=RELATION_ENDS, default=DEFAULT_RELATION_ENDS,
+                    help="AOD relation count, as for score (default subject, Eq. 3)")
     sg.add_argument("--realiser", choices=["template", "llm"], default="template")
     sg.add_argument("--url", action="append", default=[])
     sg.add_argument("--model")
@@ -166,8 +170,8 @@ def _report(man: Any, out: str) -> None:
     parser = (man.get("parser") or {}).get("name")
     grounding = (man.get("grounding") or {}).get("name") or "none"
     print(f"capaudit detail score: {c['rows']} captions ({c['icr_ok']} with ICR, {c['icr_unavailable']} without a "
-          f"grounding source, {c['parse_failed']} unparsed); parser {parser}; grounding {grounding} -> {out}",
-          file=sys.stderr)
+          f"grounding source, {c['parse_failed']} unparsed); parser {parser}; grounding {grounding} ({man['icr']}); "
+          f"AOD/CD relations: {man['relation_ends']} -> {out}", file=sys.stderr)
 
 
 def _score_sharded(args: argparse.Namespace) -> int:
@@ -200,6 +204,8 @@ def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
 
     from capaudit.io.atomic import atomic_path, write_json_atomic
 
+    from .grounding import icr_name
+    from .metrics import relation_ends_label
     from .score import manifest_path, read_caption_records
     from .sharded import backend_info, score_records_engine
 
@@ -220,7 +226,10 @@ def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
     info = backend_info(*(built or spec.build()))
     manifest = {"command": "capaudit detail score", "input": str(args.input), "output": out.name,
                 "fields": {"caption": args.caption_field, "image": args.image_field, "id": args.id_field or None},
-                **info, "relation_ends": args.relation_ends, "length_unit": args.length_unit, "counts": counts,
+                **info, "relation_ends": args.relation_ends,
+                "relation_ends_label": relation_ends_label(args.relation_ends),
+                "icr": (info.get("grounding") or {}).get("icr") or icr_name([]), "length_unit": args.length_unit,
+                "counts": counts,
                 "engine": {"engine": "local", "workers": args.workers, "shards": args.shards},
                 "elapsed_sec": round(time.monotonic() - t0, 3)}
     write_json_atomic(manifest_path(out), manifest)
@@ -229,20 +238,23 @@ def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
 
 def cmd_select(args: argparse.Namespace) -> int:
     from .export import export_subset
+    from .grounding import icr_name
     from .score import read_score_rows
     from .selection import select, subset_stats
 
     rows = read_score_rows(args.scores)
     sel = select(rows, args.strategy, args.k, args.t, seed=args.seed, itm_field=args.itm_field, where=args.scores)
     backends = {f: sorted({str(rows[i].get(f)) for i in sel.indices if rows[i].get(f) is not None})
-                for f in ("parser", "grounding", "itm_scorer")}
+                for f in ("parser", "grounding", "itm_scorer", "relation_ends", "icr_kind")}
     paths = export_subset(rows, sel, args.out, itm_field=args.itm_field, backends=backends,
                           extra={"scores": str(args.scores)})
     st = subset_stats(rows, sel, args.itm_field)
     fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
+    icr = icr_name(backends["icr_kind"]) if backends["icr_kind"] else "ICR (kind not recorded in the scores)"
+    rel = "/".join(backends["relation_ends"]) or "relation count not recorded"
     ties = "" if sel.itm_ties is None else f"; {sel.itm_ties} tied at the ITM cut (seeded tie order, seed {args.seed})"
     print(f"capaudit detail select: {st['strategy']}: {st['selected']} of {st['pool']} (K={st['k']}, T={st['t']}); "
-          f"avg ICR {fmt(st['avg_icr'])}, AOD {fmt(st['avg_aod'])}, length {fmt(st['avg_length'])}, "
+          f"avg {icr} {fmt(st['avg_icr'])}, AOD ({rel}) {fmt(st['avg_aod'])}, length {fmt(st['avg_length'])}, "
           f"ITM {fmt(st['avg_itm'])}{ties} -> {paths['jsonl']}, {paths['parquet'].name}, {paths['manifest'].name}",
           file=sys.stderr)
     return 0
@@ -273,7 +285,9 @@ def cmd_subgraphs(args: argparse.Namespace) -> int:
                                          args.relation_ends):
             s = item.pop("sample")
             rec = {"id": r.get("id"), "image": r.get("image"), "caption": r.get("caption"), **item,
-                   "parser": r.get("parser"), "grounding": grounding.name if grounding is not None else None}
+                   "parser": r.get("parser"), "grounding": grounding.name if grounding is not None else None,
+                   "icr_kind": grounded.icr_kind if grounded is not None else None,
+                   "relation_ends": args.relation_ends}
             if s is not None:
                 rec.update({k: v for k, v in s.to_dict().items() if k not in ("measure", "fraction")})
             out_rows.append(rec)

@@ -5,7 +5,8 @@
 * ``OUT.jsonl`` — the selected score rows in selection order, each with ``rank`` (1-based),
   ``source_row`` (0-based input row) and ``__key__``;
 * ``OUT.parquet`` — the same rows, columns :data:`PARQUET_COLUMNS` (image path, caption, scores and
-  the names of the parser, grounding and ITM backends that produced them);
+  the names of the parser, grounding and ITM backends that produced them, the ICR kind —
+  ``things-only`` for COCO instance masks — and the AOD/CD ``relation_ends``);
 * ``OUT.wds.json`` — a WebDataset-style manifest: ``{"format": "webdataset-manifest/1",
   "selection", "backends", "files": {name: {"path", "sha256", "rows"}}, "samples": [{"__key__",
   "jpg": image path, "txt": caption, "json": {scores}}]}``. ``__key__`` is the row id with every
@@ -26,8 +27,10 @@ from capaudit.io.manifest import sha256_of
 from .selection import Selection
 
 PARQUET_COLUMNS = ("__key__", "rank", "source_row", "id", "image", "caption", "icr", "aod", "cd", "cd_unnormalized",
-                   "length", "objects", "attributes", "relations", "itm", "parser", "grounding", "itm_scorer")
-SCORE_FIELDS = ("icr", "aod", "cd", "cd_unnormalized", "length", "objects", "attributes", "relations", "itm")
+                   "length", "objects", "attributes", "relations", "itm", "parser", "grounding", "itm_scorer",
+                   "icr_kind", "relation_ends")
+SCORE_FIELDS = ("icr", "aod", "cd", "cd_unnormalized", "length", "objects", "attributes", "relations", "itm",
+                "icr_kind", "relation_ends")
 _KEY_BAD = re.compile(r"[^A-Za-z0-9_-]")
 
 

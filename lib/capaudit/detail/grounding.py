@@ -1,5 +1,12 @@
 """Grounding backends for the image coverage rate (issue 13, ICR, Eq. 2).
 
+Which masks a backend has decides which ICR it measures (``icr_kind``, named in every output by
+:data:`ICR_KINDS`): COCO instance masks cover only the 80 thing classes (**things-only ICR**; the
+union of all masks averages about a third of a COCO-MINI image, so it is not on the scale of the
+method's ICR, which grounds things and stuff with a segmentation model); COCO panoptic masks cover
+things and stuff (**things+stuff ICR**, :mod:`capaudit.detail.panoptic`); the segmentation-model
+slot measures whatever its model segments.
+
 A backend maps an image reference (the value of the image field: a path or a file name) to a
 :class:`GroundedImage`, or to ``None`` when it has **no grounding source** for that image (ICR is
 then *unavailable*, never 0). A grounded image answers, for a set of caption object names, the
@@ -14,14 +21,21 @@ area of the union of their masks (each pixel counted once) and whether one name 
   field also matches the COCO image id). An image listed in the annotation file with no
   instances is grounded (its masks are empty: ICR 0). An instance whose segmentation holds no
   polygon of at least three points falls back to its box.
-* :class:`SegmentationGrounding` — the slot for a grounding/segmentation model:
-  ``segment(image_path, phrases) -> {phrase: HxW bool mask or None}`` supplied by the user (e.g.
-  a Grounded-SAM wrapper); no model ships here. An image file that does not exist has no
-  grounding source.
+* :class:`~capaudit.detail.panoptic.PanopticGrounding` — ``coco-panoptic``: COCO panoptic
+  annotations (JSON + PNG folder), things and stuff.
+* :class:`SegmentationGrounding` — the slot for a grounding/segmentation model (the method's
+  setting), supplied by the user as ``seg:package.module:function``; no model ships here. The
+  function is called as ``segment(image_path: str, phrases: list[str])`` with the caption's object
+  names and must return ``{phrase: mask}`` where ``mask`` is an ``HxW`` boolean (or 0/1) array at
+  the image's resolution (all masks of one image the same size), or ``None`` / a missing key when
+  the phrase grounds nothing. The phrase itself is the category (no lexicon): the model decides
+  what "sky" or "wall" covers. Overlapping masks count once. An image file that does not exist
+  has no grounding source.
 * :class:`ChainGrounding` — the first backend that has a source for the image.
 
 :func:`parse_grounding_specs` reads the CLI form (``coco:INSTANCES.json`` repeatable,
-``coco_mini``, ``seg:package.module:function``).
+``coco_mini``, ``coco-panoptic:PANOPTIC.json[:PNGDIR]``, ``seg:package.module:function``);
+``coco-stuff:`` is refused (not supported: convert COCO-Stuff to panoptic with panopticapi).
 """
 
 from __future__ import annotations
@@ -37,6 +51,29 @@ from capaudit.errors import InputError
 
 COCO_GROUNDING_NAME = "coco-instance-masks"
 SEGMENTATION_GROUNDING_NAME = "segmentation-model"
+#: ``icr_kind`` → the ICR's printed name (table headers, notes, summaries, the paper)
+ICR_KINDS = {
+    "things-only": "things-only ICR",
+    "things+stuff": "things+stuff ICR",
+    "segmentation-model": "segmentation-model ICR",
+}
+#: ``icr_kind`` → what it grounds (table notes)
+ICR_KIND_NOTES = {
+    "things-only": "COCO instance masks: the 80 thing classes only; stuff such as sky, grass or walls is never "
+                   "covered, so it is not on the scale of the method's things-and-stuff ICR",
+    "things+stuff": "COCO panoptic masks: the 80 thing and 53 stuff classes",
+    "segmentation-model": "masks of each mentioned phrase from a user-supplied segmentation model",
+}
+
+
+def icr_name(kinds: Iterable[Optional[str]]) -> str:
+    """The printed ICR name of the kinds behind a set of scores (``mixed ICR (...)`` for several)."""
+    ks = sorted({k for k in kinds if k})
+    if not ks:
+        return "ICR (unavailable: no grounding)"
+    if len(ks) == 1:
+        return ICR_KINDS.get(ks[0], f"{ks[0]} ICR")
+    return "mixed ICR (" + ", ".join(ICR_KINDS.get(k, k) for k in ks) + ")"
 
 
 class GroundedImage(Protocol):
@@ -44,6 +81,7 @@ class GroundedImage(Protocol):
 
     width: int
     height: int
+    icr_kind: str
 
     def union_area(self, names: Iterable[str]) -> int:
         """Pixels in the union of the masks grounded by ``names`` (each pixel once)."""
@@ -60,6 +98,7 @@ class GroundingBackend(Protocol):
 
     name: str
     label: str
+    icr_kind: str
 
     def ground(self, image: Any) -> Optional[GroundedImage]:
         ...
@@ -95,6 +134,8 @@ def instance_rle(ann: Mapping[str, Any], height: int, width: int) -> Dict[str, A
 
 class CocoGroundedImage:
     """Per-category merged RLEs of one COCO image (see module docstring)."""
+
+    icr_kind = "things-only"
 
     def __init__(self, image: Any, category_names: Mapping[int, str], lexicon: Any):
         self.image_id = image.id
@@ -169,6 +210,7 @@ class CocoGrounding:
     (default :func:`capaudit.lexicons.coco_lexicon`); ``cache_images``: grounded images kept."""
 
     name = COCO_GROUNDING_NAME
+    icr_kind = "things-only"
 
     def __init__(self, index: Any, lexicon: Any = None, sources: Optional[Sequence[str]] = None,
                  cache_images: int = 4096):
@@ -232,6 +274,8 @@ SegmentFn = Callable[[str, Sequence[str]], Mapping[str, Optional[np.ndarray]]]
 class SegmentedImage:
     """Masks of caption phrases from a segmentation model, asked lazily and cached per phrase."""
 
+    icr_kind = "segmentation-model"
+
     def __init__(self, path: Path, segment: SegmentFn):
         self.path = path
         self._segment = segment
@@ -294,6 +338,8 @@ class SegmentedImage:
 class SegmentationGrounding:
     """The segmentation-model slot (module docstring). ``image_root`` resolves relative paths."""
 
+    icr_kind = "segmentation-model"
+
     def __init__(self, segment: SegmentFn, name: str = SEGMENTATION_GROUNDING_NAME,
                  image_root: Optional[Union[str, Path]] = None):
         if not callable(segment):
@@ -321,6 +367,8 @@ class ChainGrounding:
         self.backends = list(backends)
         self.name = "+".join(b.name for b in self.backends)
         self.label = " + ".join(b.label for b in self.backends)
+        kinds = {b.icr_kind for b in self.backends}
+        self.icr_kind = kinds.pop() if len(kinds) == 1 else "mixed"
 
     def ground(self, image: Any) -> Optional[GroundedImage]:
         for b in self.backends:
@@ -344,23 +392,32 @@ def load_segmenter(target: str) -> SegmentFn:
 
 def grounding_spec(spec: str) -> Tuple[str, str]:
     """``(kind, arg)`` of one ``--grounding`` spec, checked without loading anything: ``coco:PATH``
-    (the file exists), ``coco_mini``, ``seg:package.module:function`` or ``none``."""
+    (the file exists), ``coco_mini``, ``coco-panoptic:JSON[:PNGDIR]`` (both exist),
+    ``seg:package.module:function`` or ``none``; ``coco-stuff:`` is refused."""
     kind, _, arg = str(spec).partition(":")
-    if kind == "coco":
+    if kind == "coco-panoptic":
+        from .panoptic import check_spec
+
+        check_spec(arg)
+    elif kind == "coco-stuff":
+        raise InputError("coco-stuff grounding is not supported; convert COCO-Stuff to COCO panoptic (panopticapi) "
+                         "and use coco-panoptic:PANOPTIC.json[:PNGDIR]", field="--grounding")
+    elif kind == "coco":
         if not arg:
             raise InputError("coco grounding needs a path: coco:INSTANCES.json", field="--grounding")
         if not Path(arg).is_file():
             raise InputError("COCO instances file not found", path=arg, field="--grounding")
     elif not (kind == "seg" or (kind in ("coco_mini", "none") and not arg)):
-        raise InputError(f"unknown grounding {spec!r}; expected coco:PATH, coco_mini, seg:module:function "
-                         "or none", field="--grounding")
+        raise InputError(f"unknown grounding {spec!r}; expected coco:PATH, coco_mini, coco-panoptic:PATH, "
+                         "seg:module:function or none", field="--grounding")
     return kind, arg
 
 
 def parse_grounding_specs(specs: Sequence[str], lexicon: Any = None) -> Optional[GroundingBackend]:
     """Backends from CLI specs: ``coco:PATH`` (all such files are merged into one index),
-    ``coco_mini`` (the registry's COCO-MINI), ``seg:package.module:function``; ``none`` or no spec →
-    ``None`` (every ICR unavailable)."""
+    ``coco_mini`` (the registry's COCO-MINI), ``coco-panoptic:JSON[:PNGDIR]``,
+    ``seg:package.module:function``; ``none`` or no spec → ``None`` (every ICR unavailable). Several
+    backends are chained: the first with a source for an image grounds it."""
     coco_files: List[str] = []
     backends: List[GroundingBackend] = []
     for spec in specs:
@@ -369,6 +426,10 @@ def parse_grounding_specs(specs: Sequence[str], lexicon: Any = None) -> Optional
             coco_files.append(arg)
         elif kind == "coco_mini":
             backends.append(CocoGrounding.coco_mini(lexicon))
+        elif kind == "coco-panoptic":
+            from .panoptic import PanopticGrounding, split_spec
+
+            backends.append(PanopticGrounding(*split_spec(arg)))
         elif kind == "seg":
             backends.append(SegmentationGrounding(load_segmenter(arg)))
     if coco_files:
@@ -379,7 +440,7 @@ def parse_grounding_specs(specs: Sequence[str], lexicon: Any = None) -> Optional
 
 
 __all__ = [
-    "COCO_GROUNDING_NAME", "SEGMENTATION_GROUNDING_NAME", "GroundedImage", "GroundingBackend", "instance_rle",
+    "COCO_GROUNDING_NAME", "SEGMENTATION_GROUNDING_NAME", "ICR_KINDS", "ICR_KIND_NOTES", "icr_name", "GroundedImage", "GroundingBackend", "instance_rle",
     "CocoGroundedImage", "CocoGrounding", "SegmentedImage", "SegmentationGrounding", "ChainGrounding",
     "grounding_spec", "load_segmenter", "parse_grounding_specs",
 ]

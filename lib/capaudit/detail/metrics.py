@@ -8,13 +8,17 @@
   per object. ``D_A(o)`` = attributes attached to o. ``D_R(o)`` depends on the named option
   :data:`RELATION_ENDS` (how a relation between two objects counts for each end):
 
-  - ``both`` (**default**): a relation counts 1 for its subject and 1 for its object, so
-    ``D_R(o)`` is the degree of o in the relation graph and ``Σ_j D_R(o_j) = 2|R(c)|``;
-  - ``subject``: it counts 1 for its subject only (``Σ = |R(c)|``);
+  - ``subject`` (**default**, the method's Eq. 3): a relation counts once, for its subject, so
+    ``Σ_j D_R(o_j) = |R(c)|``;
+  - ``both`` (the "edges connected to a node" reading): it counts 1 for its subject and 1 for its
+    object, so ``D_R(o)`` is the degree of o in the relation graph and ``Σ_j D_R(o_j) = 2|R(c)|``;
   - ``split``: it counts ½ for each end (``Σ = |R(c)|``).
 
+  The choice travels into every output that AOD or CD feeds (score rows' ``relation_ends``,
+  manifests, table notes, the paper): :func:`relation_ends_label` is its printed name.
   A caption with no object has AOD 0 (it details no object), not an undefined value.
-* **CD** (Eq. 5): ``CD(x, c) = ICR(x, c) · AOD(x, c) / Length(c)``; ``Length`` in lexical units
+* **CD** (Eq. 5): ``CD(x, c) = ICR(x, c) · AOD(x, c) / Length(c)`` with the same AOD (so the same
+  ``relation_ends``); ``Length`` in lexical units
   (:func:`capaudit.text.lexical.lex_count`, **default**) or whitespace words (``length_unit=
   "words"``). ``normalize_length=False`` gives ``ICR · AOD`` (the "CD without length
   normalisation" ablation). ``None`` when ICR is unavailable or the length is 0.
@@ -29,8 +33,14 @@ from capaudit.text.lexical import lex_count
 
 from .graph import SceneGraph
 
-RELATION_ENDS = ("both", "subject", "split")
-DEFAULT_RELATION_ENDS = "both"
+RELATION_ENDS = ("subject", "both", "split")
+DEFAULT_RELATION_ENDS = "subject"
+#: the printed name of each relation count (table notes, summaries, the paper)
+RELATION_ENDS_LABELS = {
+    "subject": "subject (Eq. 3: a relation counts once, for its subject)",
+    "both": "both (a relation counts once at each end: edges connected to a node)",
+    "split": "split (a relation counts 1/2 at each end)",
+}
 LENGTH_UNITS = ("lex", "words")
 DEFAULT_LENGTH_UNIT = "lex"
 
@@ -42,6 +52,13 @@ def caption_length(text: str, unit: str = DEFAULT_LENGTH_UNIT) -> int:
     if unit == "words":
         return len(text.split())
     raise ValueError(f"length unit must be one of {LENGTH_UNITS}, got {unit!r}")
+
+
+def relation_ends_label(relation_ends: str) -> str:
+    """The printed name of a :data:`RELATION_ENDS` value (``ValueError`` for another value)."""
+    if relation_ends not in RELATION_ENDS_LABELS:
+        raise ValueError(f"relation_ends must be one of {RELATION_ENDS}, got {relation_ends!r}")
+    return RELATION_ENDS_LABELS[relation_ends]
 
 
 def icr(graph: SceneGraph, grounded: Any, names: Optional[Iterable[str]] = None) -> Optional[float]:
@@ -122,5 +139,5 @@ def score_graph(graph: SceneGraph, text: str, grounded: Any, relation_ends: str 
                        length=n, icr_status="ok" if i is not None else "unavailable")
 
 
-__all__ = ["RELATION_ENDS", "DEFAULT_RELATION_ENDS", "LENGTH_UNITS", "DEFAULT_LENGTH_UNIT", "caption_length", "icr",
+__all__ = ["RELATION_ENDS", "DEFAULT_RELATION_ENDS", "RELATION_ENDS_LABELS", "relation_ends_label", "LENGTH_UNITS", "DEFAULT_LENGTH_UNIT", "caption_length", "icr",
            "object_detail", "aod", "cd", "DetailScore", "score_graph"]

@@ -5,12 +5,15 @@ backend (or ``None``: every ICR unavailable) and an optional ITM scorer, in inpu
 chunks (memory independent of the input size). One output row per caption::
 
     {<other input fields>, id, image, caption, icr, aod, cd, cd_unnormalized, objects, attributes,
-     relations, length, length_unit, relation_ends, icr_status, parser, grounding, scene_graph,
-     [itm, itm_scorer], [graph_error]}
+     relations, length, length_unit, relation_ends, icr_status, icr_kind, parser, grounding,
+     scene_graph, [itm, itm_scorer], [graph_error]}
 
 ``objects`` / ``attributes`` / ``relations`` are |O(c)|, |A(c)|, |R(c)|; ``scene_graph`` is the
 graph itself; ``icr_status`` is ``ok``, ``unavailable`` (no grounding source: ``icr`` and ``cd``
-null) or ``parse_failed`` (the parser gave no graph: every score null, ``graph_error`` says why).
+null) or ``parse_failed`` (the parser gave no graph: every score null, ``graph_error`` says why);
+``icr_kind`` names which ICR the grounding gave (``things-only`` for COCO instance masks,
+``things+stuff``, ``segmentation-model``; null without one); ``relation_ends`` the AOD/CD relation
+count (:data:`~capaudit.detail.metrics.RELATION_ENDS`).
 Input fields named like an output field are overwritten. :func:`score_file` is
 ``capaudit detail score``: JSONL in, JSONL out (atomic) plus ``OUT.manifest.json`` (last).
 """
@@ -155,10 +158,11 @@ def score_records(records: Sequence[CaptionRecord], parser: Any, grounding: Any 
             if res.graph is None:
                 row.update({"icr": None, "aod": None, "cd": None, "cd_unnormalized": None, "objects": None,
                             "attributes": None, "relations": None, "length": None, "icr_status": "parse_failed",
-                            "graph_error": res.error})
+                            "icr_kind": None, "graph_error": res.error})
             else:
                 grounded = grounding.ground(rec.image) if grounding is not None else None
                 row.update(score_graph(res.graph, rec.caption, grounded, relation_ends, length_unit).to_dict())
+                row["icr_kind"] = grounded.icr_kind if grounded is not None else None
             row.update({"length_unit": length_unit, "relation_ends": relation_ends, "parser": parser.name,
                         "grounding": g_name,
                         "scene_graph": res.graph.to_json() if res.graph is not None else None})
@@ -192,13 +196,32 @@ def score_file(input_path: Union[str, Path], out: Union[str, Path], parser: Any,
         "fields": {"caption": caption_field, "image": image_field, "id": id_field},
         "parser": {"name": parser.name, "label": getattr(parser, "label", parser.name),
                    "version": getattr(parser, "version", None) or getattr(parser, "revision", None)},
-        "grounding": {"name": grounding.name, "label": grounding.label} if grounding is not None else None,
+        "grounding": grounding_info(grounding),
         "itm": {"name": itm.name, "label": itm.label} if itm is not None else None,
-        "relation_ends": relation_ends, "length_unit": length_unit, "counts": counts,
+        **definitions(grounding, relation_ends), "length_unit": length_unit, "counts": counts,
         "elapsed_sec": round(time.monotonic() - t0, 3),
     }
     write_json_atomic(manifest_path(out), manifest)
     return manifest
+
+
+def grounding_info(grounding: Any) -> Optional[Dict[str, Any]]:
+    """The manifest's ``grounding`` entry: name, label, ``icr_kind`` and its printed ICR name."""
+    from .grounding import icr_name
+
+    if grounding is None:
+        return None
+    kind = getattr(grounding, "icr_kind", None)
+    return {"name": grounding.name, "label": grounding.label, "icr_kind": kind, "icr": icr_name([kind])}
+
+
+def definitions(grounding: Any, relation_ends: str) -> Dict[str, Any]:
+    """``relation_ends`` and its printed name, and the ICR the grounding gives (manifests)."""
+    from .grounding import icr_name
+    from .metrics import relation_ends_label
+
+    return {"relation_ends": relation_ends, "relation_ends_label": relation_ends_label(relation_ends),
+            "icr": icr_name([getattr(grounding, "icr_kind", None)] if grounding is not None else [])}
 
 
 def manifest_path(out: Union[str, Path]) -> Path:
@@ -233,5 +256,6 @@ def records_from_rows(rows: Iterable[Mapping[str, Any]]) -> List[CaptionRecord]:
             for i, r in enumerate(rows)]
 
 
-__all__ = ["CaptionRecord", "RecordReader", "read_caption_records", "score_records", "score_file", "manifest_path",
+__all__ = ["CaptionRecord", "RecordReader", "read_caption_records", "score_records", "score_file", "grounding_info",
+           "definitions", "manifest_path",
            "read_score_rows", "records_from_rows"]

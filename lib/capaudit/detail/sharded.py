@@ -35,8 +35,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from capaudit.engine.shards import iter_shard_objects, line_at
 from capaudit.errors import InputError
 
-from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS
-from .score import CaptionRecord, RecordReader, manifest_path, score_records
+from .grounding import icr_name
+from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS, relation_ends_label
+from .score import CaptionRecord, RecordReader, grounding_info, manifest_path, score_records
 
 #: default shard size (bytes) when ``shards`` is not given: scoring costs ~2 ms a caption per core
 DEFAULT_TARGET_BYTES = 16 << 20
@@ -50,7 +51,8 @@ _STATUS_KEY = {"ok": "icr_ok", "unavailable": "icr_unavailable", "parse_failed":
 @dataclass(frozen=True)
 class BackendSpec:
     """What a worker needs to build the scoring backends: ``graphs`` (``claims``: the offline parser),
-    ``grounding`` (CLI specs: ``coco:PATH``, ``coco_mini``, ``seg:module:function``, ``none``), ``itm``
+    ``grounding`` (CLI specs: ``coco:PATH``, ``coco_mini``, ``coco-panoptic:PATH``, ``seg:module:function``,
+    ``none``), ``itm``
     (``annotation_precision`` | ``clip:PATH`` | ``open_clip:ARCH[:PRETRAINED]`` | ``none``) and
     ``image_root`` (relative image paths of CLIP / segmentation backends)."""
 
@@ -102,7 +104,8 @@ class BackendSpec:
         sig = []
         for spec in self.grounding:
             kind, _, arg = str(spec).partition(":")
-            if kind == "coco" and arg:
+            if kind in ("coco", "coco-panoptic") and arg:
+                arg = arg.partition(":")[0] if kind == "coco-panoptic" else arg
                 try:
                     st = os.stat(arg)
                     sig.append((arg, st.st_size, st.st_mtime_ns))
@@ -132,7 +135,7 @@ def backend_info(parser: Any, grounding: Any, itm: Any) -> Dict[str, Any]:
     """The manifest's ``parser``/``grounding``/``itm`` entries (as :func:`score_file` writes them)."""
     return {"parser": {"name": parser.name, "label": getattr(parser, "label", parser.name),
                        "version": getattr(parser, "version", None) or getattr(parser, "revision", None)},
-            "grounding": {"name": grounding.name, "label": grounding.label} if grounding is not None else None,
+            "grounding": grounding_info(grounding),
             "itm": {"name": itm.name, "label": itm.label} if itm is not None else None}
 
 
@@ -318,7 +321,9 @@ def score_file_engine(inputs: Any, out: Any, spec: BackendSpec, caption_field: s
         "command": "capaudit detail score", "input": str(inputs), "output": out.name,
         "fields": {"caption": caption_field, "image": image_field, "id": id_field},
         "parser": info.get("parser"), "grounding": info.get("grounding"), "itm": info.get("itm"),
-        "relation_ends": relation_ends, "length_unit": length_unit, "counts": total.counts,
+        "relation_ends": relation_ends, "relation_ends_label": relation_ends_label(relation_ends),
+        "icr": (info.get("grounding") or {}).get("icr") or icr_name([]), "length_unit": length_unit,
+        "counts": total.counts,
         "engine": {"engine": engine, "workers": workers, "shards": len(parts)},
         "elapsed_sec": round(time.monotonic() - t0, 3),
     }

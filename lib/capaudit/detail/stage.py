@@ -4,9 +4,9 @@ Params section ``detail`` (every key optional; defaults shown)::
 
     detail:
       parser: claims                 # claims (offline, heuristic) | llm (then url, model)
-      grounding: coco_mini           # coco_mini | [coco:PATH, ...] | none
+      grounding: coco_mini           # coco_mini | [coco:PATH, ...] (things-only ICR) | coco-panoptic:PATH | none
       itm: annotation_precision      # annotation_precision | clip:PATH | open_clip:ARCH[:PRETRAINED] | none
-      relation_ends: both            # AOD option (Eq. 4)
+      relation_ends: subject         # AOD/CD relation count: subject (Eq. 3) | both | split
       length_unit: lex               # CD length (Eq. 5): lex | words
       engine: local                  # or ray (address: HEAD:6379 or RAY_ADDRESS; a local cluster otherwise)
       workers: 1                     # processes (local) or concurrent tasks (ray); same score rows for any value
@@ -40,7 +40,11 @@ captions, realised by the template realiser.
 Outputs: ``artifacts/detail/`` (``scores_<surface>.jsonl`` + manifests, ``selection/<strategy>.*``,
 ``subgraphs.jsonl``, ``surface_means.json``, ``stage_manifest.json``), tables
 ``detail_surfaces``, ``detail_selection``, ``detail_subgraphs`` (CSV + LaTeX body) and the numbers
-fragment ``numbers/detail.json``. Every output names the parser, grounding and ITM backends.
+fragment ``numbers/detail.json``. Every output names the parser, grounding and ITM backends, the
+ICR the grounding gives (``things-only ICR`` for COCO instance masks: stuff such as sky, grass or
+walls is never covered; ``things+stuff ICR`` for COCO panoptic) and the AOD/CD relation count
+(``relation_ends``); the fragment carries them as text macros for the paper
+(``DetailIcrKind``, ``DetailIcrName``, ``DetailIcrNote``, ``DetailRelationEnds``).
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ from capaudit.io.atomic import write_json_atomic, write_text_atomic
 
 from .export import export_subset
 from .graph import SceneGraph
-from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS
+from .grounding import ICR_KIND_NOTES, icr_name
+from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS, relation_ends_label
 from .score import CaptionRecord, read_caption_records, score_records
 from .sharded import score_records_engine
 from .selection import STRATEGIES, STRATEGY_LABELS, select, subset_stats
@@ -173,6 +178,22 @@ def backend_names(parser: Any, grounding: Any, itm: Any) -> Dict[str, str]:
             "itm": itm.label if itm is not None else "none"}
 
 
+# -- definitions -----------------------------------------------------------------------------------------
+def icr_definition(rows: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
+    """``{"kind", "name", "note"}`` of the ICR behind score rows (their ``icr_kind``; see
+    :data:`ICR_KIND_NOTES`); ``kind`` is ``mixed`` for several, ``none`` without grounding."""
+    kinds = sorted({str(r["icr_kind"]) for r in rows if r.get("icr_kind")})
+    note = "; ".join(ICR_KIND_NOTES.get(k, k) for k in kinds) or "no grounding source"
+    kind = kinds[0] if len(kinds) == 1 else ("mixed" if kinds else "none")
+    return {"kind": kind, "name": icr_name(kinds), "note": note}
+
+
+def definition_notes(icr: Mapping[str, str], relation_ends: str, length_unit: Optional[str] = None) -> List[str]:
+    """Table header lines naming the ICR and the AOD/CD relation count."""
+    rel = f"AOD and CD relation count: {relation_ends_label(relation_ends)}"
+    return [f"ICR = {icr['name']} ({icr['note']})", rel + (f"; length unit: {length_unit}" if length_unit else "")]
+
+
 # -- summaries ------------------------------------------------------------------------------------------
 def _cluster(row: Mapping[str, Any]) -> str:
     img = row.get("image")
@@ -198,7 +219,9 @@ def surface_means(rows: Sequence[Mapping[str, Any]], n_resamples: int = 2000, se
 
 
 def surface_table(means: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str],
-                  backends: Mapping[str, str]) -> List[Dict[str, Any]]:
+                  backends: Mapping[str, str], icr_names: Optional[Mapping[str, str]] = None,
+                  relation_ends: Optional[str] = None) -> List[Dict[str, Any]]:
+    """One row per surface; ``icr_names`` (surface → ICR name) and ``relation_ends`` name the definitions."""
     rows = []
     for name, m in means.items():
         row: Dict[str, Any] = {"surface": name, "label": labels.get(name, name), "captions": m["captions"],
@@ -207,7 +230,8 @@ def surface_table(means: Mapping[str, Mapping[str, Any]], labels: Mapping[str, s
             row[f"{key}_mean"] = m[key]["estimate"]
             row[f"{key}_lower"] = m[key]["lower"]
             row[f"{key}_upper"] = m[key]["upper"]
-        row.update({"parser": backends["parser"], "grounding": backends["grounding"]})
+        row.update({"icr_definition": (icr_names or {}).get(name), "relation_ends": relation_ends,
+                    "parser": backends["parser"], "grounding": backends["grounding"]})
         rows.append(row)
     return rows
 
@@ -242,7 +266,10 @@ def write_table(rows: Sequence[Mapping[str, Any]], tables: Path, stem: str, head
 
 def selection_rows(rows: Sequence[Mapping[str, Any]], strategies: Sequence[str], k: Any, t: Any, seed: int,
                    out_dir: Path, backends: Mapping[str, str]) -> List[Dict[str, Any]]:
-    """Run and export every strategy; one table row each (avg ICR, AOD, length, ITM, CD)."""
+    """Run and export every strategy; one table row each (avg ICR, AOD, length, ITM, CD, and the ICR
+    name and relation count of the rows)."""
+    icr = icr_definition(rows)["name"]
+    rel = ",".join(sorted({str(r["relation_ends"]) for r in rows if r.get("relation_ends")})) or None
     table = []
     for s in strategies:
         sel = select(rows, s, k if STRATEGIES[s][0] is not None else None, t if s != "full" else None, seed=seed)
@@ -251,7 +278,7 @@ def selection_rows(rows: Sequence[Mapping[str, Any]], strategies: Sequence[str],
         table.append({"strategy": s, "label": STRATEGY_LABELS[s], "pool": st["pool"], "k": st["k"], "t": st["t"],
                       "selected": st["selected"], "avg_icr": st["avg_icr"], "avg_aod": st["avg_aod"],
                       "avg_length": st["avg_length"], "avg_itm": st["avg_itm"], "avg_cd": st["avg_cd"],
-                      "itm_scorer": backends["itm"], "parser": backends["parser"], "grounding": backends["grounding"]})
+                      "icr_definition": icr, "relation_ends": rel, "itm_scorer": backends["itm"], "parser": backends["parser"], "grounding": backends["grounding"]})
     return table
 
 
@@ -270,7 +297,9 @@ def subgraph_rows(rows: Sequence[Mapping[str, Any]], grounding: Any, n_captions:
         grounded = grounding.ground(r.get("image")) if grounding is not None else None
         for item in controlled_subgraphs(g, grounded, measures, fractions, seed, r["id"], tolerance, relation_ends):
             s = item.pop("sample")
-            rec: Dict[str, Any] = {"id": r["id"], "image": r.get("image"), "caption": r.get("caption"), **item}
+            rec: Dict[str, Any] = {"id": r["id"], "image": r.get("image"), "caption": r.get("caption"), **item,
+                                   "icr_kind": grounded.icr_kind if grounded is not None else None,
+                                   "relation_ends": relation_ends}
             if s is not None:
                 rec.update({k: v for k, v in s.to_dict().items() if k not in ("measure", "fraction")})
                 rec["realised_caption"] = realiser.realise(s.graph)
@@ -279,8 +308,10 @@ def subgraph_rows(rows: Sequence[Mapping[str, Any]], grounding: Any, n_captions:
     return out
 
 
-def subgraph_table(sub: Sequence[Mapping[str, Any]], backends: Optional[Mapping[str, str]] = None
-                   ) -> List[Dict[str, Any]]:
+def subgraph_table(sub: Sequence[Mapping[str, Any]], backends: Optional[Mapping[str, str]] = None,
+                   icr_name_: Optional[str] = None, relation_ends: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Reach rate and mean achieved ratio per measure and fraction (``icr_name_`` / ``relation_ends``
+    name the definitions of the ICR and AOD measures)."""
     table = []
     for m in dict.fromkeys(r["measure"] for r in sub):
         for f in dict.fromkeys(r["fraction"] for r in sub if r["measure"] == m):
@@ -290,6 +321,7 @@ def subgraph_table(sub: Sequence[Mapping[str, Any]], backends: Optional[Mapping[
                           "reach_rate": len(ok) / len(cell) if cell else None,
                           "mean_ratio": sum(r["ratio"] for r in ok) / len(ok) if ok else None,
                           "max_abs_error": max(abs(r["ratio"] - f) for r in ok) if ok else None,
+                          "definition": icr_name_ if m == "icr" else (relation_ends if m == "aod" else None),
                           "realiser": REALISER_LABEL, "parser": (backends or {}).get("parser"),
                           "grounding": (backends or {}).get("grounding")})
     return table
@@ -307,12 +339,18 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
 
     section = cfg.section("detail", required=False)
+    relation_ends = str(section.get("relation_ends", DEFAULT_RELATION_ENDS))
+    if relation_ends not in RELATION_ENDS:
+        raise InputError(f"detail.relation_ends must be one of {', '.join(RELATION_ENDS)}, got {relation_ends!r}",
+                         path=str(cfg.path), field="detail.relation_ends")
+    length_unit = str(section.get("length_unit", DEFAULT_LENGTH_UNIT))
+    if length_unit not in LENGTH_UNITS:
+        raise InputError(f"detail.length_unit must be one of {', '.join(LENGTH_UNITS)}, got {length_unit!r}",
+                         path=str(cfg.path), field="detail.length_unit")
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "detail"
     art.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    relation_ends = str(section.get("relation_ends", DEFAULT_RELATION_ENDS))
-    length_unit = str(section.get("length_unit", DEFAULT_LENGTH_UNIT))
     eng = engine_from_params(section, f"{cfg.path}: detail")
     parser, grounding, itm = build_backends(section, art)
     backends = backend_names(parser, grounding, itm)
@@ -334,25 +372,32 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
         write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         write_json_atomic(art / f"scores_{name}.manifest.json", {
             "surface": name, "label": labels[name], "rows": len(rows), "backends": backends,
-            "relation_ends": relation_ends, "length_unit": length_unit})
+            "icr": icr_definition(rows)["name"], "relation_ends": relation_ends,
+            "relation_ends_label": relation_ends_label(relation_ends), "length_unit": length_unit})
 
     bs = section.get("bootstrap") or {}
     means = {name: surface_means(rows, int(bs.get("n_resamples", 2000)), int(bs.get("seed", 1477)),
                                  float(bs.get("confidence", 0.95))) for name, rows in scores.items()}
+    icr_all = icr_definition([r for rows in scores.values() for r in rows])
+    icr_by_surface = {name: icr_definition(rows)["name"] for name, rows in scores.items()}
+    notes = definition_notes(icr_all, relation_ends, length_unit)
     write_json_atomic(art / "surface_means.json", {"backends": backends, "surfaces": means, "labels": labels,
+                                                  "icr": icr_all, "icr_by_surface": icr_by_surface,
+                                                  "relation_ends": relation_ends,
+                                                  "relation_ends_label": relation_ends_label(relation_ends),
                                                   "bootstrap": {"n_resamples": int(bs.get("n_resamples", 2000)),
                                                                 "seed": int(bs.get("seed", 1477)),
                                                                 "unit": "image clusters"}})
-    s_rows = surface_table(means, labels, backends)
+    s_rows = surface_table(means, labels, backends, icr_by_surface, relation_ends)
     s_lines = [" & ".join([_tex_escape(r["label"]), f"${r['captions']}$", _ci(r["icr_mean"], r["icr_lower"], r["icr_upper"], 3),
                            _ci(r["aod_mean"], r["aod_lower"], r["aod_upper"], 2),
                            _ci(r["cd_mean"], r["cd_lower"], r["cd_upper"], 4),
                            f"${_f(r['length_mean'], 1)}$"]) + r" \\" for r in s_rows]
     write_table(s_rows, dirs["tables"], "detail_surfaces",
-                ["per-surface mean ICR (Eq. 2), AOD (Eq. 4), CD (Eq. 5) with 95% image-cluster bootstrap intervals",
+                [f"per-surface mean {icr_all['name']} (Eq. 2), AOD (Eq. 4), CD (Eq. 5) with 95% image-cluster "
+                 "bootstrap intervals", *notes,
                  f"parser: {backends['parser']}", f"grounding: {backends['grounding']}",
-                 f"AOD relation ends: {relation_ends}; length unit: {length_unit}",
-                 "columns: surface & captions & ICR & AOD & CD & length"], s_lines)
+                 f"columns: surface & captions & {icr_all['name']} & AOD & CD & length"], s_lines)
 
     sel_cfg = section.get("selection") or {}
     sel_surface = str(sel_cfg.get("surface", next(iter(scores))))
@@ -368,8 +413,10 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                  + r" \\" for r in sel_rows]
     write_table(sel_rows, dirs["tables"], "detail_selection",
                 [f"selection strategies on {labels[sel_surface]} (pool {len(scores[sel_surface])}; K={k}, T={t})",
+                 *definition_notes(icr_definition(scores[sel_surface]), relation_ends),
                  f"ITM: {backends['itm']}", f"parser: {backends['parser']}", f"grounding: {backends['grounding']}",
-                 "columns: strategy & selected & avg ICR & avg AOD & avg length & avg ITM"], sel_lines)
+                 f"columns: strategy & selected & avg {icr_by_surface[sel_surface]} & avg AOD & avg length & avg ITM"],
+                sel_lines)
 
     sg_cfg = section.get("subgraphs") or {}
     sg_surface = str(sg_cfg.get("surface", sel_surface))
@@ -380,11 +427,13 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     write_text_atomic(art / "subgraphs.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sub))
     for r in sub:
         r["parser"], r["grounding"] = backends["parser"], backends["grounding"]
-    sg_rows = subgraph_table(sub, backends)
+    sg_icr = icr_definition(scores.get(sg_surface, []))
+    sg_rows = subgraph_table(sub, backends, sg_icr["name"], relation_ends)
     sg_lines = [" & ".join([r["measure"].upper(), f"${100 * r['fraction']:.0f}\\%$", f"${r['reached']}/{r['captions']}$",
                             f"${_f(r['mean_ratio'], 3)}$"]) + r" \\" for r in sg_rows]
     write_table(sg_rows, dirs["tables"], "detail_subgraphs",
                 [f"controlled subgraphs (tolerance ±{float(sg_cfg.get('tolerance', TOLERANCE))}); realiser: {REALISER_LABEL}",
+                 *definition_notes(sg_icr, relation_ends),
                  f"parser: {backends['parser']}; grounding: {backends['grounding']}",
                  "columns: measure & target & reached & mean achieved ratio"], sg_lines)
 
@@ -393,18 +442,26 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
         for key, d in (("icr", 3), ("aod", 2), ("cd", 4)):
             est = m[key]["estimate"]
             if est is not None:
+                what = {"icr": icr_by_surface[name], "aod": f"AOD (relations: {relation_ends})",
+                        "cd": f"CD ({icr_by_surface[name]}; relations: {relation_ends})"}[key]
                 numbers[_number_name("detail", name, key.upper())] = {
                     "value": est, "text": f"{est:.{d}f}",
-                    "description": f"mean {key.upper()} of surface {labels[name]} ({backends['parser']})"}
+                    "description": f"mean {what} of surface {labels[name]} ({backends['parser']})"}
     for r in sel_rows:
         for key, d in (("avg_icr", 3), ("avg_aod", 2), ("avg_length", 1)):
             if r[key] is not None:
                 numbers[_number_name("detail", "sel", r["strategy"], key)] = {
                     "value": r[key], "text": f"{r[key]:.{d}f}",
                     "description": f"{key} of the {r['label']} subset (ITM: {backends['itm']})"}
+    for key, text, what in (("IcrKind", icr_all["kind"], "kind of the ICR the grounding gives (table headers)"),
+                            ("IcrName", icr_all["name"], "name of the ICR the grounding gives"),
+                            ("IcrNote", icr_all["note"], "what the ICR's grounding covers"),
+                            ("RelationEnds", relation_ends_label(relation_ends), "AOD/CD relation count")):
+        numbers[_number_name("detail", key)] = {"value": text, "text": _tex_escape(text), "description": what}
     write_numbers_fragment(dirs["artifacts"], "detail", numbers,
                            backend=f"{backends['parser']}; {backends['grounding']}; ITM {backends['itm']}")
-    manifest = {"backends": backends, "relation_ends": relation_ends, "length_unit": length_unit,
+    manifest = {"backends": backends, "icr": icr_all, "relation_ends": relation_ends,
+                "relation_ends_label": relation_ends_label(relation_ends), "length_unit": length_unit,
                 "surfaces": {n: len(r) for n, r in scores.items()}, "skipped_surfaces": skipped,
                 "selection": {"surface": sel_surface, "k": k, "t": t, "strategies": strategies},
                 "subgraphs": {"surface": sg_surface, "rows": len(sub)},
@@ -414,8 +471,14 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     return {"scores": scores, "means": means, "labels": labels, "backends": backends,
             "surface_table": pd.DataFrame(s_rows), "selection_table": pd.DataFrame(sel_rows),
             "subgraph_table": pd.DataFrame(sg_rows), "subgraphs": sub, "manifest": manifest, "artifacts": art,
-            "skipped": skipped, "figure_bins": int((section.get("figures") or {}).get("bins", 5))}
+            "skipped": skipped, "figure_bins": int((section.get("figures") or {}).get("bins", 5)),
+            "definitions": {"ICR": f"{icr_all['name']} ({icr_all['note']})",
+                            "AOD/CD relations": relation_ends_label(relation_ends)},
+            "measure_labels": {"icr": f"{icr_all['name']} (Eq. 2)",
+                               "aod": f"AOD (Eq. 4; relations: {relation_ends})",
+                               "cd": f"CD (Eq. 5; {icr_all['name']}, relations: {relation_ends})"}}
 
 
-__all__ = ["coco_mini_records", "load_surfaces", "build_backends", "backend_spec", "backend_names", "surface_means", "surface_table",
+__all__ = ["coco_mini_records", "load_surfaces", "build_backends", "backend_spec", "backend_names", "icr_definition",
+           "definition_notes", "surface_means", "surface_table",
            "selection_rows", "subgraph_rows", "subgraph_table", "run"]

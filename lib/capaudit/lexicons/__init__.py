@@ -7,6 +7,8 @@
 :func:`coco_lexicon` loads it as a :class:`NounLexicon`; ``category_of("puppies")`` → ``"dog"``.
 Each category entry has ``terms`` (name + curated synonyms) and, from version 2, ``hyponyms``
 (WordNet-derived); both map to the category.
+* ``coco_panoptic_stuff.yaml``: noun → COCO panoptic stuff classes (sky, grass, wall, …), reviewed by
+  hand; read with ``coco_categories.yaml`` by :func:`capaudit.detail.panoptic.panoptic_lexicon`.
 * ``plural_only_nouns.txt``: plural-only nouns (``scissors``, ``pants``) that lemmatisers must not
   singularise (:func:`plural_only_nouns`).
 """

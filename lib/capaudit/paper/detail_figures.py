@@ -3,7 +3,8 @@
 Each figure has a data function returning plain rows (tested) and a ``plot_*`` function that draws
 them and writes ``<name>.pdf``, ``<name>.png`` and ``<name>.csv`` (the plotted values). Every
 figure names the scene-graph parser, grounding and ITM backends in its footer (offline backends
-say they are heuristics).
+say they are heuristics), and ``measure_labels`` (the stage's ``measure_labels``) name the ICR
+("things-only ICR" for COCO instance masks) and the AOD relation count on the axes.
 
 * ``detail_length_scatter`` — ICR (Eq. 2) vs Length and AOD (Eq. 4) vs Length, one column per
   surface.
@@ -112,8 +113,9 @@ def _footer(fig: Any, backends: Optional[Mapping[str, str]]) -> None:
 
 
 def plot_length_scatter(points: Sequence[LengthPoint], out_dir: Path, backends: Optional[Mapping[str, str]] = None,
-                        name: str = "detail_length_scatter") -> Any:
+                        name: str = "detail_length_scatter", measure_labels: Optional[Mapping[str, str]] = None) -> Any:
     """ICR vs length (top row) and AOD vs length (bottom row), one column per surface."""
+    labels = {**MEASURE_LABELS, **(measure_labels or {})}
     surfaces = list(dict.fromkeys(p.surface for p in points))
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(2, max(1, len(surfaces)), figsize=(max(3.3, 2.2 * len(surfaces)), 3.6),
@@ -130,7 +132,7 @@ def plot_length_scatter(points: Sequence[LengthPoint], out_dir: Path, backends: 
                     ax.set_title(f"{pts[0].label} (n={len(xs)}, r={r:.2f})" if i == 0 else f"r={r:.2f}")
                 elif i == 0 and pts:
                     ax.set_title(pts[0].label)
-                ax.set_ylabel(MEASURE_LABELS[m] if j == 0 else "")
+                ax.set_ylabel(labels[m] if j == 0 else "")
                 ax.grid(alpha=0.3)
             axes[1, j].set_xlabel("length (lexical units)")
         _footer(fig, backends)
@@ -141,8 +143,9 @@ def plot_length_scatter(points: Sequence[LengthPoint], out_dir: Path, backends: 
 
 
 def plot_itm_bins(bins_rows: Sequence[ITMBin], out_dir: Path, backends: Optional[Mapping[str, str]] = None,
-                  name: str = "detail_itm_bins") -> Any:
+                  name: str = "detail_itm_bins", measure_labels: Optional[Mapping[str, str]] = None) -> Any:
     """Mean ITM (± s.e.m.) against the mean ICR / AOD of each quantile bin, one line per surface."""
+    labels = {**MEASURE_LABELS, **(measure_labels or {})}
     measures = list(dict.fromkeys(b.measure for b in bins_rows)) or ["icr", "aod"]
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(measures), figsize=(3.3 * len(measures) / 1.3, 2.2), squeeze=False)
@@ -154,7 +157,7 @@ def plot_itm_bins(bins_rows: Sequence[ITMBin], out_dir: Path, backends: Optional
                 ax.errorbar([b.measure_mean for b in rows], [b.itm_mean for b in rows],
                             yerr=[b.itm_sem or 0.0 for b in rows], marker="o", ms=3, capsize=2, lw=1,
                             color=f"C{j}", label=rows[0].label)
-            ax.set_xlabel(f"{MEASURE_LABELS.get(m, m)}, bin mean")
+            ax.set_xlabel(f"{labels.get(m, m)}, bin mean")
             ax.set_ylabel("mean ITM")
             ax.grid(alpha=0.3)
         if axes[0, 0].get_legend_handles_labels()[0]:
