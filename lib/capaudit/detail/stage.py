@@ -191,7 +191,8 @@ def icr_definition(rows: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
 def definition_notes(icr: Mapping[str, str], relation_ends: str, length_unit: Optional[str] = None) -> List[str]:
     """Table header lines naming the ICR and the AOD/CD relation count."""
     rel = f"AOD and CD relation count: {relation_ends_label(relation_ends)}"
-    return [f"ICR = {icr['name']} ({icr['note']})", rel + (f"; length unit: {length_unit}" if length_unit else "")]
+    head = f"ICR = {icr['name']} ({icr['note']})" if icr["kind"] != "none" else "ICR: not computed (no grounding source)"
+    return [head, rel + (f"; length unit: {length_unit}" if length_unit else "")]
 
 
 # -- summaries ------------------------------------------------------------------------------------------
