@@ -169,4 +169,4 @@ def test_stage_relation_ends_both_option(tmp_path):
             assert r["aod"] == pytest.approx((r["attributes"] + 2 * r["relations"]) / r["objects"])
     tex = (cfg.dirs()["tables"] / "detail_surfaces.tex").read_text()
     assert "relation count: both (a relation counts once at each end" in tex
-    assert "ICR = ICR (unavailable: no grounding)" in tex
+    assert "ICR: not computed (no grounding source)" in tex
