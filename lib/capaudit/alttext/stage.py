@@ -147,6 +147,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
     if not corpora:
         raise InputError(f"{cfg.path}: alttext.filters.corpora is empty", field="alttext.filters.corpora")
     funnels: Dict[str, Dict[str, Funnel]] = {}
+    pipes: Dict[str, Any] = {}
     long_rows: List[Dict[str, Any]] = []
     examples: List[Dict[str, Any]] = []
     for spec in corpora:
@@ -160,6 +161,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
             f = filter_file(src, text_field, pipe, outs["kept"], outs["funnel"], outs["dropped"], batch_size=batch,
                             manifest_path=outs["manifest"], **_engine_for(src, eng))
             funnels[name][pipe.name] = f
+            pipes.setdefault(pipe.name, pipe)
             for r in f.to_records():
                 long_rows.append({"corpus": name, "pipeline": pipe.name, **r,
                                   "kept_share_of_input": r["kept"] / f.input_rows if f.input_rows else 0.0})
@@ -182,8 +184,58 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
                                         "description": f"% of {corpus} rows kept by the {pname}-style pipeline"}
             numbers[key + "Kept"] = {"value": f.kept, "text": f"{f.kept:,}",
                                      "description": f"{corpus} rows kept by the {pname}-style pipeline"}
+    person = _person_substitution_eval(fsec, pipes, dirs, numbers)
     write_numbers_fragment(dirs["artifacts"], "alttext_filters", numbers, backend=BACKEND_NOTE)
-    return {"funnels": funnels, "table": table, "side_by_side": sides, "examples": ex}
+    return {"funnels": funnels, "table": table, "side_by_side": sides, "examples": ex, "person_substitution": person}
+
+
+PERSON_NOTE = ("person substitution scored on hand-labelled gold person-name spans (alttext/data/person_labels.yaml, "
+               "200 stratified rows of the raw alt-text sample; tune/held_out halves); span-level precision = "
+               "matched substituted spans / substituted spans, recall = matched gold spans / gold spans, match rule "
+               "{match}; name filter ner_only = every spaCy PERSON entity with a PROPN token (first-shipped), "
+               "name_shape = person_filters.yaml rules (trim, digits, product/shop nouns, common words) designed on "
+               "the tune half only")
+
+
+def _person_substitution_eval(fsec: Mapping[str, Any], pipes: Dict[str, Any], dirs: Mapping[str, Path],
+                              numbers: Dict[str, Any]) -> Optional[pd.DataFrame]:
+    """Precision/recall of each pipeline's person substitution (and of ``ner_only``, the before) on
+    ``alttext.filters.person_labels`` (``shipped`` or a path); ``None`` when not configured."""
+    from .person import MATCH_RULES, evaluate_person_substitution
+
+    labels = fsec.get("person_labels")
+    if not labels:
+        return None
+    match = str(fsec.get("person_match", "overlap"))
+    if match not in MATCH_RULES:
+        raise InputError(f"alttext.filters.person_match {match!r} is not one of {list(MATCH_RULES)}",
+                         field="alttext.filters.person_match")
+    path = None if labels == "shipped" else str(labels)
+    rows: List[Dict[str, Any]] = []
+    for pname, pipe in pipes.items():
+        for b in pipe.blocks:
+            if b.type != "person_substitution":
+                continue
+            for nf in dict.fromkeys(["ner_only", str(b.name_filter)]):
+                for r in evaluate_person_substitution(path, name_filter=nf, match_rule=match):
+                    rows.append({"pipeline": pname, "block": b.name, "chosen": nf == b.name_filter, **r})
+    table = pd.DataFrame(rows)
+    if not len(table):
+        return table
+    note = PERSON_NOTE.format(match=match)
+    write_json_atomic(dirs["artifacts"] / "alttext" / "person_substitution.json",
+                      {"person_substitution": rows, "definition": note})
+    _write_table(table.drop(columns=["labels"]), dirs["tables"], "alttext_person_substitution", note=note)
+    for r in rows:
+        if r["split"] != "held_out":
+            continue
+        key = "Alttext" + _letters(r["pipeline"]) + "Person" + _letters(r["name_filter"])
+        for m in [m for m in ("precision", "recall") if r[m] is not None]:
+            numbers[key + m.capitalize()] = {
+                "value": r[m], "text": f"{r[m]:.2f}",
+                "description": f"held-out span {m} ({r['match_rule']} match, {r['labelled_rows']} labelled rows) "
+                               f"of the {r['pipeline']} person substitution, name filter {r['name_filter']}"}
+    return table
 
 
 _DIGIT_WORDS = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five", "6": "Six", "7": "Seven",
