@@ -44,11 +44,13 @@ from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic, write_text_atomic
 from capaudit.summaries.numbers_fragments import write_numbers_fragment
+from capaudit.text.lexical import lex_units
 
 from .coverage import CONTRACT_KS, CoverageCounter, HypernymCounts, at_least_curve, coverage_of_texts, texts_of_rows
 from .funnel import Funnel, build_pipeline, filter_file
 from .resources import data_file
 from .rows import RowSource, get_field
+from .sizematch import SIZE_NOTE, SIZE_UNITS, corpus_size, matched_n, size_matched, size_stats
 from .vocab import load_vocabulary, nocaps_ood_accounting
 
 DEFAULT_PIPELINES = ("cc3m", "cc12m")
@@ -350,9 +352,11 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     top_k = int(csec.get("top_k", 20))
     vocabs = [load_vocabulary(v) for v in csec.get("vocabularies", list(DEFAULT_VOCABULARIES))]
     corpora: List[Tuple[str, Any, str]] = []
+    specs: Dict[str, Mapping[str, Any]] = {}
     for spec in list(csec.get("corpora") or []) + list(csec.get("extra_surfaces") or []):
         spec = {"surface": spec} if isinstance(spec, str) else spec
         corpora.append(_corpus_texts(cfg, spec))
+        specs[corpora[-1][0]] = spec
     filt_corpora = {str(c.get("name")): c for c in fsec.get("corpora") or []}
     for cname in csec.get("filtered") or []:
         c = filt_corpora.get(cname)
@@ -366,6 +370,7 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
                     "url_field": c.get("url_field")}
             corpora.append(_corpus_texts(cfg, spec) if kept.exists() else
                            (spec["name"], None, "skipped: run the 10_alttext_filters notebook first"))
+            specs[spec["name"]] = spec
     results: Dict[str, Dict[str, CoverageCounter]] = {}
     notes: Dict[str, str] = {}
     hyp_tokens = data_file("hypernyms.yaml").get("check_tokens", [])
@@ -396,7 +401,10 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
             write_json_atomic(cov_dir / f"{_safe(name.replace(':', '__'))}__{vname}.json",
                               c.summary(detail=True, top_k=top_k))
     table = coverage_table(results)
-    _write_table(table, dirs["tables"], "alttext_coverage")
+    _write_table(table, dirs["tables"], "alttext_coverage", note=BACKEND_NOTE + "; " + SIZE_NOTE
+                 + " (alttext_size_stats)")
+    size_numbers: Dict[str, Any] = {}
+    sizes = _size_stats(cfg, csec, results, specs, dirs, size_numbers)
     groups = lvis_groups_table(results)
     if len(groups):
         _write_table(groups, dirs["tables"], "alttext_lvis_groups")
@@ -434,9 +442,66 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
             numbers[key + "NocapsMedianPerMillion"] = {
                 "value": s["per_million_median"], "text": f"{s['per_million_median']:.1f}",
                 "description": f"median nocaps-OOD mentions per 1M captions in {n}"}
+    numbers.update(size_numbers)
     write_numbers_fragment(dirs["artifacts"], "alttext_coverage", numbers, backend="lexical matcher + " + lemmatiser)
     return {"results": results, "table": table, "lvis_groups": groups, "top_tokens": tokens, "domains": domains,
-            "hypernym_check": hyp, "nocaps_accounting": acct_df, "notes": notes, "curves": curves}
+            "hypernym_check": hyp, "nocaps_accounting": acct_df, "notes": notes, "curves": curves,
+            "size_stats": sizes}
+
+
+def _size_stats(cfg: RunConfig, csec: Mapping[str, Any], results: Mapping[str, Mapping[str, CoverageCounter]],
+                specs: Mapping[str, Mapping[str, Any]], dirs: Mapping[str, Path], numbers: Dict[str, Any]
+                ) -> pd.DataFrame:
+    """``alttext_size_stats``: per corpus, the size-dependent statistics with the corpus size, and the
+    same statistics size-matched (``alttext.coverage.size_matched: {n, unit, seeds}``; n defaults to
+    the smallest corpus)."""
+    sm = dict(csec.get("size_matched") or {})
+    where = f"{cfg.path}: alttext.coverage.size_matched"
+    unit = str(sm.get("unit", "tokens"))
+    if unit not in SIZE_UNITS:
+        raise InputError(f"{where}.unit {unit!r} is not one of {list(SIZE_UNITS)}", field="size_matched.unit")
+    seeds = sm.get("seeds", list(range(10)))
+    n = sm.get("n")
+    if (not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                             and x >= 0 for x in seeds)):
+        raise InputError(f"{where}.seeds must be a non-empty list of integers >= 0, got {seeds!r}",
+                         field="size_matched.seeds")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise InputError(f"{where}.n must be an integer >= 1 or null, got {n!r}", field="size_matched.n")
+    lists: Dict[str, List[List[str]]] = {}
+    for name in results:
+        _, texts, _ = _corpus_texts(cfg, specs[name])
+        lists[name] = [lex_units(t) for t, _ in texts]
+    n = matched_n([corpus_size(v, unit) for v in lists.values()], n)
+    rows = []
+    for name, tl in lists.items():
+        raw = size_stats([w for t in tl for w in t])
+        m = size_matched(tl, n, seeds, unit)
+        rows.append({"corpus": name, "captions": len(tl), "words": raw["words"], "types": raw["types"],
+                     "singletons": raw["singletons"], "token_type_ratio": raw["token_type_ratio"],
+                     "matched_n": n, "matched_unit": unit, "draws": len(seeds),
+                     **{f"matched_{k}": m[k] for k in m if k.endswith(("_mean", "_sd"))},
+                     "note": m.get("reason", "")})
+        key = "Alttext" + _letters(name.replace(":", "_"))
+        if raw["token_type_ratio"] is not None:
+            numbers[key + "TokenTypeRatio"] = {
+                "value": raw["token_type_ratio"], "text": f"{raw['token_type_ratio']:.1f}",
+                "description": f"token/type ratio of {name} ({len(tl):,} captions, {raw['words']:,} tokens; "
+                               f"grows with corpus size)"}
+        if m["token_type_ratio_mean"] is not None:
+            numbers[key + "TokenTypeRatioMatched"] = {
+                "value": m["token_type_ratio_mean"], "text": f"{m['token_type_ratio_mean']:.2f}",
+                "description": f"token/type ratio of {name} on {n:,}-{unit} seeded subsamples, mean over "
+                               f"seeds {seeds}"}
+    table = pd.DataFrame(rows)
+    seeds_txt = f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else str(seeds)
+    note = (f"{SIZE_NOTE}; size-matched = the same statistic on seeded random subsamples of n = {n:,} {unit} "
+            f"per corpus (unit tokens: captions in a seeded random order, first n lexical units), mean and sd "
+            f"over seeds {seeds_txt}; token/type ratio = lower-cased lexical units / distinct ones")
+    _write_table(table, dirs["tables"], "alttext_size_stats", note=note)
+    write_json_atomic(dirs["artifacts"] / "alttext" / "size_stats.json",
+                      {"definition": note, "n": n, "unit": unit, "seeds": seeds, "rows": rows})
+    return table
 
 
 def coverage_table(results: Mapping[str, Mapping[str, CoverageCounter]]) -> pd.DataFrame:
