@@ -227,7 +227,10 @@ def _person_substitution_eval(fsec: Mapping[str, Any], pipes: Dict[str, Any], di
     note = PERSON_NOTE.format(match=match)
     write_json_atomic(dirs["artifacts"] / "alttext" / "person_substitution.json",
                       {"person_substitution": rows, "definition": note})
-    _write_table(table.drop(columns=["labels"]), dirs["tables"], "alttext_person_substitution", note=note)
+    write_text_atomic(dirs["tables"] / "alttext_person_substitution.csv", table.to_csv(index=False))
+    write_text_atomic(dirs["tables"] / "alttext_person_substitution.tex", _tex(table[[
+        "pipeline", "name_filter", "split", "labelled_rows", "gold_spans", "tp", "fp", "fn", "precision", "recall"]],
+        note))
     for r in rows:
         if r["split"] != "held_out":
             continue
@@ -498,7 +501,10 @@ def _size_stats(cfg: RunConfig, csec: Mapping[str, Any], results: Mapping[str, M
     note = (f"{SIZE_NOTE}; size-matched = the same statistic on seeded random subsamples of n = {n:,} {unit} "
             f"per corpus (unit tokens: captions in a seeded random order, first n lexical units), mean and sd "
             f"over seeds {seeds_txt}; token/type ratio = lower-cased lexical units / distinct ones")
-    _write_table(table, dirs["tables"], "alttext_size_stats", note=note)
+    write_text_atomic(dirs["tables"] / "alttext_size_stats.csv", table.to_csv(index=False))
+    write_text_atomic(dirs["tables"] / "alttext_size_stats.tex", _tex(table[[
+        "corpus", "captions", "words", "types", "singletons", "token_type_ratio", "matched_token_type_ratio_mean",
+        "matched_token_type_ratio_sd", "matched_types_mean", "matched_singletons_mean"]], note))
     write_json_atomic(dirs["artifacts"] / "alttext" / "size_stats.json",
                       {"definition": note, "n": n, "unit": unit, "seeds": seeds, "rows": rows})
     return table
