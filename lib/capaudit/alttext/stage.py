@@ -9,6 +9,8 @@ Params section ``alttext`` (see the README snippet)::
       filters:
         pipelines: [cc3m, cc12m]            # shipped names, YAML files, or {name, blocks}
         overrides: {}                        # {pipeline: {block name: {param: value}}}
+        person_labels: shipped               # score <PERSON> substitution on gold spans (or a labels YAML)
+        person_match: overlap                # span match rule: overlap | exact
         corpora:                             # row sources (alttext.rows) + text_field (+ url_field)
           - {name: alttext_raw, dataset: img2dataset_alttext_sample, path: test_10000.parquet,
              text_field: TEXT, url_field: URL}
@@ -21,11 +23,14 @@ Params section ``alttext`` (see the README snippet)::
         filtered: [alttext_raw]              # also the kept rows of each pipeline for these corpora
         extra_surfaces: []                   # e.g. recaptioned surfaces; missing files are skipped
         hypernym_check: [cc3m_validation, alttext_raw, "alttext_raw:cc3m"]
+        size_matched: {n: 5000, unit: tokens, seeds: [0, 1, 2]}   # n null = the smallest corpus
 
 Outputs (``outputs/<run>/``): ``artifacts/alttext/filters/<corpus>/<pipeline>/{kept,dropped}.jsonl``,
 ``funnel.csv``, ``manifest.json``; ``artifacts/alttext/coverage/<corpus>__<vocabulary>.json``;
 tables ``alttext_funnel*.csv/.tex``, ``alttext_coverage.csv/.tex``, ``alttext_lvis_groups.csv``,
 ``alttext_domains.csv``, ``alttext_top_tokens.csv``, ``alttext_hypernym_check.csv``,
+``alttext_size_stats.csv/.tex`` (size-dependent statistics, raw and size-matched),
+``alttext_person_substitution.csv/.tex`` (when ``person_labels`` is set),
 ``alttext_nocaps_classes.csv``; quoted numbers in the fragments ``alttext_filters`` and
 ``alttext_coverage``.  Figures are drawn by the notebooks with :mod:`capaudit.paper.alttext_figures`
 from the returned data (stages never import ``paper/``).
