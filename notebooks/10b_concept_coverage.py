@@ -48,6 +48,17 @@ out["lvis_groups"]
 # %%
 out["hypernym_check"]
 
+# %% [markdown]
+# Size-dependent statistics (issue 22): token/type ratio (lexical units / distinct ones), types and
+# singletons grow with corpus size (CC3M reports a token/type ratio of 804.8 on 3.3M captions; our
+# 15,833-caption validation copy gives ~14), so each raw value is shown with its corpus size, and
+# corpora are compared on the size-matched columns: the same statistics on seeded random subsamples
+# of `alttext.coverage.size_matched.n` lexical units per corpus (captions in a seeded random order,
+# the first n units), mean and sd over the configured seeds. Corpora smaller than n get no value.
+
+# %%
+out["size_stats"]
+
 # %%
 out["notes"]
 

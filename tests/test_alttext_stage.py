@@ -21,6 +21,7 @@ def test_stage_filters_then_coverage(tmp_path):
             "filters": {
                 "pipelines": ["cc3m", "cc12m"],
                 "overrides": {"cc3m": {"rare_words": {"min_count": 1}}, "cc12m": {"rare_words": {"min_count": 1}}},
+                "person_labels": "shipped",
                 "corpora": [
                     {"name": "raw", "dataset": "img2dataset_alttext_sample", "path": "test_10000.parquet",
                      "text_field": "TEXT", "url_field": "URL", "max_rows": 300},
@@ -38,6 +39,7 @@ def test_stage_filters_then_coverage(tmp_path):
                 "filtered": ["raw"],
                 "extra_surfaces": [{"name": "missing", "file": str(tmp_path / "nope.jsonl"), "text_field": "caption"}],
                 "hypernym_check": ["cc3m_val", "raw:cc3m"],
+                "size_matched": {"n": 2000, "unit": "tokens", "seeds": [0, 1, 2]},
             },
         },
     }
@@ -73,6 +75,39 @@ def test_stage_filters_then_coverage(tmp_path):
     assert nums["AlttextNocapsOODClasses"]["value"] == 511
     assert "AlttextRawCcThreemKeptPct" in nums and "AlttextCcThreemValNocapsMedianPerMillion" in nums
 
+    # issue 22: size-dependent figures with their corpus size, and the size-matched comparison
+    sz = cov["size_stats"].set_index("corpus")
+    assert sz.loc["cc3m_val", "captions"] == 500 and sz.loc["cc3m_val", "matched_n"] == 2000
+    assert sz.loc["cc3m_val", "token_type_ratio"] == sz.loc["cc3m_val", "words"] / sz.loc["cc3m_val", "types"]
+    assert sz.loc["docci_test_docci", "matched_token_type_ratio_mean"] > 0
+    assert pd.isna(sz.loc["raw:cc3m", "matched_token_type_ratio_mean"]) and "< n = 2000" in sz.loc["raw:cc3m", "note"]
+    tex = (tables / "alttext_size_stats.tex").read_text()
+    assert "n = 2,000 tokens" in tex and "seeds 0..2" in tex and "grow with corpus size" in tex
+    assert "grow with corpus size" in (tables / "alttext_coverage.tex").read_text()
+    assert "AlttextCcThreemValTokenTypeRatioMatched" in nums
+    # issue 22: person substitution scored on the shipped labels, before (ner_only) and chosen filter
+    ps = out["person_substitution"]
+    chosen = ps[(ps.pipeline == "cc12m") & ps.chosen & (ps.split == "held_out")].iloc[0]
+    before = ps[(ps.pipeline == "cc12m") & (ps.name_filter == "ner_only") & (ps.split == "held_out")].iloc[0]
+    assert chosen["name_filter"] == "name_shape" and chosen["match_rule"] == "overlap"
+    assert chosen["precision"] > before["precision"] and chosen["recall"] >= before["recall"]
+    assert "match rule overlap" in (tables / "alttext_person_substitution.tex").read_text()
+    assert "AlttextCcOneTwomPersonNameShapePrecision" in nums
+
 
 def test_letters_only_number_names():
     assert _letters("cc3m") == "CcThreem" and _letters("raw:cc12m") == "RawCcOneTwom"
+
+
+def test_size_matched_options_are_checked():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from capaudit.alttext.stage import _size_stats
+    from capaudit.errors import InputError
+
+    cfg = SimpleNamespace(path="p.yaml")
+    for bad, field in (({"unit": "bytes"}, "unit"), ({"n": 0}, "n"), ({"seeds": []}, "seeds"), ({"seeds": [-1]}, "seeds")):
+        with pytest.raises(InputError, match=f"size_matched.{field}"):
+            _size_stats(cfg, {"size_matched": bad}, {}, {}, {}, {})

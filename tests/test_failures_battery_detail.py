@@ -52,6 +52,7 @@ def make_inputs(root: Path) -> None:
     (i / "alt_latin1.jsonl").write_bytes(jsonl(ALT).encode() + b'{"TEXT": "na\xefve"}\n')
     (i / "karpathy.json").write_text(json.dumps({"a.jpg": ["A dog.", "Two cats."], "b.jpg": ["A bus."]}))
     (i / "vocab.txt").write_text("dog\ncat\n")
+    (i / "person_bad.yaml").write_text("rows:\n- {index: 1, split: tune, text: Ann Lee, persons: [[0, 99]]}\n")
     (i / "params_bad.yaml").write_bytes(b"run: x\ndetail: {grounding: coco_mini}\n# caf\xe9\n")
     (i / "params_relends.yaml").write_text("run: x\ndetail: {grounding: none, relation_ends: half}\n")
     write_panoptic(i, "pan_ok")
@@ -198,6 +199,15 @@ CASES = [
     Case("filter-funnel-under-a-file", ["alttext", "filter", "--input", "in/alt.jsonl", "--text-field", "TEXT",
                                         "--pipeline", "cc12m", "--funnel", "out/afile/f.csv", "--out", "out/k.jsonl"],
          ["out/afile"]),
+    Case("filter-bad-name-filter", [*FILTER, "--input", "in/alt.jsonl", "--set", "person_substitution.name_filter=x",
+                                    "--out", "out/k.jsonl"], ["person_substitution", "name_filter 'x'"]),
+    # alttext person-eval
+    Case("person-eval-missing-labels", ["alttext", "person-eval", "--labels", "in/nope.yaml"], ["in/nope.yaml"]),
+    Case("person-eval-bad-span", ["alttext", "person-eval", "--labels", "in/person_bad.yaml"],
+         ["in/person_bad.yaml:1", "'persons'"]),
+    Case("person-eval-bad-match", ["alttext", "person-eval", "--match", "fuzzy"], ["--match", "fuzzy"]),
+    Case("person-eval-bad-name-filter", ["alttext", "person-eval", "--name-filter", "x"], ["--name-filter"]),
+    Case("person-eval-out-under-a-file", ["alttext", "person-eval", "--out", "out/afile/p.json"], ["out/afile"]),
     # coverage
     Case("coverage-missing-input", [*COVER, "--input", "in/nope.jsonl", "--text-field", "caption",
                                     "--out", "out/c.json"], ["in/nope.jsonl"]),

@@ -7,6 +7,8 @@
 * :mod:`.vocab`: vocabularies (nocaps_ood, lvis, objects365, files) and :class:`MentionMatcher`;
 * :mod:`.sharded`: both on the engine (``--engine local|ray``, ``--workers``, ``--shards``; issue 15),
   byte-identical to a single-process run;
+* :mod:`.person`: person-name filter of the ``<PERSON>`` substitution and its precision/recall on
+  the hand-labelled ``person_labels.yaml``; :mod:`.sizematch`: size-matched corpus statistics;
 * :mod:`.stage`: :func:`run_filters`, :func:`run_coverage` (notebooks 10 and 10b);
 * reviewed data files in ``alttext/data/`` (:mod:`.resources`).
 """

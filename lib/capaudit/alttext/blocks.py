@@ -819,21 +819,30 @@ class DigitSubstitution(_Transform):
 
 
 class PersonSubstitution(_Transform):
-    """Replace PERSON entities (spaCy NER) by ``token`` (CC12M: ``<PERSON>``)."""
+    """Replace person names by ``token`` (CC12M: ``<PERSON>``): spaCy PERSON entities with a PROPN
+    token, kept under ``name_filter`` (:data:`capaudit.alttext.person.NAME_FILTERS`; default
+    ``name_shape``, the rules of ``person_filters.yaml``; ``ner_only`` is the first-shipped reading)."""
 
     type = "person_substitution"
     needs = frozenset({"ner", "pos"})
-    defaults = {"token": "<PERSON>"}
+    defaults = {"token": "<PERSON>", "name_filter": "name_shape"}
+
+    def validate(self) -> None:
+        from .person import NAME_FILTERS
+
+        if self.name_filter not in NAME_FILTERS:
+            raise self._bad(f"name_filter {self.name_filter!r} is not one of {list(NAME_FILTERS)}")
 
     @property
     def backend(self) -> str:
-        return _nlp.backend_name("spacy")
+        return _nlp.backend_name("spacy") + f" + name filter {self.name_filter}"
 
     def apply(self, items: List[Item], ctx: Context) -> List[str]:
+        from .person import person_spans
+
         out = []
         for it, doc in zip(items, ctx.docs([it.text for it in items])):
-            spans = [(e.start_char, e.end_char, str(self.token)) for e in doc.ents
-                     if e.label_ == "PERSON" and is_name(e)]
+            spans = [(s, e, str(self.token)) for s, e in person_spans(doc, str(self.name_filter))]
             out.append(self.finish(it, replace_spans(it.text, spans)) if spans else KEEP)
         return out
 

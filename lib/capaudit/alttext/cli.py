@@ -80,6 +80,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--batch-size", type=positive_int, default=256)
     _engine_args(f)
     f.set_defaults(func=_filter_main)
+    from .person import MATCH_RULES, NAME_FILTERS, SPLITS
+
+    pe = atsub.add_parser("person-eval", help="precision/recall of the <PERSON> substitution on gold labels",
+                          description="Run the person_substitution span finder (spaCy NER + name filter) on "
+                                      "hand-labelled rows and print span-level precision/recall (JSON).")
+    pe.add_argument("--labels", default=None,
+                    help="person-labels YAML (default: the shipped alttext/data/person_labels.yaml)")
+    pe.add_argument("--name-filter", choices=NAME_FILTERS, default="name_shape",
+                    help="name_shape (default: person_filters.yaml rules) or ner_only (every PERSON entity)")
+    pe.add_argument("--match", choices=MATCH_RULES, default="overlap",
+                    help="span match rule: overlap (one-to-one, ranges intersect; default) or exact")
+    pe.add_argument("--split", choices=SPLITS, default="all", help="tune, held_out or all labelled rows")
+    pe.add_argument("--out", default=None, help="also write the JSON here")
+    pe.set_defaults(func=_person_eval_main)
     at.set_defaults(func=lambda a: (at.print_help(), 2)[1])
 
     from .coverage import COVERAGE_LAYOUTS
@@ -132,6 +146,20 @@ def _filter_main(args: argparse.Namespace) -> int:
                          **_engine_kw(args))
     print(f"{funnel.pipeline}: {funnel.input_rows} rows in, {funnel.kept} kept, {funnel.dropped} dropped "
           f"({funnel.seconds:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def _person_eval_main(args: argparse.Namespace) -> int:
+    from capaudit.io.atomic import write_json_atomic
+
+    from .person import evaluate_person_substitution
+
+    res = evaluate_person_substitution(args.labels, name_filter=args.name_filter, match_rule=args.match,
+                                       splits=(args.split,))[0]
+    out = {"person_substitution": res}
+    if args.out:
+        write_json_atomic(args.out, out)
+    print(json.dumps(out, indent=1))
     return 0
 
 

@@ -9,8 +9,9 @@ Definitions (per corpus, per vocabulary; ``records`` = captions counted):
   ``mentions / records × 1,000,000``;
 * ``classes_at_least[K]`` = number of classes with ``mentions / records × 10⁶ ≥ K`` (the CC12M
   study's Figure 5 curve as K varies: :func:`at_least_curve`);
-* ``token_type_ratio`` = lower-cased lexical units / distinct ones; ``avg_words`` = mean lexical
-  units per record; top tokens; web-domain distribution from URLs (``domains.yaml``).
+* ``token_type_ratio`` = lower-cased lexical units / distinct ones (grows with corpus size: the
+  detail JSON carries ``words``, ``types``, ``singletons`` and ``size_note``; size-matched values in
+  :mod:`.sizematch`); ``avg_words`` = mean lexical units per record; top tokens; web-domain distribution from URLs (``domains.yaml``).
 
 :class:`CoverageCounter` is a mergeable summary: counters over shards ``merge`` into the same numbers.
 Memory is the token-type table (not the captions).
@@ -30,6 +31,7 @@ from capaudit.io.atomic import write_json_atomic
 from capaudit.text.lexical import lex_units
 
 from .resources import multi_label_suffixes
+from .sizematch import SIZE_NOTE
 from .vocab import MentionMatcher, Vocabulary, load_vocabulary
 
 CONTRACT_KS = (1, 10, 100, 1000, 10000)
@@ -123,6 +125,8 @@ class CoverageCounter:
                                  "lemmatiser": self.lemmatiser, "form_collisions": len(self.vocab.collisions)}
             out["words"] = self.words
             out["types"] = len(self.tokens)
+            out["singletons"] = sum(1 for c in self.tokens.values() if c == 1)
+            out["size_note"] = SIZE_NOTE
             out["curve"] = at_least_curve(pc, self.records, curve_ks)
             groups = self.vocab.groups()
             if groups:

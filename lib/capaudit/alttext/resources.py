@@ -6,7 +6,9 @@
 * ``hypernyms.yaml``: WordNet hypernymisation targets/defaults per entity label;
 * ``time_spans.yaml``: time-span deletion patterns;
 * ``oi_coco_mapping.yaml``: Open Images V7 boxable → COCO-80 (nocaps out-of-domain vocabulary);
-* ``domains.yaml``: multi-label public suffixes for the web-domain distribution.
+* ``domains.yaml``: multi-label public suffixes for the web-domain distribution;
+* ``person_labels.yaml`` (gold person-name spans), ``person_filters.yaml`` and ``given_names.yaml``
+  (the ``name_shape`` filter of the person substitution; :mod:`.person`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ Params section ``alttext`` (see the README snippet)::
       filters:
         pipelines: [cc3m, cc12m]            # shipped names, YAML files, or {name, blocks}
         overrides: {}                        # {pipeline: {block name: {param: value}}}
+        person_labels: shipped               # score <PERSON> substitution on gold spans (or a labels YAML)
+        person_match: overlap                # span match rule: overlap | exact
         corpora:                             # row sources (alttext.rows) + text_field (+ url_field)
           - {name: alttext_raw, dataset: img2dataset_alttext_sample, path: test_10000.parquet,
              text_field: TEXT, url_field: URL}
@@ -21,11 +23,14 @@ Params section ``alttext`` (see the README snippet)::
         filtered: [alttext_raw]              # also the kept rows of each pipeline for these corpora
         extra_surfaces: []                   # e.g. recaptioned surfaces; missing files are skipped
         hypernym_check: [cc3m_validation, alttext_raw, "alttext_raw:cc3m"]
+        size_matched: {n: 5000, unit: tokens, seeds: [0, 1, 2]}   # n null = the smallest corpus
 
 Outputs (``outputs/<run>/``): ``artifacts/alttext/filters/<corpus>/<pipeline>/{kept,dropped}.jsonl``,
 ``funnel.csv``, ``manifest.json``; ``artifacts/alttext/coverage/<corpus>__<vocabulary>.json``;
 tables ``alttext_funnel*.csv/.tex``, ``alttext_coverage.csv/.tex``, ``alttext_lvis_groups.csv``,
 ``alttext_domains.csv``, ``alttext_top_tokens.csv``, ``alttext_hypernym_check.csv``,
+``alttext_size_stats.csv/.tex`` (size-dependent statistics, raw and size-matched),
+``alttext_person_substitution.csv/.tex`` (when ``person_labels`` is set),
 ``alttext_nocaps_classes.csv``; quoted numbers in the fragments ``alttext_filters`` and
 ``alttext_coverage``.  Figures are drawn by the notebooks with :mod:`capaudit.paper.alttext_figures`
 from the returned data (stages never import ``paper/``).
@@ -44,11 +49,13 @@ from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic, write_text_atomic
 from capaudit.summaries.numbers_fragments import write_numbers_fragment
+from capaudit.text.lexical import lex_units
 
 from .coverage import CONTRACT_KS, CoverageCounter, HypernymCounts, at_least_curve, coverage_of_texts, texts_of_rows
 from .funnel import Funnel, build_pipeline, filter_file
 from .resources import data_file
 from .rows import RowSource, get_field
+from .sizematch import SIZE_NOTE, SIZE_UNITS, corpus_size, matched_n, size_matched, size_stats
 from .vocab import load_vocabulary, nocaps_ood_accounting
 
 DEFAULT_PIPELINES = ("cc3m", "cc12m")
@@ -147,6 +154,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
     if not corpora:
         raise InputError(f"{cfg.path}: alttext.filters.corpora is empty", field="alttext.filters.corpora")
     funnels: Dict[str, Dict[str, Funnel]] = {}
+    pipes: Dict[str, Any] = {}
     long_rows: List[Dict[str, Any]] = []
     examples: List[Dict[str, Any]] = []
     for spec in corpora:
@@ -160,6 +168,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
             f = filter_file(src, text_field, pipe, outs["kept"], outs["funnel"], outs["dropped"], batch_size=batch,
                             manifest_path=outs["manifest"], **_engine_for(src, eng))
             funnels[name][pipe.name] = f
+            pipes.setdefault(pipe.name, pipe)
             for r in f.to_records():
                 long_rows.append({"corpus": name, "pipeline": pipe.name, **r,
                                   "kept_share_of_input": r["kept"] / f.input_rows if f.input_rows else 0.0})
@@ -182,8 +191,61 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
                                         "description": f"% of {corpus} rows kept by the {pname}-style pipeline"}
             numbers[key + "Kept"] = {"value": f.kept, "text": f"{f.kept:,}",
                                      "description": f"{corpus} rows kept by the {pname}-style pipeline"}
+    person = _person_substitution_eval(fsec, pipes, dirs, numbers)
     write_numbers_fragment(dirs["artifacts"], "alttext_filters", numbers, backend=BACKEND_NOTE)
-    return {"funnels": funnels, "table": table, "side_by_side": sides, "examples": ex}
+    return {"funnels": funnels, "table": table, "side_by_side": sides, "examples": ex, "person_substitution": person}
+
+
+PERSON_NOTE = ("person substitution scored on hand-labelled gold person-name spans (alttext/data/person_labels.yaml, "
+               "200 stratified rows of the raw alt-text sample; tune/held_out halves); span-level precision = "
+               "matched substituted spans / substituted spans, recall = matched gold spans / gold spans, match rule "
+               "{match}; name filter ner_only = every spaCy PERSON entity with a PROPN token (first-shipped), "
+               "name_shape = person_filters.yaml rules (trim, digits, product/shop nouns, common words) designed on "
+               "the tune half only")
+
+
+def _person_substitution_eval(fsec: Mapping[str, Any], pipes: Dict[str, Any], dirs: Mapping[str, Path],
+                              numbers: Dict[str, Any]) -> Optional[pd.DataFrame]:
+    """Precision/recall of each pipeline's person substitution (and of ``ner_only``, the before) on
+    ``alttext.filters.person_labels`` (``shipped`` or a path); ``None`` when not configured."""
+    from .person import MATCH_RULES, evaluate_person_substitution
+
+    labels = fsec.get("person_labels")
+    if not labels:
+        return None
+    match = str(fsec.get("person_match", "overlap"))
+    if match not in MATCH_RULES:
+        raise InputError(f"alttext.filters.person_match {match!r} is not one of {list(MATCH_RULES)}",
+                         field="alttext.filters.person_match")
+    path = None if labels == "shipped" else str(labels)
+    rows: List[Dict[str, Any]] = []
+    for pname, pipe in pipes.items():
+        for b in pipe.blocks:
+            if b.type != "person_substitution":
+                continue
+            for nf in dict.fromkeys(["ner_only", str(b.name_filter)]):
+                for r in evaluate_person_substitution(path, name_filter=nf, match_rule=match):
+                    rows.append({"pipeline": pname, "block": b.name, "chosen": nf == b.name_filter, **r})
+    table = pd.DataFrame(rows)
+    if not len(table):
+        return table
+    note = PERSON_NOTE.format(match=match)
+    write_json_atomic(dirs["artifacts"] / "alttext" / "person_substitution.json",
+                      {"person_substitution": rows, "definition": note})
+    write_text_atomic(dirs["tables"] / "alttext_person_substitution.csv", table.to_csv(index=False))
+    write_text_atomic(dirs["tables"] / "alttext_person_substitution.tex", _tex(table[[
+        "pipeline", "name_filter", "split", "labelled_rows", "gold_spans", "tp", "fp", "fn", "precision", "recall"]],
+        note))
+    for r in rows:
+        if r["split"] != "held_out":
+            continue
+        key = "Alttext" + _letters(r["pipeline"]) + "Person" + _letters(r["name_filter"])
+        for m in [m for m in ("precision", "recall") if r[m] is not None]:
+            numbers[key + m.capitalize()] = {
+                "value": r[m], "text": f"{r[m]:.2f}",
+                "description": f"held-out span {m} ({r['match_rule']} match, {r['labelled_rows']} labelled rows) "
+                               f"of the {r['pipeline']} person substitution, name filter {r['name_filter']}"}
+    return table
 
 
 _DIGIT_WORDS = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five", "6": "Six", "7": "Seven",
@@ -298,9 +360,11 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     top_k = int(csec.get("top_k", 20))
     vocabs = [load_vocabulary(v) for v in csec.get("vocabularies", list(DEFAULT_VOCABULARIES))]
     corpora: List[Tuple[str, Any, str]] = []
+    specs: Dict[str, Mapping[str, Any]] = {}
     for spec in list(csec.get("corpora") or []) + list(csec.get("extra_surfaces") or []):
         spec = {"surface": spec} if isinstance(spec, str) else spec
         corpora.append(_corpus_texts(cfg, spec))
+        specs[corpora[-1][0]] = spec
     filt_corpora = {str(c.get("name")): c for c in fsec.get("corpora") or []}
     for cname in csec.get("filtered") or []:
         c = filt_corpora.get(cname)
@@ -314,6 +378,7 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
                     "url_field": c.get("url_field")}
             corpora.append(_corpus_texts(cfg, spec) if kept.exists() else
                            (spec["name"], None, "skipped: run the 10_alttext_filters notebook first"))
+            specs[spec["name"]] = spec
     results: Dict[str, Dict[str, CoverageCounter]] = {}
     notes: Dict[str, str] = {}
     hyp_tokens = data_file("hypernyms.yaml").get("check_tokens", [])
@@ -344,7 +409,10 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
             write_json_atomic(cov_dir / f"{_safe(name.replace(':', '__'))}__{vname}.json",
                               c.summary(detail=True, top_k=top_k))
     table = coverage_table(results)
-    _write_table(table, dirs["tables"], "alttext_coverage")
+    _write_table(table, dirs["tables"], "alttext_coverage", note=BACKEND_NOTE + "; " + SIZE_NOTE
+                 + " (alttext_size_stats)")
+    size_numbers: Dict[str, Any] = {}
+    sizes = _size_stats(cfg, csec, results, specs, dirs, size_numbers)
     groups = lvis_groups_table(results)
     if len(groups):
         _write_table(groups, dirs["tables"], "alttext_lvis_groups")
@@ -382,9 +450,69 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
             numbers[key + "NocapsMedianPerMillion"] = {
                 "value": s["per_million_median"], "text": f"{s['per_million_median']:.1f}",
                 "description": f"median nocaps-OOD mentions per 1M captions in {n}"}
+    numbers.update(size_numbers)
     write_numbers_fragment(dirs["artifacts"], "alttext_coverage", numbers, backend="lexical matcher + " + lemmatiser)
     return {"results": results, "table": table, "lvis_groups": groups, "top_tokens": tokens, "domains": domains,
-            "hypernym_check": hyp, "nocaps_accounting": acct_df, "notes": notes, "curves": curves}
+            "hypernym_check": hyp, "nocaps_accounting": acct_df, "notes": notes, "curves": curves,
+            "size_stats": sizes}
+
+
+def _size_stats(cfg: RunConfig, csec: Mapping[str, Any], results: Mapping[str, Mapping[str, CoverageCounter]],
+                specs: Mapping[str, Mapping[str, Any]], dirs: Mapping[str, Path], numbers: Dict[str, Any]
+                ) -> pd.DataFrame:
+    """``alttext_size_stats``: per corpus, the size-dependent statistics with the corpus size, and the
+    same statistics size-matched (``alttext.coverage.size_matched: {n, unit, seeds}``; n defaults to
+    the smallest corpus)."""
+    sm = dict(csec.get("size_matched") or {})
+    where = f"{cfg.path}: alttext.coverage.size_matched"
+    unit = str(sm.get("unit", "tokens"))
+    if unit not in SIZE_UNITS:
+        raise InputError(f"{where}.unit {unit!r} is not one of {list(SIZE_UNITS)}", field="size_matched.unit")
+    seeds = sm.get("seeds", list(range(10)))
+    n = sm.get("n")
+    if (not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                             and x >= 0 for x in seeds)):
+        raise InputError(f"{where}.seeds must be a non-empty list of integers >= 0, got {seeds!r}",
+                         field="size_matched.seeds")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise InputError(f"{where}.n must be an integer >= 1 or null, got {n!r}", field="size_matched.n")
+    lists: Dict[str, List[List[str]]] = {}
+    for name in results:
+        _, texts, _ = _corpus_texts(cfg, specs[name])
+        lists[name] = [lex_units(t) for t, _ in texts]
+    n = matched_n([corpus_size(v, unit) for v in lists.values()], n)
+    rows = []
+    for name, tl in lists.items():
+        raw = size_stats([w for t in tl for w in t])
+        m = size_matched(tl, n, seeds, unit)
+        rows.append({"corpus": name, "captions": len(tl), "words": raw["words"], "types": raw["types"],
+                     "singletons": raw["singletons"], "token_type_ratio": raw["token_type_ratio"],
+                     "matched_n": n, "matched_unit": unit, "draws": len(seeds),
+                     **{f"matched_{k}": m[k] for k in m if k.endswith(("_mean", "_sd"))},
+                     "note": m.get("reason", "")})
+        key = "Alttext" + _letters(name.replace(":", "_"))
+        if raw["token_type_ratio"] is not None:
+            numbers[key + "TokenTypeRatio"] = {
+                "value": raw["token_type_ratio"], "text": f"{raw['token_type_ratio']:.1f}",
+                "description": f"token/type ratio of {name} ({len(tl):,} captions, {raw['words']:,} tokens; "
+                               f"grows with corpus size)"}
+        if m["token_type_ratio_mean"] is not None:
+            numbers[key + "TokenTypeRatioMatched"] = {
+                "value": m["token_type_ratio_mean"], "text": f"{m['token_type_ratio_mean']:.2f}",
+                "description": f"token/type ratio of {name} on {n:,}-{unit} seeded subsamples, mean over "
+                               f"seeds {seeds}"}
+    table = pd.DataFrame(rows)
+    seeds_txt = f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else str(seeds)
+    note = (f"{SIZE_NOTE}; size-matched = the same statistic on seeded random subsamples of n = {n:,} {unit} "
+            f"per corpus (unit tokens: captions in a seeded random order, first n lexical units), mean and sd "
+            f"over seeds {seeds_txt}; token/type ratio = lower-cased lexical units / distinct ones")
+    write_text_atomic(dirs["tables"] / "alttext_size_stats.csv", table.to_csv(index=False))
+    write_text_atomic(dirs["tables"] / "alttext_size_stats.tex", _tex(table[[
+        "corpus", "captions", "words", "types", "singletons", "token_type_ratio", "matched_token_type_ratio_mean",
+        "matched_token_type_ratio_sd", "matched_types_mean", "matched_singletons_mean"]], note))
+    write_json_atomic(dirs["artifacts"] / "alttext" / "size_stats.json",
+                      {"definition": note, "n": n, "unit": unit, "seeds": seeds, "rows": rows})
+    return table
 
 
 def coverage_table(results: Mapping[str, Mapping[str, CoverageCounter]]) -> pd.DataFrame:
