@@ -12,7 +12,7 @@ VENV ?= .venv
 EXTRAS ?= test,embed,ray
 PYTHON ?= python3
 CAPAUDIT := $(VENV)/bin/capaudit
-BENCH_TARGETS ?= $(or $(TMPDIR),/tmp)/capaudit_bench_targets.jsonl
+BENCH_TARGETS ?= $(CURDIR)/outputs/bench_targets.jsonl
 export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
 export MPLBACKEND ?= Agg
 

@@ -235,5 +235,33 @@ def test_request_file_error_is_reported_before_a_response_error(tmp_path, monkey
     rq.write_text("", encoding="utf-8")
     with pytest.raises(ValueError, match=r"responses.jsonl:2"):
         summarize_responses([rs], [rq])
-    readers = pids.read_text().split()
-    assert len(readers) == 2 and (str(os.getpid()) not in readers) == concurrent  # forked, or this process
+    me = str(os.getpid())
+    # inline: both calls index here; forked: a child indexes, and the failed index is run again here
+    # (so its error is exactly the inline one), then the second call's child
+    want = [me, me] if not concurrent else ["child", me, "child"]
+    assert [p if p == me else "child" for p in pids.read_text().split()] == want
+
+
+def test_no_fork_while_another_thread_runs(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    import capaudit.claims.summarize as summ
+
+    monkeypatch.setattr(summ, "CONCURRENT_INDEX_BYTES", 0)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("CAPAUDIT_TEST_PIDS", str(pids))
+    monkeypatch.setattr(summ, "index_requests", _index_spy)
+    rq, rs = tmp_path / "requests.jsonl", tmp_path / "responses.jsonl"
+    rq.write_text("", encoding="utf-8")
+    rs.write_text('{"request_id": "a", "ok": false, "request": {"surface": "s", "caption": "x"}}\n', encoding="utf-8")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)  # e.g. a server thread of the claims stage
+    other.start()
+    try:
+        summarize_responses([rs], [rq])
+    finally:
+        stop.set()
+        other.join()
+    assert pids.read_text().split() == [str(os.getpid())]

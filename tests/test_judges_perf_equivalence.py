@@ -18,7 +18,7 @@ fast path and its reference on varied inputs and compares bytes (or exact floats
 * the caption bootstrap (float32 sums, replicate blocks in worker processes) bit for bit against
   the original float64 algorithm and ``capaudit.stats.bootstrap.caption_bootstrap``;
 * :class:`capaudit.judges._stream.BlockWriter` (``O_DIRECT``, writer thread) and
-  :func:`capaudit.judges._parallel.run_tasks`.
+  :func:`capaudit.engine.forked.run_tasks`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ import numpy as np
 import orjson
 import pytest
 
-from capaudit.judges import _parallel, cells as cells_mod
+from capaudit.engine import forked as _parallel
+from capaudit.judges import cells as cells_mod
 from capaudit.judges._stream import BlockWriter, _lines, _parse, expand, read_at
 from capaudit.judges.answers import CAT_CODE, RequestIndex, index_path
 from capaudit.judges.cells import bootstrap_stds, bootstrap_sums, build_cells, cells_from_answers, load_slice

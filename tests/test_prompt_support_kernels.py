@@ -8,6 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from capaudit.text.lexical import LEX_RE
+
 from capaudit.prompts.ngrams import (
     HASH_BUCKETS,
     count_ngrams,
@@ -45,7 +47,8 @@ def test_tokenize_chunk_equals_plain_definition(ascii_share, budget, few_other, 
     # budgets found only after the prefix is doubled (7·B characters hold too few units) several times
     texts += [" ".join(["z" * 100] * 70), " ".join(["é" * 90] * 70), "-" * 5000 + " a b c"]
     chunk = tokenize_chunk(texts, budget)
-    units = [support_units(t, budget) for t in texts]
+    units = [[m.lower() for m in LEX_RE.findall(t)][:budget] for t in texts]  # the definition, on whole texts
+    assert units == [support_units(t, budget) for t in texts]
     assert chunk.lengths.tolist() == [len(u) for u in units]
     flat = [u for us in units for u in us]
     ucrc, scrc, slen = chunk.occurrences()
@@ -279,3 +282,14 @@ def test_line_range_jobs_cut_the_file_into_runs_of_lines(tmp_path):
             got.append(blob[start:end])
             first += count
         assert b"".join(got) == b"".join(want) and counted[0] == first == len(want)
+
+
+def test_lone_surrogate_is_no_unit_on_every_path(monkeypatch):
+    import capaudit.prompts.ngrams as ngrams
+
+    texts = ["café \ud83d nice", "a red car", "naïve \udc00x"]
+    want = [support_units(t) for t in texts]
+    for few in (512, 0):  # one by one, or the vectorised path (which refuses to encode it, then falls back)
+        monkeypatch.setattr(ngrams, "_FEW_OTHER", few)
+        chunk = tokenize_chunk(texts, 64)
+        assert chunk.lengths.tolist() == [len(u) for u in want]

@@ -286,3 +286,29 @@ def test_pool_digest_is_remembered_only_while_the_file_is_unchanged(tmp_path, mo
     # and the pool counts follow the content through the cache
     counts = load_pool_counts("p", pool_file, 2, cache_dir=memo)
     assert counts.digest == changed
+
+
+def test_pool_digest_memo_is_best_effort(tmp_path, monkeypatch):
+    import errno
+
+    import capaudit.io.atomic as atomic
+    import capaudit.prompts.io as pio
+
+    pool_file = tmp_path / "pool.txt"
+    pool_file.write_text("a red car\nblue sky\n", encoding="utf-8")
+    monkeypatch.setattr(pio, "RACY_NS", 0)
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(atomic, "write_text_atomic", read_only)  # a cache on a read-only volume
+    assert pio.remembered_file_digest(pool_file, tmp_path / "cache") == pio.file_digest(pool_file)
+
+
+def test_jensen_shannon_fast_path_is_the_definition_bit_for_bit():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        p = smoothed_distribution(rng.integers(0, 5, 4096) * (rng.random(4096) < 0.1), 1e-12)
+        q = smoothed_distribution(rng.integers(0, 50, 4096), 1e-12)
+        m = 0.5 * (p + q)
+        assert jensen_shannon(p, q) == 0.5 * kl_divergence(p, m) + 0.5 * kl_divergence(q, m)

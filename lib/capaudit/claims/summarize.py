@@ -457,40 +457,40 @@ def index_requests(paths: Iterable[PathLike]) -> Dict[str, Tuple[str, int]]:
     return out
 
 
-#: request files of at least this many bytes in all are indexed in a second process (when one
-#: more CPU is available) while the responses are merged; smaller ones inline
+#: request files of at least this many bytes in all are indexed in a forked process (when a second
+#: CPU is free, see :func:`capaudit.engine.forked.run_tasks`) while the responses are merged
 CONCURRENT_INDEX_BYTES = 16 << 20
 
 
-def _index_concurrently(paths: Sequence[PathLike]):
-    """Start :func:`index_requests` of ``paths`` and return a function giving its result (or raising
-    its error): in a forked process when the files are large and a second CPU is free, else inline,
-    at the first call. The index is the same either way."""
-    import multiprocessing as mp
-    import os
+def _index_and_merge(req_paths: Sequence[PathLike], responses: Sequence[PathLike]):
+    """``(index_requests(req_paths), _merge_counted(responses))``, the two at once when the request
+    files are large, a second CPU is free and this process has no other thread (it forks). Errors
+    are those of running the two in turn: an error in the request files first."""
+    import threading
 
-    if not paths:
-        return lambda: {}
+    from capaudit.engine.forked import default_workers, fork_ok, run_tasks
+
+    def index() -> Dict[str, Tuple[str, int]]:
+        return index_requests(req_paths) if req_paths else {}
+
     try:
-        size = sum(Path(p).stat().st_size for p in paths)
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        forked = size >= CONCURRENT_INDEX_BYTES and cpus > 1 and "fork" in mp.get_all_start_methods()
+        size = sum(Path(p).stat().st_size for p in req_paths)
     except OSError:  # a missing file: index_requests names it
-        forked = False
-    if not forked:
-        return lambda: index_requests(paths)
-    from concurrent.futures import ProcessPoolExecutor
+        size = 0
+    if size < CONCURRENT_INDEX_BYTES or default_workers() < 2 or threading.active_count() > 1 or not fork_ok():
+        return index(), _merge_counted(responses)
 
-    ex = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
-    future = ex.submit(index_requests, list(paths))
-
-    def result() -> Dict[str, Tuple[str, int]]:
+    def merge():  # its error is raised after the index's, as in turn
         try:
-            return future.result()
-        finally:
-            ex.shutdown(wait=True, cancel_futures=True)
+            return True, _merge_counted(responses)
+        except Exception as exc:  # noqa: BLE001 - re-raised below
+            return False, exc
 
-    return result
+    # the merge here, the index in a child; a failed child's task is run again here (the same error)
+    (merged_ok, merged), idx = run_tasks([merge, index], workers=2)
+    if not merged_ok:
+        raise merged
+    return idx, merged
 
 
 def _messages_ok(messages: Any, roles: frozenset) -> bool:
@@ -595,13 +595,8 @@ def summarize_responses(
         if not Path(q).is_file():
             raise FileNotFoundError(f"{q}: request file not found")
     req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
-    pending = _index_concurrently(req_paths)
-    try:
-        merged = _merge_counted(responses)  # one parse per row; winning rows as raw lines + their counts
-    except BaseException:
-        pending()  # an error in the request files is reported first, as when they were read first
-        raise
-    index = pending()
+    # one parse per response row; winning rows as raw lines + their counts
+    index, merged = _index_and_merge(req_paths, responses)
     # Rows in any order (the summary does not depend on it: sums, and sorted distributions); an
     # error is that of the smallest request id that has one, as when rows went in id order.
     acc = ClaimedAccumulator()

@@ -66,7 +66,7 @@ from capaudit.summaries.cells import (
     pair_keys,
 )
 
-from ._parallel import default_workers, run_tasks
+from capaudit.engine.forked import default_workers, run_tasks
 from ._stream import CutLine, RowReader, check_cut_lines, check_not_empty, expand, scan_winners, store_file_list
 from .answers import CAT_CODE, JudgeAnswers, RequestIndex, load_answers, question_positions
 from .questions import questions_from_units

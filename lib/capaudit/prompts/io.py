@@ -584,36 +584,48 @@ def file_digest(path: PathLike, chunk: int = 1 << 20) -> str:
 
 #: a file changed less than this long (ns) before its digest is taken is not remembered
 RACY_NS = 2_000_000_000
+#: bumped when :func:`file_digest`'s definition changes, so older memos are never trusted
+DIGEST_MEMO_VERSION = 1
+
+
+def _stamp(st: os.stat_result) -> List[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def remembered_file_digest(path: PathLike, memo_dir: PathLike) -> str:
-    """:func:`file_digest` of a file, remembered in ``memo_dir``: the digest is stored with the
+    """:func:`file_digest` of a file, remembered in ``memo_dir/digests``: the digest is stored with the
     file's identity and status (device, inode, size, modification and change times in ns) and
-    reused only while all of them are unchanged. Any write to the file moves its change time,
-    which no user call can set back, so a changed file is always read again. Folders are not
-    remembered."""
+    reused only while all of them are unchanged. On Linux any write to a file moves its change
+    time, which no user call can set back, so a changed file is always read again; elsewhere
+    (where the change time may be a creation time) nothing is remembered. Remembering is best
+    effort: a memo that cannot be written (a read-only cache) is skipped."""
     import hashlib
+    import sys
 
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() or not sys.platform.startswith("linux"):
         return file_digest(path)
     st = path.stat()
-    stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
     real = str(path.resolve())
     memo = Path(memo_dir) / "digests" / (hashlib.blake2b(real.encode("utf-8"), digest_size=12).hexdigest() + ".json")
     try:
         known = json.loads(memo.read_text(encoding="utf-8"))
-        if known.get("path") == real and known.get("stat") == stamp and isinstance(known.get("blake2b_128"), str):
+        if (known.get("version") == DIGEST_MEMO_VERSION and known.get("path") == real
+                and known.get("stat") == _stamp(st) and isinstance(known.get("blake2b_128"), str)):
             return known["blake2b_128"]
     except (OSError, ValueError, AttributeError):
         pass  # no memo, or a damaged one: read the file
     started = time.time_ns()
     digest = file_digest(path)
     # remembered only when unchanged while read and last changed well before: file times tick
-    # coarsely, so a second write in the same tick could otherwise keep every time the same
-    if path.stat().st_ctime_ns == st.st_ctime_ns and started - st.st_ctime_ns > RACY_NS:
+    # coarsely, so a second write in the same tick could otherwise leave every time the same
+    if _stamp(path.stat()) == _stamp(st) and started - st.st_ctime_ns > RACY_NS:
         from capaudit.io.atomic import write_text_atomic
 
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(memo, json.dumps({"path": real, "stat": stamp, "blake2b_128": digest}) + "\n")
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(memo, json.dumps({"version": DIGEST_MEMO_VERSION, "path": real, "stat": _stamp(st),
+                                                "blake2b_128": digest}) + "\n")
+        except (OSError, InputError):
+            pass  # a read-only or foreign cache: the digest is simply not remembered
     return digest

@@ -382,7 +382,10 @@ def _other_units(texts: List[str], max_units: Optional[int]):
         return _few_units(texts, max_units)
     from capaudit.text.survey import tokenize_batch
 
-    counts, codes, vocab = tokenize_batch(texts, lower_units=True)
+    try:
+        counts, codes, vocab = tokenize_batch(texts, lower_units=True)
+    except UnicodeEncodeError:  # a lone surrogate (UTF-32 refuses it) is no unit: the same units, one by one
+        return _few_units(texts, max_units)
     if codes.size == 0:
         return counts, np.zeros(0, np.int64), _EMPTY_TAB
     keep = _keep_first(counts, max_units)
@@ -391,7 +394,7 @@ def _other_units(texts: List[str], max_units: Optional[int]):
     return counts, codes.astype(np.int64, copy=False), _unit_crcs(vocab)
 
 
-def _few_units(texts: List[str], max_units: Optional[int]):
+def _few_units(texts: List[str], max_units: Optional[int]) -> Tuple[np.ndarray, np.ndarray, Tuple[np.ndarray, ...]]:
     """:func:`_other_units` text by text: ``(units per text, ids of the kept occurrences, per
     distinct unit (unit_crc, space_crc, space_len))``, each unit CRC'd once by ``zlib``."""
     counts = np.empty(len(texts), np.int64)
@@ -657,7 +660,9 @@ def load_pool_counts(
     """Counts of a pool file (streamed; ``engine``/``workers`` count its chunks), cached as ``<cache_dir>/<name>.n<n>.<key>.npy`` (+ ``.json``).
 
     The key hashes the file's bytes, ``ngram``, ``buckets``, ``field`` and ``limit``, so a cached
-    array is reused across comparisons and runs, and never after the file changes.
+    array is reused across comparisons and runs, and never after the file changes. The file's
+    digest itself is remembered in ``<cache_dir>/digests`` while the file is unchanged
+    (:func:`capaudit.prompts.io.remembered_file_digest`), so a warm run does not read the pool.
     """
     from capaudit.prompts.io import file_digest, iter_prompts, remembered_file_digest
     from capaudit.prompts.pools import verify_pool_file

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -448,7 +448,7 @@ class _NotPlain(Exception):
 
 
 def _line_range_jobs(path, limit: Optional[int], size: int, block_size: int, counted: List[int],
-                     piece: int = 8 << 20):
+                     piece: int = 8 << 20) -> Iterator[tuple]:
     """Runs of ``size`` lines as byte ranges ``(path, start, end, count, block bounds)`` (the
     workers read their own lines), bounded as :func:`_iter_run_jobs` bounds them when every line
     is a pair; ``counted[0]``: lines so far. Only newline positions are looked for here, a piece
@@ -493,7 +493,7 @@ def _line_range_jobs(path, limit: Optional[int], size: int, block_size: int, cou
             counted[0] = lines + in_run
 
 
-def _range_job(path, start: int, end: int, count: int, first_line: int, block_size: int):
+def _range_job(path, start: int, end: int, count: int, first_line: int, block_size: int) -> tuple:
     last = first_line + count
     return (str(path), start, end, count,
             [(s, min(s + block_size, last)) for s in range(first_line, last, block_size)])

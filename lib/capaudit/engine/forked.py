@@ -1,10 +1,12 @@
 """Run independent tasks on several cores with ``fork`` (results returned by pickle), else in turn.
 
-Used where results do not depend on the order of work: loading each judge's answers, and the
-caption-bootstrap replicate blocks of :mod:`.cells` (each block re-derives its generator state, so
-the draws are those of one sequential run). Only on Linux (``fork`` start method); the first task
-of each wave runs in this process. A task that fails in a child is run again here, so the error
-raised is the one a sequential run raises, in the same task order.
+Used where results do not depend on the order of work: loading each judge's answers, the
+caption-bootstrap replicate blocks of :mod:`capaudit.judges.cells` (each block re-derives its
+generator state, so the draws are those of one sequential run), and indexing request files while
+responses are merged (:mod:`capaudit.claims.summarize`). Only on Linux (``fork`` start method),
+from a process that is not itself a daemonic worker; the first task of each wave runs in this
+process. A task that fails in a child is run again here, so the error raised is the one a
+sequential run raises, in the same task order.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _fork_ok() -> bool:
+def fork_ok() -> bool:
+    """Whether tasks may run in forked children here: Linux, ``fork`` available, and this process
+    not a daemonic worker (which may not have children)."""
     if not sys.platform.startswith("linux"):
         return False
     import multiprocessing as mp
 
-    return "fork" in mp.get_all_start_methods()
+    return "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
 
 
 def _child(task: Callable[[], Any], conn: Any) -> None:
@@ -49,7 +53,7 @@ def run_tasks(tasks: Sequence[Callable[[], T]], workers: Optional[int] = None) -
     """``[t() for t in tasks]``, up to ``workers`` (default: the CPU count) at a time."""
     n = len(tasks)
     workers = default_workers() if workers is None else max(1, int(workers))
-    if n <= 1 or workers <= 1 or not _fork_ok():
+    if n <= 1 or workers <= 1 or not fork_ok():
         return [t() for t in tasks]
     import multiprocessing as mp
 
@@ -84,4 +88,4 @@ def run_tasks(tasks: Sequence[Callable[[], T]], workers: Optional[int] = None) -
     return out
 
 
-__all__ = ["run_tasks", "default_workers"]
+__all__ = ["run_tasks", "default_workers", "fork_ok"]
