@@ -20,7 +20,7 @@ Encoders (:data:`ENCODERS`):
   named by ``clean`` (:data:`CLIP_CLEANING`):
 
   - ``hf`` (default, the reference's): Hugging Face ``CLIPTokenizerFast`` — the ``tokenizers``
-    normaliser NFC → runs of ``\s`` to one space → lower-case (the very normaliser object, so its
+    normaliser NFC → whitespace runs to one space → lower-case (the very normaliser object, so its
     Unicode tables), no ftfy, no HTML unescaping; ``<|startoftext|>``/``<|endoftext|>`` written in a
     caption are its added tokens (one token each, matched case-sensitively before normalising).
     Counts equal ``CLIPTokenizerFast``'s token by token. Pure-ASCII captions without ``<`` go
@@ -515,27 +515,50 @@ def lex_windows(text: str, budgets: Sequence[int]) -> List[str]:
     return [text if v is None else v for v in out]
 
 
+#: What a caption empty after ``strip()`` is (``empty``; CLI ``--empty``): name → definition.
+EMPTY_CONVENTIONS: Dict[str, str] = {
+    "count": ("every caption string is counted (as the reference's caption_tokenizer_truncation_survey.py); "
+              "one empty after strip() counts as the empty string: the special tokens only"),
+    "skip": ("captions empty after strip() are left out (as the reference's encoder_truncation_rates.py, "
+             "naive_encoder_truncation.json)"),
+}
+DEFAULT_EMPTY = "count"
+
+
+def check_empty(empty: str, field: str = "empty") -> str:
+    """``empty`` if it names an :data:`EMPTY_CONVENTIONS` entry, else :class:`InputError` naming ``field``."""
+    if empty not in EMPTY_CONVENTIONS:
+        raise InputError(f"unknown empty-caption convention {empty!r}: expected one of "
+                         f"{', '.join(EMPTY_CONVENTIONS)}", field=field)
+    return empty
+
+
 @dataclass
 class SurveyInput:
-    """Captions of one surface with the rows skipped before counting."""
+    """Captions of one surface: the non-empty ones (stripped), and how many were empty after
+    ``strip()`` (strings) or not strings at all (None: never counted)."""
 
     texts: List[str]
-    empty_skipped: int = 0
+    empty_after_strip: int = 0
     rows: int = 0
+    no_caption: int = 0
 
 
 def prepare_texts(texts: Iterable[Optional[str]]) -> SurveyInput:
-    """Strip every caption; empty (or None) ones are skipped and counted."""
+    """Strip every caption; keep the non-empty ones, count the empty strings and the non-strings."""
     out: List[str] = []
-    rows = empty = 0
+    rows = empty = none = 0
     for t in texts:
         rows += 1
-        s = t.strip() if isinstance(t, str) else ""
+        if not isinstance(t, str):
+            none += 1
+            continue
+        s = t.strip()
         if s:
             out.append(s)
         else:
             empty += 1
-    return SurveyInput(out, empty, rows)
+    return SurveyInput(out, empty, rows, none)
 
 
 def window_label(budget: Optional[int]) -> str:
@@ -684,12 +707,15 @@ class WindowPart:
 class TruncationPart:
     """A mergeable, exact truncation summary of some captions (see the section comment).
 
-    ``rows``/``empty_skipped``: captions given to the survey and those empty after ``strip()``;
+    ``rows``/``empty_after_strip``/``no_caption``: captions given to the survey, those empty after
+    ``strip()`` (strings; the histograms hold only the others, :func:`finalize_part` adds them under
+    ``empty='count'``) and those that are not strings (None);
     ``load``: the shard reader's counts (``rows``, ``records``, ``rows_missing_field``,
     ``rows_empty_caption``, ``rows_without_caption``; ``fields``: names seen in each shard's first rows)."""
 
     rows: int = 0
-    empty_skipped: int = 0
+    empty_after_strip: int = 0
+    no_caption: int = 0
     windows: Dict[str, WindowPart] = field(default_factory=dict)
     load: Dict[str, Any] = field(default_factory=dict)
 
@@ -699,7 +725,8 @@ class TruncationPart:
         out = TruncationPart()
         for p in parts:
             out.rows += p.rows
-            out.empty_skipped += p.empty_skipped
+            out.empty_after_strip += p.empty_after_strip
+            out.no_caption += p.no_caption
             for label, w in p.windows.items():
                 acc = out.windows.get(label)
                 if acc is None:
@@ -718,9 +745,9 @@ class TruncationPart:
 
 
 def part_from_counts(counts: Mapping[str, WindowCounts], counters: Mapping[str, Any], rows: int = 0,
-                     empty_skipped: int = 0) -> TruncationPart:
+                     empty_after_strip: int = 0, no_caption: int = 0) -> TruncationPart:
     """The :class:`TruncationPart` of per-caption counts (:func:`count_windows`)."""
-    part = TruncationPart(rows=rows, empty_skipped=empty_skipped)
+    part = TruncationPart(rows=rows, empty_after_strip=empty_after_strip, no_caption=no_caption)
     for label, wc in counts.items():
         n = int(wc.lex.size) if wc.lex is not None else 0
         hists = {tid: histogram(v) for tid, v in wc.tokens.items()}
@@ -746,14 +773,35 @@ def window_summary_from_part(wp: WindowPart, counters: Mapping[str, Any], lex_li
     return block
 
 
+def with_empty_captions(part: TruncationPart, counters: Mapping[str, Any]) -> Dict[str, WindowPart]:
+    """``part``'s windows with its ``empty_after_strip`` captions counted as the empty string: each
+    adds one record with 0 lexical units, 0 words and the tokenizer's count of ``""`` (every window
+    of an empty caption is empty)."""
+    n = part.empty_after_strip
+    if not n:
+        return dict(part.windows)
+    empty_count = {name: int(c.count([""])[0]) for name, c in counters.items()}
+    out: Dict[str, WindowPart] = {}
+    for label, w in part.windows.items():
+        out[label] = WindowPart(w.window, w.budget, w.records + n, add_histograms([w.lex, {0: n}]), w.words_sum,
+                                {name: add_histograms([w.tokens.get(name, {}), {empty_count[name]: n}])
+                                 for name in counters})
+    return out
+
+
 def finalize_part(part: TruncationPart, counters: Mapping[str, Any],
-                  unavailable: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+                  unavailable: Optional[Mapping[str, str]] = None, empty: str = DEFAULT_EMPTY) -> Dict[str, Any]:
     """The :func:`survey` result of a (merged) :class:`TruncationPart`; ``counters`` give each
-    encoder's max length, model id and tokenizer label."""
-    windows = {label: window_summary_from_part(w, counters) for label, w in part.windows.items()}
+    encoder's max length, model id and tokenizer label; ``empty`` names the convention for captions
+    empty after ``strip()`` (:data:`EMPTY_CONVENTIONS`)."""
+    check_empty(empty)
+    parts = with_empty_captions(part, counters) if empty == "count" else part.windows
+    windows = {label: window_summary_from_part(w, counters) for label, w in parts.items()}
     first = windows["full"] if "full" in windows else next(iter(windows.values()))
-    records = first["records"]
-    return {"input": {"rows": part.rows, "records": records, "empty_skipped": part.empty_skipped},
+    counted = first["records"]
+    records = counted - (part.empty_after_strip if empty == "count" else 0)
+    return {"input": {"rows": part.rows, "records": records, "empty_after_strip": part.empty_after_strip,
+                      "captions_counted": counted, "empty": empty},
             "encoders": {k: {s: v[s] for s in STAT_KEYS} for k, v in first["encoders"].items()},
             "encoder_details": {k: {**counters[k].spec.to_dict(), "tokenizer": counters[k].backend}
                                 for k in counters},
@@ -762,23 +810,26 @@ def finalize_part(part: TruncationPart, counters: Mapping[str, Any],
 
 def survey_part(texts: Iterable[Optional[str]], counters: Mapping[str, Any],
                 budgets: Sequence[Optional[int]] = (None,)) -> TruncationPart:
-    """The :class:`TruncationPart` of some captions (stripped; empty ones skipped and counted)."""
+    """The :class:`TruncationPart` of some captions (stripped; the empty ones and the non-strings counted)."""
     inp = prepare_texts(texts)
     return part_from_counts(count_windows(inp.texts, counters, budgets), counters, rows=inp.rows,
-                            empty_skipped=inp.empty_skipped)
+                            empty_after_strip=inp.empty_after_strip, no_caption=inp.no_caption)
 
 
 def survey(texts: Iterable[Optional[str]], encoders: Sequence[Union[str, EncoderSpec]],
            budgets: Sequence[Optional[int]] = (None,), *, on_unavailable: str = "error",
-           counters: Optional[Mapping[str, Any]] = None, return_counts: bool = False) -> Any:
+           counters: Optional[Mapping[str, Any]] = None, return_counts: bool = False,
+           empty: str = DEFAULT_EMPTY) -> Any:
     """Truncation survey of one caption set: ``{"input", "encoders", "windows", "unavailable"}``.
 
     ``encoders`` are names of :data:`ENCODERS` or specs; ``budgets`` the windows (None = full
     caption). ``on_unavailable='skip'`` records an encoder whose tokenizer is missing under
     ``unavailable`` (with the reason) instead of raising. ``encoders`` of the result is the full
     window (when surveyed), else the first window. Pass ``counters`` (from :func:`load_counters`)
-    to reuse loaded tokenizers; ``return_counts=True`` returns ``(result, {window: WindowCounts})``.
+    to reuse loaded tokenizers; ``return_counts=True`` returns ``(result, {window: WindowCounts})``
+    (counts of the non-empty captions). ``empty``: :data:`EMPTY_CONVENTIONS`.
     """
+    check_empty(empty)
     if on_unavailable not in ("error", "skip"):
         raise ValueError(f"on_unavailable must be 'error' or 'skip', got {on_unavailable!r}")
     inp = prepare_texts(texts)
@@ -789,8 +840,9 @@ def survey(texts: Iterable[Optional[str]], encoders: Sequence[Union[str, Encoder
     if not counters:
         raise TokenizerUnavailable("no encoder could be loaded: " + "; ".join(unavailable.values() or ["none given"]))
     counts = count_windows(inp.texts, counters, budgets)
-    part = part_from_counts(counts, counters, rows=inp.rows, empty_skipped=inp.empty_skipped)
-    result = finalize_part(part, counters, unavailable)
+    part = part_from_counts(counts, counters, rows=inp.rows, empty_after_strip=inp.empty_after_strip,
+                            no_caption=inp.no_caption)
+    result = finalize_part(part, counters, unavailable, empty)
     return (result, counts) if return_counts else result
 
 
@@ -823,7 +875,8 @@ def load_counters(encoders: Sequence[Union[str, EncoderSpec]], on_unavailable: s
 # --- engines: shards on this machine, a local process pool or Ray ---------------------------------
 
 #: the shard reader's counts kept in :attr:`TruncationPart.load`
-LOAD_KEYS = ("rows", "records", "rows_without_caption", "rows_missing_field", "rows_empty_caption")
+LOAD_KEYS = ("rows", "records", "rows_without_caption", "rows_missing_field", "rows_empty_caption",
+             "rows_blank_caption")
 
 _WORKER_COUNTERS: Dict[Tuple[EncoderSpec, ...], Dict[str, Any]] = {}
 
@@ -864,6 +917,7 @@ def survey_shard(shard: Any, specs: Sequence[EncoderSpec], budgets: Sequence[Opt
     part = TruncationPart.merge_all(parts)
     part.load = {k: int(stats.get(k, 0)) for k in LOAD_KEYS}
     part.load["fields"] = list(stats.get("fields", {}))
+    part.empty_after_strip += part.load["rows_blank_caption"]  # the reader drops them; counted here
     return part
 
 
@@ -951,7 +1005,7 @@ def contract_view(result: Mapping[str, Any]) -> Dict[str, Any]:
                           for k, v in extra.items()}
     if result.get("unavailable"):
         out["unavailable"] = dict(result["unavailable"])
-    out["definitions"] = DEFINITIONS
+    out["definitions"] = definitions(result)
     return out
 
 
@@ -972,11 +1026,24 @@ DEFINITIONS = {
     "at_or_over_rate": "share of captions with count >= max_length",
     "mean_slack": "mean of (max_length - count), negative where over",
     "percentiles": "nearest rank: sorted counts at index round(p*(n-1))",
-    "empty": "captions empty after strip() are skipped and counted in input.empty_skipped",
 }
 
 
+def definitions(result: Mapping[str, Any]) -> Dict[str, str]:
+    """:data:`DEFINITIONS` with the conventions a survey result used: ``empty`` and, when a CLIP BPE
+    encoder was counted, ``clip_clean`` (each ``name: definition``)."""
+    out = dict(DEFINITIONS)
+    empty = result["input"]["empty"]
+    out["empty"] = f"{empty}: {EMPTY_CONVENTIONS[empty]}"
+    cleans = sorted({d["clean"] for d in result["encoder_details"].values() if d.get("clean")})
+    if cleans:
+        out["clip_clean"] = "; ".join(f"{c}: {CLIP_CLEANING[c]}" for c in cleans)
+    return out
+
+
 __all__ = [
+    "CLIP_CLEANING", "DEFAULT_CLIP_CLEAN", "DEFAULT_EMPTY", "EMPTY_CONVENTIONS", "check_clip_clean", "check_empty",
+    "definitions", "hf_clip_pieces", "with_empty_captions",
     "ENCODERS", "EncoderSpec", "TokenizerUnavailable", "ClipBpeCounter", "GgufCounter", "HfCounter", "PERCENTILES",
     "STAT_KEYS", "DEFINITIONS", "clip_clean", "contract_view", "count_windows", "find_hf_tokenizer",
     "gemma3_gguf_path", "lex_windows", "load_counter", "load_counters", "nearest_rank", "prepare_texts",
