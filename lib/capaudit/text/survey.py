@@ -37,6 +37,12 @@ import pandas as pd
 from .lexical import LEX_RE
 from .violations import ALL_CODES, REPETITION_CODE, OpenerOptions, ViolationChecker, max_gram_count
 
+#: The window every per-budget statistic and the violation catalog use (spec §1.2, §2.2), named in
+#: the outputs it feeds.
+WINDOW_DEFINITION = ("lex-cut window (as the reference): a caption of more than B lexical units is cut at the end "
+                     "of the B-th unit and the cut text stripped; a caption of at most B units is kept whole, "
+                     "unstripped")
+
 LEADING_STOPWORDS = frozenset(
     "a an the this that these those image picture photo photograph illustration artwork scene "
     "shows showing depicts depicting features featuring presents displaying displays contains "
