@@ -1010,7 +1010,8 @@ def contract_view(result: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def reference_view(result: Mapping[str, Any], window: str = "full") -> Dict[str, Any]:
-    """One surface in the shape of the reference's ``naive_encoder_truncation.json`` (spec §14 G10):
+    """One surface in the shape of the reference's ``naive_encoder_truncation.json`` (spec §14 G10; the
+    reference made it with blank captions left out: survey with ``empty='skip'`` to match):
     ``{records, mean_lex, mean_words, lex_overflow_gt_248, encoders: {name: {model_id, max_len, mean_tokens,
     truncated_rate_gt_limit}}}``."""
     w = result["windows"][window]
