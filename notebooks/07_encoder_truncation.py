@@ -16,7 +16,11 @@
 # (reference-spec §8.3): truncated rate (count > max length), at-or-over rate, mean, nearest-rank
 # percentiles, max and mean slack, per surface, for the full caption and for captions cut at the
 # lexical budgets (lex-cut text, spec §1.2). CLIP-77 and LongCLIP-248 counts use the CLIP BPE
-# (`instant-clip-tokenizer`, cleaned as open_clip does: counts equal open_clip's). Gemma-3, SigLIP,
+# (`instant-clip-tokenizer`) after the normalisation `encoder_truncation.clip_clean` names: `hf`
+# (default, the reference's: Hugging Face CLIPTokenizerFast, counts equal its token by token) or
+# `open_clip` (ftfy + HTML unescaping, counts equal open_clip's). Captions empty after stripping are
+# counted as the empty string as the reference does (`empty: count`) or left out (`empty: skip`);
+# the table notes name both. Gemma-3, SigLIP,
 # SigLIP2 and T5 are surveyed where their tokenizer is installed or given as a local folder; the
 # encoders that could not be loaded are listed below with the reason.
 
@@ -45,4 +49,6 @@ out["windows_table"]
 # (248) limits are marked.
 
 # %%
-plot_truncation_curves(out["curves"], dirs["figures"], backend="CLIP BPE: instant-clip-tokenizer with open_clip cleaning")
+clip = next((d for d in out["results"][next(iter(out["results"]))]["encoder_details"].values() if d.get("clean")), None)
+plot_truncation_curves(out["curves"], dirs["figures"],
+                       backend=f"CLIP BPE: instant-clip-tokenizer, clean={clip['clean']}" if clip else None)

@@ -55,13 +55,16 @@ def test_run_truncation(run_cfg, monkeypatch):
     assert set(out["unavailable"]) == {"gemma3"}
     t = out["table"].set_index(["surface", "encoder"])
     assert t.loc[("short_caps", "clip77"), "truncated_rate"] == 0.0 and t.loc[("short_caps", "clip77"), "records"] == 30
-    assert t.loc[("long_caps", "clip77"), "truncated_rate"] == 1.0
+    # long_caps: 30 long captions and one " ", counted as the empty string (empty=count, the reference's)
+    assert t.loc[("long_caps", "clip77"), "truncated_rate"] == 30 / 31 and t.loc[("long_caps", "clip77"), "records"] == 31
     assert 0 < t.loc[("long_caps", "longclip248"), "truncated_rate"] < 1
     res = out["results"]["long_caps"]
-    assert res["input"]["empty_skipped"] == 1 and res["windows"]["lex8"]["encoders"]["clip77"]["max"] <= 12
+    assert (res["input"]["empty_after_strip"], res["input"]["captions_counted"], res["input"]["empty"]) == (1, 31, "count")
+    assert res["windows"]["lex8"]["encoders"]["clip77"]["max"] <= 12
     dirs = run_cfg.dirs()
     tex = (dirs["tables"] / "encoder_truncation.tex").read_text()
-    assert "long\\_caps & clip77 & 77 & 30 & 1.0000" in tex and "gemma3" in tex
+    assert "long\\_caps & clip77 & 77 & 31 & 0.9677" in tex and "gemma3" in tex
+    assert "clean=hf" in tex and "empty=count" in tex  # the definitions the numbers use are named
     assert (dirs["tables"] / "encoder_truncation_windows.csv").is_file()
     assert (dirs["artifacts"] / "encoder_truncation" / "long_caps.json").is_file()
     frag = json.loads((dirs["artifacts"] / "numbers" / "encoder_truncation.json").read_text())
@@ -175,3 +178,21 @@ def test_retrieval_settings_are_checked_before_the_model(run_cfg, tmp_path, sett
     with pytest.raises(InputError, match=rf"retrieval.*{key}"):
         run_retrieval(run_cfg, section, {"artifacts": tmp_path / "art", "tables": tmp_path / "tab"})
     assert not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize("setting,key", [({"clip_clean": "ftfy"}, "clip_clean"), ({"empty": "drop"}, "empty")])
+def test_truncation_conventions_are_checked(run_cfg, tmp_path, setting, key):
+    """A bad ``encoder_truncation`` convention names its key and the known values."""
+    import yaml as _yaml
+
+    from capaudit.config import load_config
+    from capaudit.embed.stage import run_truncation
+    from capaudit.errors import InputError
+
+    params = _yaml.safe_load(run_cfg.path.read_text(encoding="utf-8"))
+    params["encoder_truncation"].update(setting)
+    path = tmp_path / "bad.yaml"
+    path.write_text(_yaml.safe_dump(params), encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        run_truncation(load_config(path))
+    assert f"encoder_truncation.{key}" in str(e.value) and repr(setting[key]) in str(e.value)

@@ -29,7 +29,9 @@ from capaudit.errors import InputError
 BUDGETS = [None, 64, 128]
 
 # Pre-engine output of `capaudit encoder-truncation` (array statistics, commit 97e398a) on the 700
-# IIW/DOCCI captions below plus one blank caption: the engine must not change a single bit.
+# IIW/DOCCI captions below plus one blank caption: the engine must not change a single bit. Those
+# numbers were made with open_clip's cleaning and blank captions left out, so they are checked under
+# --clean open_clip --empty skip (the defaults are now the reference's: hf, count).
 GOLDEN_FULL = {
     "clip77": {"max_length": 77, "records": 700, "truncated_rate": 0.9728571428571429,
                "at_or_over_rate": 0.9742857142857143, "mean": 209.18857142857144, "max": 620,
@@ -145,17 +147,20 @@ def test_survey_numbers_unchanged_by_the_engine(trunc, capsys):
 
     out = trunc["tmp"] / "cli_default.json"
     assert main(["encoder-truncation", str(trunc["jsonl"]), "--caption-field", "caption", "--on-missing", "skip",
-                 "--budgets", "64,128", "--out", str(out)]) == 0
+                 "--budgets", "64,128", "--clean", "open_clip", "--empty", "skip", "--out", str(out)]) == 0
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["encoders"] == GOLDEN_FULL
     w = data["windows"]["lex64"]
     assert {k: w[k] for k in ("records", "mean_lex", "mean_words", "lex_overflow_gt_248")} == \
         {k: GOLDEN_LEX64[k] for k in ("records", "mean_lex", "mean_words", "lex_overflow_gt_248")}
     assert w["encoders"]["clip77"] == GOLDEN_LEX64["clip77"]
-    assert data["input"] == {"rows": 702, "records": 700, "empty_skipped": 1, "rows_missing_caption_field": 1}
-    mem = T.survey(trunc["caps"] + ["  "], ["clip77", "longclip248"], [None, 64])
+    assert data["input"] == {"rows": 702, "records": 700, "empty_after_strip": 1, "null_caption": 0,
+                             "captions_counted": 700, "empty": "skip", "rows_missing_caption_field": 1}
+    oc = [T.resolve_encoder(n, clean="open_clip") for n in ("clip77", "longclip248")]
+    mem = T.survey(trunc["caps"] + ["  "], oc, [None, 64], empty="skip")
     assert {k: {s: v[s] for s in T.STAT_KEYS} for k, v in mem["encoders"].items()} == GOLDEN_FULL
-    assert mem["input"] == {"rows": 701, "records": 700, "empty_skipped": 1}
+    assert mem["input"] == {"rows": 701, "records": 700, "empty_after_strip": 1, "captions_counted": 700,
+                            "empty": "skip"}
     capsys.readouterr()
 
 
@@ -163,7 +168,7 @@ def test_truncation_local_engine_same_bytes_any_workers_shards_format(trunc):
     from capaudit.text.truncation import survey_files, survey_part, survey_texts
 
     counters = trunc["counters"]
-    ref = _summary(survey_part(trunc["caps"], counters, BUDGETS), counters)
+    ref = _summary(survey_part(trunc["caps"] + ["  "], counters, BUDGETS), counters)  # the blank row counted
     one = survey_files(trunc["jsonl"], counters, BUDGETS, caption_field="caption", on_missing="skip")
     assert _summary(one, counters) == ref
     assert {k: one.load[k] for k in ("rows", "records", "rows_missing_field", "rows_empty_caption")} == \
@@ -176,7 +181,7 @@ def test_truncation_local_engine_same_bytes_any_workers_shards_format(trunc):
     assert pq.load["rows"] == 701 and pool.load == one.load and one.load["fields"] == ["caption", "other"]
     # captions already read (CSV, JSON): chunks on a local pool, the same bytes
     chunks = survey_texts(trunc["caps"] + ["  "], counters, BUDGETS, workers=2, chunk_size=100)
-    assert _summary(chunks, counters) == ref and (chunks.rows, chunks.empty_skipped) == (701, 1)
+    assert _summary(chunks, counters) == ref and (chunks.rows, chunks.empty_after_strip) == (701, 1)
 
 
 def test_truncation_cli_flags_and_non_shardable_inputs(trunc, capsys):
@@ -200,7 +205,8 @@ def test_truncation_cli_flags_and_non_shardable_inputs(trunc, capsys):
         w.writerow(["caption"])
         w.writerows([c] for c in trunc["caps"])
     d = tmp / "d.json"
-    assert main(["encoder-truncation", str(csv), "--caption-field", "caption", "--workers", "2", "--out", str(d)]) == 0
+    assert main(["encoder-truncation", str(csv), "--caption-field", "caption", "--workers", "2", "--clean", "open_clip",
+                 "--out", str(d)]) == 0
     assert json.loads(d.read_text())["encoders"] == GOLDEN_FULL
     capsys.readouterr()
     assert main(["encoder-truncation", str(csv), "--engine", "ray"]) == 1

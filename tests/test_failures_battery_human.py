@@ -225,6 +225,10 @@ CASES = [
                                      "mine=in/notok", "--max-length", "mine=64"], ["in/notok"]),
     Case("trunc-out-is-directory", ["encoder-truncation", "in/good.jsonl", "--out", "out/adir"],
          ["out/adir", "directory"]),
+    Case("trunc-clean-unknown", ["encoder-truncation", "in/good.jsonl", "--clean", "ftfy"],
+         ["--clean", "ftfy", "open_clip"]),
+    Case("trunc-empty-unknown", ["encoder-truncation", "in/good.jsonl", "--empty", "drop"],
+         ["--empty", "drop", "skip"]),
 ]
 
 

@@ -119,3 +119,81 @@ def test_matches_a_plain_python_reference(data_dir):
         assert r["ngram_top_k_mass"][str(n)] == pytest.approx(top / sum(grams[n].values()), rel=1e-15)
     for n in rep:
         assert r["rep"][str(n)] == pytest.approx(rep[n] / units, rel=1e-15)
+
+
+def _reference_catalog_rates(caps, budget):
+    """The reference's catalog on its survey window (spec §1.2, §2.2), written plainly: a caption of
+    more than B lexical units is cut at the end of the B-th and the cut text stripped, one of at most B
+    units is kept whole and unstripped; each code counts once per text (first matching pattern, with
+    re.MULTILINE); rates over the texts holding a lexical unit."""
+    import re
+    from collections import Counter
+
+    from capaudit.text.lexical import LEX_RE
+    from capaudit.text.violations import ALL_CODES, CATALOG
+
+    codes, violated, total = Counter(), 0, 0
+    for c in caps:
+        if not c.strip():
+            continue
+        m = list(LEX_RE.finditer(c))
+        text = c if budget is None or len(m) <= budget else c[: m[budget - 1].end()].strip()
+        if not LEX_RE.findall(text.lower()):
+            continue
+        total += 1
+        found = {code for code, (_, pats) in CATALOG.items() if any(re.search(p, text, re.MULTILINE) for p in pats)}
+        words = text.lower().split()
+        grams = Counter(tuple(words[i:i + 5]) for i in range(len(words) - 4))
+        if len(words) >= 5 and max(grams.values()) >= 10:
+            found.add("F_repetition")
+        codes.update(found)
+        violated += bool(found)
+    return {c: codes[c] / total for c in ALL_CODES}, violated / total
+
+
+KEPT_WHOLE = [
+    "  - indented bullet",  # at most B units, kept whole: leading spaces stay, "^[-*]\s" does not match
+    " 1. item indented",  # likewise "^\d+\.\s+\w"
+    "- bullet at the start",
+    "1. numbered at the start",
+    "Intro line\n  - indented bullet in a second line\n- plain bullet",
+    "   - " + "long indented bullet " * 8,  # more than B units: cut and stripped, so the bullet matches
+    "  2. " + "numbered item words " * 8,
+    " The image shows a cat",  # the opener, line-start too
+    "Please let me ",  # trailing space kept on a whole caption: "(?i)let me " matches
+    "Please let me " + "go on with more words " * 6,
+]
+
+
+@pytest.mark.parametrize("budget", [4, 8, 64, None])
+def test_catalog_on_kept_whole_captions_equals_the_reference(data_dir, budget):
+    """Violation rates per code and violation_rate equal the reference's on probe strings and on real
+    captions given with leading/trailing whitespace (a caption of at most B units kept whole)."""
+    rows = [json.loads(l) for l in open(data_dir / "imageinwords/IIW-400/data.jsonl", encoding="utf-8")]
+    rng = random.Random(1)
+    real = []
+    for r in rows[:150]:
+        c = r["IIW"]
+        pad = rng.choice(["", " ", "  ", "\n", "\t "])
+        head = rng.choice(["", "- ", "1. ", "* ", "# "]) if rng.random() < 0.4 else ""
+        real.append(pad + head + " ".join(c.split()[: rng.choice([3, 6, 12, 40, 400])]) + rng.choice(["", " ", "\n"]))
+    caps = KEPT_WHOLE + real
+    budgets = (4, 8, 64)
+    got = survey_captions(caps, SurveyConfig(budgets=budgets)).finalize()["budgets"]
+    want_codes, want_rate = _reference_catalog_rates(caps, budget)
+    block = got["full" if budget is None else str(budget)]
+    assert block["violation_code_rate"] == pytest.approx(want_codes, rel=1e-15, abs=0)
+    assert block["violation_rate"] == pytest.approx(want_rate, rel=1e-15)
+
+
+def test_kept_whole_caption_is_not_stripped():
+    """Pins the definition: a caption of at most B units is its own window, unstripped, so the
+    line-start patterns miss "  - indented bullet" (2 units) and " 1. item indented" (3 units); cut
+    after fewer units, the window is stripped and they match."""
+    cfg = SurveyConfig(budgets=(1, 2, 4))
+    r = survey_captions(["  - indented bullet", " 1. item indented"], cfg).finalize()["budgets"]
+    rate = {b: (r[b]["violation_code_rate"]["D_markdown_leak"], r[b]["violation_code_rate"]["M_numbered_list_leak"],
+                r[b]["violation_rate"]) for b in r}
+    assert rate["1"] == (0.5, 0.0, 0.5)  # "- indented" (cut, stripped); "1"
+    assert rate["2"] == (0.0, 0.5, 0.5)  # "  - indented bullet" (whole); "1. item" (cut, stripped)
+    assert rate["4"] == rate["full"] == (0.0, 0.0, 0.0)  # both whole, unstripped

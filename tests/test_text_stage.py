@@ -27,6 +27,7 @@ def test_cli_contract(tmp_path):
     assert set(b["prefix_top_mass"]) == {"raw", "content"}
     assert b["opener_rate"] == pytest.approx(1 / 3)
     assert res["avg_lex"] == pytest.approx((10 + 9 + 6) / 3)
+    assert res["definitions"]["window"].startswith("lex-cut window (as the reference)")
 
 
 def test_cli_malformed_jsonl_names_file_and_line(tmp_path):
@@ -98,3 +99,15 @@ def test_stamps_change_with_notebook_params_and_named_inputs(tmp_path, repo_dir,
     (tmp_path / "notebooks" / "b.py").write_text("# %%\ny = 3\n")  # only b and later change
     s2 = stamps(load_config(pfile))
     assert s2["a"] == s1["a"] and s2["b"] != s1["b"]
+
+
+def test_text_stats_table_names_its_window_definition(tmp_path):
+    """The table the paper prints opens with a note naming the window the catalog ran on."""
+    from capaudit.text.stage import surface_row, write_table
+    from capaudit.text.survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
+
+    r = survey_captions(["  - indented bullet", "a dog " * 40], SurveyConfig(budgets=(64,))).finalize()
+    write_table([surface_row("s", r, 64)], tmp_path)
+    first = (tmp_path / "text_stats.tex").read_text(encoding="utf-8").splitlines()[0]
+    assert first == f"% Windows and violation catalog: {WINDOW_DEFINITION}."
+    assert "kept whole, unstripped" in WINDOW_DEFINITION and "cut text stripped" in WINDOW_DEFINITION

@@ -1,6 +1,11 @@
 """Encoder-token truncation (reference-spec §8.3): counts, statistics, CLI contract, tokenizer messages.
 
-CLIP BPE counts must equal open_clip's. open_clip cannot be installed here (it pulls torchvision and
+CLIP BPE counts (default ``clean='hf'``) must equal Hugging Face ``CLIPTokenizerFast``'s token by
+token, the tokenizer the reference counts with: ``test_counts_equal_clip_tokenizer_fast`` builds it
+offline from the same BPE vocabulary file (``vocab.json``/``merges.txt`` written as Hugging Face's
+conversion writes them) and compares on real captions of five registry datasets and adversarial strings.
+
+With ``clean='open_clip'`` they must equal open_clip's. open_clip cannot be installed here (it pulls torchvision and
 a CUDA torch), so the counts are checked against an independent implementation: ``RefBPE`` below
 is open_clip's ``SimpleTokenizer`` algorithm (ftfy + html cleaning, the same regex, greedy BPE by
 merge rank) over the real vocabulary file ``bpe_simple_vocab_16e6.txt.gz`` (sha256 924691ac…,
@@ -29,28 +34,45 @@ pytest.importorskip("instant_clip_tokenizer")
 
 VOCAB_SHA256 = "924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a"
 
-# Hand-checked edge cases: (caption, count with SOT/EOT). Reasons: "A photo of a cat." = a, photo, of,
-# a, cat, "." (6) + 2; 😀 is one vocabulary entry; "a dog 😀🐶" = a, dog + one token per emoji;
-# "cat " * 100 = 100 BPE tokens (over 77 and under 248); digits split one by one (3 . 1 4 and 2 , 0 0 0);
-# ftfy straightens ’ so "person’s" = person + 's; html entities are unescaped ("& <b>" = & < b >);
-# ftfy undoes the "ﬁ" ligature and full-width letters (one token each); non-Latin scripts fall back to
-# byte-level BPE pieces (counts from the reference implementation).
+# Hand-checked edge cases: (caption, count with SOT/EOT under clean='hf', under clean='open_clip').
+# Reasons: "A photo of a cat." = a, photo, of, a, cat, "." (6) + 2; 😀 is one vocabulary entry;
+# "a dog 😀🐶" = a, dog + one token per emoji; "cat " * 100 = 100 BPE tokens (over 77 and under 248);
+# digits split one by one (3 . 1 4 and 2 , 0 0 0). Where the two cleanings differ: hf keeps ’ (byte
+# pieces â€ + ™, then s: person ’ s = 4 + hat) while ftfy straightens it (person 's); hf keeps the
+# entities (& amp ; & lt ; b & gt ; = 10) while open_clip unescapes them (& < b >); NFC keeps the "ﬁ"
+# ligature and full-width letters (byte pieces: 4 and 12) while ftfy undoes them (one token each).
+# Non-Latin scripts fall back to byte-level BPE pieces (counts from the reference implementations).
 EDGE = [
-    ("A photo of a cat.", 8),
-    ("😀", 3),
-    ("a dog 😀🐶", 6),
-    ("cat " * 100, 102),
-    ("3.14 and 2,000", 12),
-    ("person’s hat", 5),
-    ("person's hat", 5),
-    ("&amp; &lt;b&gt;", 6),
-    ("ﬁne", 3),
-    ("ＦＵＬＬ", 3),
-    ("don't stop", 5),
-    ("\u00a0nbsp\ttab\nline", 6),
-    ("東京の夜景", 10),
-    ("Привет мир", 13),
-    ("Ünïcödé café naïve", 13),
+    ("A photo of a cat.", 8, 8),
+    ("😀", 3, 3),
+    ("a dog 😀🐶", 6, 6),
+    ("cat " * 100, 102, 102),
+    ("3.14 and 2,000", 12, 12),
+    ("person’s hat", 7, 5),
+    ("person's hat", 5, 5),
+    ("&amp; &lt;b&gt;", 12, 6),
+    ("ﬁne", 6, 3),
+    ("ＦＵＬＬ", 14, 3),
+    ("don't stop", 5, 5),
+    ("\u00a0nbsp\ttab\nline", 6, 6),
+    ("東京の夜景", 10, 10),
+    ("Привет мир", 13, 13),
+    ("Ünïcödé café naïve", 13, 13),
+    ("", 2, 2),
+    (" \t\n", 2, 2),
+]
+
+# Strings where Hugging Face's tokenizer and open_clip's cleaning part ways, or a reimplementation of
+# the former could: curly quotes, entities, mojibake, NBSP and other Unicode spaces, tabs/newlines,
+# combining accents (NFC), emoji with skin tones, final sigma (lower-cased per character, not as a
+# word), dotted capital I, control and separator characters, the added tokens written in a caption
+# (case-sensitive) and open_clip's own special-token spellings (plain text for Hugging Face).
+ADVERSARIAL = [
+    "person’s “quoted” ‘hat’", "&amp; &lt;b&gt; &#39; &quot;x&quot;", "cafÃ© naÃ¯ve â€™ Ã¼ber", "a\u00a0b\u202fc",
+    "tab\there\nnew\r\nline\x0bv\x0cf", "e\u0301 cafe\u0301 A\u030a", "😀🐶 👍🏽 👨‍👩‍👧", "", "   ", "\t\n",
+    "ΟΔΟΣ ΣΑΣ", "İstanbul ǅemal", "<|endoftext|> x<|startoftext|>y", "<|ENDOFTEXT|>",
+    "<start_of_text> <END_OF_TEXT>", "a<end_of_text>b.<start_of_text>", "ﬁne ＦＵＬＬ ①②", "a\x1cb\x1fc\x07d",
+    "\u2028x\u3000y\u200bz\u0085w", "don't I'LL we'Re", "1,000.5 km² ½", "Straße ß ẞ", "<b>bold</b> <i>",
 ]
 
 GOLD_SPECS = {
@@ -98,6 +120,17 @@ class RefBPE:
 
         merges = gzip.open(path).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
         merges = [tuple(m.split()) for m in merges]
+        self.byte = self.byte_map()
+        vocab = list(self.byte.values())
+        vocab += [v + "</w>" for v in vocab] + ["".join(m) for m in merges] + ["<start_of_text>", "<end_of_text>"]
+        self.enc = {v: i for i, v in enumerate(vocab)}
+        self.ranks = {m: i for i, m in enumerate(merges)}
+        self.pat = regex.compile(r"<start_of_text>|<end_of_text>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+",
+                                 regex.IGNORECASE)
+
+    @staticmethod
+    def byte_map() -> dict:
+        """GPT-2/CLIP's byte -> printable symbol table."""
         bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
         cs = bs[:]
         extra = 0
@@ -106,13 +139,11 @@ class RefBPE:
                 bs.append(b)
                 cs.append(256 + extra)
                 extra += 1
-        self.byte = dict(zip(bs, map(chr, cs)))
-        vocab = list(self.byte.values())
-        vocab += [v + "</w>" for v in vocab] + ["".join(m) for m in merges] + ["<start_of_text>", "<end_of_text>"]
-        self.enc = {v: i for i, v in enumerate(vocab)}
-        self.ranks = {m: i for i, m in enumerate(merges)}
-        self.pat = regex.compile(r"<start_of_text>|<end_of_text>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+",
-                                 regex.IGNORECASE)
+        return dict(zip(bs, map(chr, cs)))
+
+    @classmethod
+    def byte_symbols(cls) -> list:
+        return list(cls.byte_map().values())
 
     def bpe(self, token: str) -> list:
         if token in ("<start_of_text>", "<end_of_text>"):
@@ -164,6 +195,11 @@ def clip():
 
 
 @pytest.fixture(scope="module")
+def clip_oc():
+    return T.load_counter(T.resolve_encoder("clip77", clean="open_clip"))
+
+
+@pytest.fixture(scope="module")
 def gold_captions(data_dir):
     from capaudit.surfaces import iter_captions
 
@@ -172,27 +208,97 @@ def gold_captions(data_dir):
     return {k: [r.caption for r in iter_captions(spec)] for k, spec in GOLD_SPECS.items()}
 
 
-@pytest.mark.parametrize("text,expected", EDGE)
-def test_edge_case_counts(clip, text, expected):
-    assert int(clip.count([text])[0]) == expected
+@pytest.mark.parametrize("text,hf,open_clip", EDGE)
+def test_edge_case_counts(clip, clip_oc, text, hf, open_clip):
+    assert int(clip.count([text])[0]) == hf
+    assert int(clip_oc.count([text])[0]) == open_clip
+    assert len(clip.ids(text)) + 2 == hf
 
 
-def test_empty_captions_are_skipped_and_counted():
-    r = T.survey(["", "   ", None, "A photo of a cat."], ["clip77"])
-    assert r["input"] == {"rows": 4, "records": 1, "empty_skipped": 3}
-    assert r["encoders"]["clip77"]["records"] == 1 and r["encoders"]["clip77"]["mean"] == 8.0
+def test_default_cleaning_is_hugging_face_and_named(clip, clip_oc):
+    assert T.DEFAULT_CLIP_CLEAN == "hf" and clip.clean == "hf" and clip_oc.clean == "open_clip"
+    assert T.ENCODERS["clip77"].clean == T.ENCODERS["longclip248"].clean == "hf"
+    assert "clean=hf" in clip.backend and "clean=open_clip" in clip_oc.backend
+    assert T.resolve_encoder("t5_xxl", clean="open_clip").clean is None  # CLIP BPE only
+    with pytest.raises(ValueError, match="unknown CLIP BPE cleaning 'ftfy'"):
+        T.resolve_encoder("clip77", clean="ftfy")
+    r = T.survey(["a cat"], ["clip77"])
+    assert r["encoder_details"]["clip77"]["clean"] == "hf"
+    assert T.contract_view(r)["definitions"]["clip_clean"].startswith("hf: Hugging Face CLIPTokenizerFast")
+    # the two cleanings are different definitions: they part on curly quotes and entities
+    assert clip.count(ADVERSARIAL[:2]).tolist() != clip_oc.count(ADVERSARIAL[:2]).tolist()
 
 
-def test_counts_equal_open_clip_gold_sample(clip, gold_captions):
+def test_empty_captions_counted_as_the_reference_does():
+    caps = ["", "   ", None, "A photo of a cat."]
+    r = T.survey(caps, ["clip77"], [None, 2])
+    assert r["input"] == {"rows": 4, "records": 1, "empty_after_strip": 2, "captions_counted": 3, "empty": "count"}
+    e = r["encoders"]["clip77"]
+    assert e["records"] == 3 and e["mean"] == (2 + 2 + 8) / 3 and e["p05"] == 2  # "" = SOT + EOT; None never
+    assert r["windows"]["lex2"]["records"] == 3 and r["windows"]["lex2"]["mean_lex"] == 2 / 3
+    assert T.contract_view(r)["definitions"]["empty"].startswith("count: every caption string is counted")
+    s = T.survey(caps, ["clip77"], empty="skip")
+    assert s["input"] == {"rows": 4, "records": 1, "empty_after_strip": 2, "captions_counted": 1, "empty": "skip"}
+    assert s["encoders"]["clip77"]["records"] == 1 and s["encoders"]["clip77"]["mean"] == 8.0
+    with pytest.raises(ValueError, match="unknown empty-caption convention 'drop'"):
+        T.survey(caps, ["clip77"], empty="drop")
+
+
+def _clip_fast_from_bpe(bpe: Path, out: Path):
+    """Hugging Face's fast CLIP tokenizer from open_clip's BPE file, written as HF's conversion does:
+    vocab = the 256 byte symbols, the same + "</w>", one entry per merge, then the two special tokens;
+    merges.txt = the merges under a "#version" line."""
+    transformers = pytest.importorskip("transformers")
+    merges = gzip.open(bpe).read().decode("utf-8").split("\n")[1:49152 - 256 - 2 + 1]
+    byte = RefBPE.byte_symbols()
+    vocab = list(byte) + [v + "</w>" for v in byte] + ["".join(m.split()) for m in merges]
+    vocab += ["<|startoftext|>", "<|endoftext|>"]
+    (out / "vocab.json").write_text(json.dumps({v: i for i, v in enumerate(vocab)}, ensure_ascii=False),
+                                    encoding="utf-8")
+    (out / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+    tok = transformers.CLIPTokenizerFast.from_pretrained(str(out), local_files_only=True)
+    assert tok.is_fast
+    return tok
+
+
+def test_counts_equal_clip_tokenizer_fast(clip, gold_captions, data_dir, tmp_path):
+    """Default counts = CLIPTokenizerFast's, token by token, on real captions and adversarial strings."""
+    vocab = _vocab_file(data_dir)
+    if vocab is None:
+        pytest.skip("bpe_simple_vocab_16e6.txt.gz not found (make clip-vocab)")
+    from capaudit.io.manifest import sha256_of
+
+    assert sha256_of(vocab) == VOCAB_SHA256
+    hf = _clip_fast_from_bpe(vocab, tmp_path)
+    norm = json.loads(hf.backend_tokenizer.to_str())["normalizer"]
+    assert norm == {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern":
+                    {"Regex": "\\s+"}, "content": " "}, {"type": "Lowercase"}]}  # what clean='hf' stands for
+    from capaudit.surfaces import iter_captions
+
+    cc3m = data_dir / "cc3m_validation" / "Validation_GCC-1.1.0-Validation.tsv"
+    texts = [t for t, _, _ in EDGE] + ADVERSARIAL + [c for caps in gold_captions.values() for c in caps]
+    texts += [r.caption for r in iter_captions({"dataset": "coco_karpathy_captions", "path": "test_captions.json",
+                                                "format": "json", "max_records": 5000})]
+    texts += [r.caption for r in iter_captions({"dataset": "img2dataset_alttext_sample", "path": "test_10000.parquet",
+                                                "format": "parquet", "caption_field": "TEXT"})]
+    if cc3m.is_file():
+        texts += [line.split("\t")[0] for line in cc3m.read_text(encoding="utf-8").splitlines()[:5000]]
+    ref = hf(texts, add_special_tokens=True, truncation=False)["input_ids"]
+    for t, r in zip(texts, ref):
+        assert [49406] + clip.ids(t) + [49407] == r, repr(t[:80])
+    assert clip.count(texts).tolist() == [len(r) for r in ref]
+
+
+def test_counts_equal_open_clip_gold_sample(clip_oc, gold_captions):
     for name, caps in gold_captions.items():
         expected = [int(x) for x in GOLD[name].split()]
         assert len(caps) == len(expected), name
-        got = clip.count(caps).tolist()
+        got = clip_oc.count(caps).tolist()
         diff = [(i, g, e) for i, (g, e) in enumerate(zip(got, expected)) if g != e]
         assert not diff, f"{name}: rows differing from open_clip (index, ours, open_clip): {diff[:5]}"
 
 
-def test_counts_equal_reference_bpe_live(clip, gold_captions, data_dir):
+def test_counts_equal_reference_bpe_live(clip_oc, gold_captions, data_dir):
     """With the real vocabulary file: RefBPE (open_clip's algorithm) agrees token by token."""
     pytest.importorskip("regex")
     pytest.importorskip("ftfy")
@@ -204,9 +310,9 @@ def test_counts_equal_reference_bpe_live(clip, gold_captions, data_dir):
 
     assert sha256_of(vocab) == VOCAB_SHA256
     ref = RefBPE(vocab)
-    texts = [t for t, _ in EDGE] + [c for caps in gold_captions.values() for c in caps]
+    texts = [t for t, _, _ in EDGE] + [c for caps in gold_captions.values() for c in caps]
     for t in texts:
-        assert clip.ids(t) == ref.encode(t), t[:80]
+        assert clip_oc.ids(t) == ref.encode(t), t[:80]
     for name, caps in gold_captions.items():  # the stored GOLD came from this implementation
         assert [len(ref.encode(c)) + 2 for c in caps] == [int(x) for x in GOLD[name].split()]
 
@@ -324,7 +430,7 @@ def test_cli_contract(tmp_path, capsys):
                                           {"caption": "cat " * 100}, {"caption": "😀"}])
     out = tmp_path / "out.json"
     rc = main(["encoder-truncation", str(src), "--caption-field", "caption", "--encoder", "clip77",
-               "--encoder", "longclip248", "--out", str(out)])
+               "--encoder", "longclip248", "--empty", "skip", "--out", str(out)])
     assert rc == 0
     data = json.loads(out.read_text(encoding="utf-8"))
     assert list(data["encoders"]) == ["clip77", "longclip248"]
@@ -337,8 +443,34 @@ def test_cli_contract(tmp_path, capsys):
     assert c["mean_slack"] == pytest.approx(77 - (8 + 102 + 3) / 3)
     assert (c["p05"], c["p50"], c["p99"]) == (3, 8, 102)
     assert data["encoders"]["longclip248"]["truncated_rate"] == 0.0
-    assert data["input"]["empty_skipped"] == 1
-    assert "1 empty caption(s) skipped" in capsys.readouterr().err
+    assert data["input"]["captions_counted"] == 3 and data["input"]["empty"] == "skip"
+    assert "1 caption(s) empty after strip() skipped (--empty skip)" in capsys.readouterr().err
+    # the default counts every caption string, as the reference: "   " = SOT + EOT
+    assert main(["encoder-truncation", str(src), "--caption-field", "caption", "--encoder", "clip77",
+                 "--encoder", "longclip248", "--out", str(out)]) == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    c = data["encoders"]["clip77"]
+    assert data["input"] == {"rows": 4, "records": 3, "empty_after_strip": 1, "null_caption": 0,
+                             "captions_counted": 4, "empty": "count", "rows_missing_caption_field": 0}
+    assert c["records"] == 4 and c["mean"] == pytest.approx((8 + 102 + 3 + 2) / 4) and c["p05"] == 2
+    assert data["definitions"]["empty"].startswith("count:") and data["definitions"]["clip_clean"].startswith("hf:")
+    assert "1 caption(s) empty after strip() counted as the empty string" in capsys.readouterr().err
+
+
+def test_cli_empty_and_clean_options(tmp_path, capsys):
+    rows = [{"caption": "person’s hat"}, {"caption": "  "}, {"caption": None}, {"caption": "&amp;"}]
+    (tmp_path / "in.json").write_text(json.dumps(rows), encoding="utf-8")
+    for src in (_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "in.json"):  # shard reader; surfaces loader
+        assert main(["encoder-truncation", str(src), "--encoder", "clip77", "--empty", "skip",
+                     "--clean", "open_clip"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["input"]["captions_counted"] == 2 and data["input"]["empty"] == "skip", src
+        assert data["encoders"]["clip77"]["mean"] == (5 + 3) / 2  # person 's hat; &
+        assert data["encoder_details"]["clip77"]["clean"] == "open_clip"
+        assert main(["encoder-truncation", str(src), "--encoder", "clip77"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["encoders"]["clip77"]["mean"] == (7 + 2 + 5) / 3, src  # person ’ s hat; ""; & amp ;
+    assert data["input"]["empty_after_strip"] == 1 and data["input"]["captions_counted"] == 3
 
 
 def test_cli_unavailable_encoder_is_one_line_error(tmp_path, capsys, monkeypatch):

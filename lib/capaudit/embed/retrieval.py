@@ -107,7 +107,7 @@ def clip_bpe_counter() -> Any:
     """The CLIP BPE counter of :mod:`capaudit.text.truncation` (open_clip cleaning)."""
     from capaudit.text.truncation import ClipBpeCounter, resolve_encoder
 
-    return ClipBpeCounter(resolve_encoder("clip77"))
+    return ClipBpeCounter(resolve_encoder("clip77", clean="open_clip"))
 
 
 def clip_bpe_batch(texts: Sequence[str], max_length: int, counter: Any = None) -> Tuple[np.ndarray, np.ndarray]:

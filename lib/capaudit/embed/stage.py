@@ -9,6 +9,8 @@
       windows: [64, 128]                     # lexical budgets (lex-cut text, spec §1.2) besides the full caption
       tokenizer_paths: {}                    # encoder -> local tokenizer folder / .gguf file
       max_length: {}                         # encoder -> max length override
+      clip_clean: hf                         # CLIP BPE normalisation: hf (CLIPTokenizerFast, the reference) or open_clip
+      empty: count                           # captions empty after strip(): count (the reference) or skip
       curve_max: 512                         # truncation curves for limits 1..curve_max
       engine: local                          # or ray (address: HEAD:6379 or RAY_ADDRESS; a local cluster otherwise)
       workers: 1                             # processes (local) or concurrent tasks (ray); same numbers for any value
@@ -132,7 +134,7 @@ def _read_surface(spec: Mapping[str, Any]) -> Dict[str, Any]:
     stats = LoadStats()
     caps = [r.caption for r in iter_captions(spec, stats=stats)]
     return {"captions": caps, "rows": stats.rows, "empty_skipped": stats.rows_empty_caption,
-            "rows_missing_caption_field": stats.rows_missing_field}
+            "blank": stats.rows_blank_caption, "rows_missing_caption_field": stats.rows_missing_field}
 
 
 # --- truncation -----------------------------------------------------------------------------------
@@ -155,7 +157,9 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     from capaudit.surfaces.stage import surface_specs
     from capaudit.surfaces.surface import resolve_sources
     from capaudit.text.stage import _spec_shards
-    from capaudit.text.truncation import finalize_part, load_counters, resolve_encoder, survey_input, survey_texts
+    from capaudit.text.truncation import (CLIP_CLEANING, DEFAULT_CLIP_CLEAN, DEFAULT_EMPTY, EMPTY_CONVENTIONS,
+                                          check_clip_clean, check_empty, finalize_part, load_counters,
+                                          resolve_encoder, survey_input, survey_texts)
 
     where = f"{cfg.path}: {TRUNCATION_SECTION}"
     section = cfg.section(TRUNCATION_SECTION, required=False)
@@ -173,7 +177,9 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     if not isinstance(windows, list) or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in windows):
         raise InputError(f"{where}.windows: expected a list of positive integers, got {windows!r}", field="windows")
     curve_max = _int_setting(section, "curve_max", 512, 1, where)
-    encs = [resolve_encoder(n, paths.get(n), lengths.get(n)) for n in enc_names]
+    clean = check_clip_clean(section.get("clip_clean", DEFAULT_CLIP_CLEAN), field=f"{where}.clip_clean")
+    empty = check_empty(section.get("empty", DEFAULT_EMPTY), field=f"{where}.empty")
+    encs = [resolve_encoder(n, paths.get(n), lengths.get(n), clean=clean) for n in enc_names]
     counters, unavailable = load_counters(encs, on_unavailable)
     if not counters:
         raise InputError(f"{where}: no encoder could be loaded ({'; '.join(unavailable.values())})", field="encoders")
@@ -204,14 +210,16 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
                     raise
                 part = None
             else:
-                inp = {"rows": part.load["rows"], "empty_skipped": part.load["rows_empty_caption"],
+                inp = {"rows": part.load["rows"],
+                       "null_caption": part.load["rows_empty_caption"] - part.load["rows_blank_caption"],
                        "rows_missing_caption_field": part.load["rows_missing_field"]}
         if part is None:  # other formats (or bad input) stream through the surfaces loader on this machine
             src = _read_surface(spec)
             part = survey_texts(src["captions"], counters, budgets, workers=eng["workers"])
-            inp = {"rows": src["rows"], "empty_skipped": src["empty_skipped"],
+            part.empty_after_strip += src["blank"]  # the loader drops them; counted here
+            inp = {"rows": src["rows"], "null_caption": src["empty_skipped"] - src["blank"],
                    "rows_missing_caption_field": src["rows_missing_caption_field"]}
-        res = finalize_part(part, counters, unavailable)
+        res = finalize_part(part, counters, unavailable, empty)
         res["surface"] = name
         res["input"].update(inp)
         results[name] = res
@@ -238,16 +246,20 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
          "p50": "d", "p95": "d", "max": "d"},
         ["Encoder-token truncation (reference-spec 8.3): untruncated counts with special tokens; truncated = count > "
          "max_length; percentiles nearest-rank.",
-         "CLIP BPE counts via instant-clip-tokenizer with open_clip cleaning (equal to open_clip's SimpleTokenizer).",
+         f"CLIP BPE counts via instant-clip-tokenizer, clean={clean}: {CLIP_CLEANING[clean]}.",
+         f"Empty captions: empty={empty}: {EMPTY_CONVENTIONS[empty]}.",
          skipped_note])
     win_table = pd.DataFrame(win_rows)
     write_table(win_table, dirs["tables"], "encoder_truncation_windows",
                 ["surface", "window", "encoder", "records", "mean_lex", "truncated_rate", "mean", "p95"],
                 {"records": "d", "mean_lex": ".2f", "truncated_rate": ".4f", "mean": ".2f", "p95": "d"},
-                ["Truncation of captions cut at B lexical units (lex-cut text, spec 1.2) and of full captions."])
+                ["Truncation of captions cut at B lexical units (lex-cut text, spec 1.2) and of full captions; "
+                 f"CLIP BPE clean={clean}, empty={empty}."])
     summary = {"surfaces": names, "encoders": {k: {**c.spec.to_dict(), "tokenizer": c.backend}
                                                for k, c in counters.items()},
-               "unavailable": unavailable, "windows": [w for w in budgets if w is not None], "table": rows}
+               "unavailable": unavailable, "windows": [w for w in budgets if w is not None],
+               "clip_clean": f"{clean}: {CLIP_CLEANING[clean]}", "empty": f"{empty}: {EMPTY_CONVENTIONS[empty]}",
+               "table": rows}
     write_json_atomic(art / "summary.json", summary)
     numbers: Dict[str, Dict[str, Any]] = {}
     for r in rows:
@@ -259,7 +271,8 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
                            f"({r['tokenizer']})"}
         numbers[_letters("enc", "tokens", r["encoder"], r["surface"])] = {
             "value": r["mean"], "text": f"{r['mean']:.1f}",
-            "description": f"mean {r['encoder']} tokens per {r['surface']} caption (with special tokens)"}
+            "description": f"mean {r['encoder']} tokens per {r['surface']} caption (with special tokens; "
+                           f"{r['tokenizer']}; empty={empty})"}
     write_numbers_fragment(dirs["artifacts"], "encoder_truncation", numbers,
                            backend="; ".join(sorted({c.backend for c in counters.values()})))
     return {"results": results, "table": table, "windows_table": win_table, "curves": curves,

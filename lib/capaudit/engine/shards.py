@@ -399,7 +399,8 @@ def iter_shard_captions(shard: Shard, caption_field: Optional[str] = None, on_mi
 
     A row without ``caption_field`` is an error naming the file, offset and field unless
     ``on_missing="skip"``. ``stats`` (a dict) counts ``rows``, ``records``,
-    ``rows_without_caption`` = ``rows_missing_field`` + ``rows_empty_caption``, and keeps the
+    ``rows_without_caption`` = ``rows_missing_field`` + ``rows_empty_caption`` (of which
+    ``rows_blank_caption``: a caption string empty after ``strip()``, not a null), and keeps the
     field names of the first 1,000 rows (``fields``) and the first row missing the field.
     """
     from capaudit.surfaces.surface import _captions
@@ -407,7 +408,8 @@ def iter_shard_captions(shard: Shard, caption_field: Optional[str] = None, on_mi
     if on_missing not in ("error", "skip"):
         raise InputError(f"on_missing must be 'error' or 'skip', got {on_missing!r}")
     st = stats if stats is not None else {}
-    for k in ("rows", "records", "rows_without_caption", "rows_missing_field", "rows_empty_caption"):
+    for k in ("rows", "records", "rows_without_caption", "rows_missing_field", "rows_empty_caption",
+              "rows_blank_caption"):
         st.setdefault(k, 0)
     fields: Dict[str, None] = st.setdefault("fields", {})
     cols = [caption_field] if (caption_field and shard.format == "parquet") else None
@@ -428,6 +430,7 @@ def iter_shard_captions(shard: Shard, caption_field: Optional[str] = None, on_mi
                 else:
                     st["rows_without_caption"] += 1
                     st["rows_empty_caption"] += 1
+                    st["rows_blank_caption"] += 1
                 continue
         used, caps = _captions(row, caption_field, where(), "skip")
         if not caps:
@@ -441,6 +444,7 @@ def iter_shard_captions(shard: Shard, caption_field: Optional[str] = None, on_mi
                 st["rows_missing_field"] += 1
             else:
                 st["rows_empty_caption"] += 1
+                st["rows_blank_caption"] += isinstance(row.get(used), str)
             continue
         for _, cap in caps:
             st["records"] += 1

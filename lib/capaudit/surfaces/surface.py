@@ -98,7 +98,8 @@ class LoadStats:
 
     ``rows_without_caption`` = ``rows_missing_field`` (the caption field is absent and
     ``on_missing: skip``, or auto-detection found no caption field) + ``rows_empty_caption``
-    (the field is there but empty, blank or null).
+    (the field is there but empty, blank or null; ``rows_blank_caption`` of them: a string empty
+    after ``strip()``, not a null).
     """
 
     rows: int = 0
@@ -106,6 +107,7 @@ class LoadStats:
     records: int = 0
     rows_missing_field: int = 0
     rows_empty_caption: int = 0
+    rows_blank_caption: int = 0
 
     def to_dict(self) -> Dict[str, int]:
         return dict(self.__dict__)
@@ -379,6 +381,7 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
                 stats.rows_missing_field += 1
             else:
                 stats.rows_empty_caption += 1
+                stats.rows_blank_caption += isinstance(_get(row, used), str)
             continue
         key = normalize_key(raw_key, norm)
         if key is None:

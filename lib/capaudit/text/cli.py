@@ -44,7 +44,7 @@ def _main(args: argparse.Namespace) -> int:
     from .stage import contract_view, load_counts, survey_notes
     from ..errors import InputError
     from .stage import shardable, survey_input
-    from .survey import SurveyConfig, survey_captions
+    from .survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
 
     if args.out != "-":
         check_output_path(args.out)  # fail before the survey, not after it
@@ -77,6 +77,7 @@ def _main(args: argparse.Namespace) -> int:
     result = summary.finalize()
     result["input"] = load_counts(stats)
     result["notes"] = survey_notes(result, cfg.budgets, cfg.top_k)
+    result["definitions"] = {"window": WINDOW_DEFINITION}
     out = result if args.detail else contract_view(result, cfg.budgets, cfg.top_k)
     text = json.dumps(out, indent=2, ensure_ascii=False) + "\n"
     if args.out == "-":

@@ -17,7 +17,7 @@ import pandas as pd
 from ..config import RunConfig
 from ..io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from .lexical import lex_units
-from .survey import SurveyConfig, survey_captions
+from .survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
 from .violations import ViolationChecker
 
 TABLE_COLUMNS = ["surface", "records", "avg_lex", "elig64", "trunc64", "opener64", "prefix_raw64",
@@ -78,6 +78,7 @@ def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int 
     if "input" in result:
         out["input"] = result["input"]
     out["notes"] = result.get("notes", survey_notes(result, budgets, top_k))
+    out["definitions"] = {"window": WINDOW_DEFINITION}  # what opener_rate and the windows are computed on
     return out
 
 
@@ -203,7 +204,7 @@ def write_table(rows: List[Dict[str, object]], tables: Path, stem: str = "text_s
     df = df[[c for c in TABLE_COLUMNS if c in df.columns]]
     fmt = {c: (lambda v: f"{v:.2f}") if c == "avg_lex" else (lambda v: f"{v:.4f}")
            for c in df.columns if c not in ("surface", "records")}
-    lines = []
+    lines = [f"% Windows and violation catalog: {WINDOW_DEFINITION}."]
     for i, (_, r) in enumerate(df.iterrows()):
         cells = [str(r["surface"]).replace("_", r"\_"), f"${int(r['records']):,}$".replace(",", "{,}")]
         # a top-k prefix mass that is 1.0 by construction is marked, not presented as a finding
@@ -265,6 +266,7 @@ def run(cfg: RunConfig) -> Dict[str, object]:
         r["surface"] = name
         r["input"] = load_counts(stats)
         r["notes"] = survey_notes(r, scfg.budgets, scfg.top_k)
+        r["definitions"] = {"window": WINDOW_DEFINITION}
         r["config"] = {"budgets": list(scfg.budgets), "ngram_orders": list(scfg.ngram_orders),
                        "repeat_orders": list(scfg.repeat_orders), "top_k": scfg.top_k,
                        "prefix_tokens": scfg.prefix_tokens, "opener": vars(scfg.opener),

@@ -37,6 +37,12 @@ import pandas as pd
 from .lexical import LEX_RE
 from .violations import ALL_CODES, REPETITION_CODE, OpenerOptions, ViolationChecker, max_gram_count
 
+#: The window every per-budget statistic and the violation catalog use (spec §1.2, §2.2), named in
+#: the outputs it feeds.
+WINDOW_DEFINITION = ("lex-cut window (as the reference): a caption of more than B lexical units is cut at the end "
+                     "of the B-th unit and the cut text stripped; a caption of at most B units is kept whole, "
+                     "unstripped")
+
 LEADING_STOPWORDS = frozenset(
     "a an the this that these those image picture photo photograph illustration artwork scene "
     "shows showing depicts depicting features featuring presents displaying displays contains "
@@ -423,8 +429,9 @@ class _ChunkSurveyor:
         nb = len(cfg.budgets)
         ncols = nb + 1
         summ = SurveySummary(config=cfg)
-        caps = [c.strip() for c in captions]
-        caps = [c for c in caps if c]
+        # captions as given (the loaders strip them; spec §2.1), the empty ones left out: a caption of
+        # at most B units is its own window, kept whole and unstripped (spec §2.2 "Exact catalog")
+        caps = [c for c in captions if c and not c.isspace()]
         summ.records = len(caps)
         if not caps:
             return summ
@@ -577,12 +584,15 @@ class _ChunkSurveyor:
         return out
 
     def _violations(self, caps, lows, lens, ncols, max_rep_count, word_masks=None):
-        """Codes per column. A window is a prefix of its caption that ends where a lexical unit
-        ends, so (regex semantics) a code can match a window only if it matches the caption,
+        """Codes per column (spec §2.2 "Exact catalog": a caption of more than B units is cut after the
+        B-th unit and the cut text stripped; one of at most B units is kept whole, unstripped). A cut
+        window of a caption without leading whitespace is a prefix of it that ends where a lexical
+        unit ends, so (regex semantics) a code can match the window only if it matches the caption,
         unless a pattern looks past the end of its match (\\b: only when a cut is followed by "_"),
         and a 5-gram of whitespace words can occur in a window at most once more than in the
         caption (the last, possibly cut, word). Windows are therefore checked only for captions
-        that have a code, contain "_", or have a 5-gram occurring >= 9 times."""
+        that have a code, contain "_", have a 5-gram occurring >= 9 times, or start with whitespace
+        (stripping it may let a line-start pattern match)."""
         budgets = list(self.config.budgets)
         C = len(caps)
         full = self.checker.matrix(caps, lows, repetition=False, word_masks=word_masks)
@@ -600,6 +610,7 @@ class _ChunkSurveyor:
             need[:] = True
         elif self.checker.end_sensitivity == "word":  # a cut is followed by "_" only if the caption has one
             need |= np.fromiter(("_" in c for c in caps), bool, C)
+        need |= np.fromiter((c[0].isspace() for c in caps), bool, C)
         need &= lens > budgets[0]
         windows: List[str] = []
         win_of = np.repeat(np.arange(C)[:, None], ncols, axis=1)

