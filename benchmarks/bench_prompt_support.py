@@ -175,16 +175,19 @@ def main() -> int:
     print("summary", json.dumps(summary), flush=True)
     from _corpus import record_target
 
+    # issue 24's targets are for the warm run (its "before", 7.7 s, is this benchmark's warm figure of
+    # then); the cold run (1M-prompt pool counted first) is reported beside them
     for label in ("warm", "cold"):
         w = summary[label]
+        target = (lambda t: t) if label == "warm" else (lambda t: None)
         note = "pool counts cached, as for a second comparison" if label == "warm" else "pool counted in this run"
         record_target(f"prompt support, one worker / reference's {REFERENCE_S} s ({label})",
-                      w["one_worker_s"] / REFERENCE_S, 0.1, "",
+                      w["one_worker_s"] / REFERENCE_S, target(0.1), "",
                       f"{w['one_worker_s']:.2f} s = {w['speedup_vs_reference_one_worker']}x the reference; {note}")
-        record_target(f"prompt support, {args.workers} workers / one worker ({label})", w["two_over_one"], 0.6, "",
-                      f"{w['two_worker_s']:.2f} s vs {w['one_worker_s']:.2f} s")
-        record_target(f"prompt support, peak RSS one worker, MiB ({label})", w["peak_rss_mib_one_worker"], 250, "",
-                      f"process tree; {args.workers} workers: {w['peak_rss_mib_two_workers']} MiB")
+        record_target(f"prompt support, {args.workers} workers / one worker ({label})", w["two_over_one"],
+                      target(0.6), "", f"{w['two_worker_s']:.2f} s vs {w['one_worker_s']:.2f} s")
+        record_target(f"prompt support, peak RSS one worker, MiB ({label})", w["peak_rss_mib_one_worker"],
+                      target(250), "", f"process tree; {args.workers} workers: {w['peak_rss_mib_two_workers']} MiB")
     w = summary["warm"]
     print(f"one worker {w['one_worker_s']:.2f} s, {args.workers} workers {w['two_worker_s']:.2f} s "
           f"(ratio {w['two_over_one']:.2f}), {w['speedup_vs_reference_one_worker']:.1f}x the reference's "
