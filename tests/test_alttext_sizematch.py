@@ -55,3 +55,12 @@ def test_too_small_corpus_gets_no_number():
     m = size_matched([["a", "b"]], 5, [0, 1])
     assert m["token_type_ratio_mean"] is None and "2 tokens < n = 5" in m["reason"]
     assert size_matched([["a"], ["b"]], 3, [0], "captions")["types_mean"] is None
+
+
+def test_empty_corpora_get_no_size_matched_value():
+    from capaudit.alttext.sizematch import matched_n, size_matched
+
+    assert matched_n([0, 120, 40], None) == 40  # an empty corpus does not set n to 0
+    assert matched_n([0, 0], None) == 0
+    empty = size_matched([[], []], 0, [0, 1])
+    assert empty["token_type_ratio_mean"] is None and "no subsample" in empty["reason"]

@@ -60,9 +60,10 @@ def size_matched(token_lists: Sequence[Sequence[str]], n: int, seeds: Sequence[i
     ``reason`` when the corpus has fewer than ``n`` units)."""
     size = corpus_size(token_lists, unit)
     out: Dict[str, Any] = {"n": n, "unit": unit, "seeds": list(seeds), "corpus_size": size}
-    if size < n or not seeds:
+    if size < n or n < 1 or not seeds:
         out.update({f"{s}_{k}": None for s in SIZE_STATS for k in ("mean", "sd")})
-        out["reason"] = f"corpus has {size} {unit} < n = {n}" if size < n else "no seeds"
+        out["reason"] = (f"corpus has {size} {unit} < n = {n}" if size < n else
+                         f"n = {n}: no subsample to draw" if n < 1 else "no seeds")
         return out
     draws = [size_stats(draw(token_lists, n, s, unit)) for s in seeds]
     for s in SIZE_STATS:
@@ -73,8 +74,11 @@ def size_matched(token_lists: Sequence[Sequence[str]], n: int, seeds: Sequence[i
 
 
 def matched_n(sizes: Sequence[int], n: Optional[int]) -> int:
-    """The configured ``n``, or the smallest corpus size when none is configured."""
-    return int(n) if n is not None else min(sizes)
+    """The configured ``n``, or the size of the smallest non-empty corpus when none is configured
+    (0 when every corpus is empty: then no corpus gets a size-matched value)."""
+    if n is not None:
+        return int(n)
+    return min((x for x in sizes if x > 0), default=0)
 
 
 __all__ = ["SIZE_UNITS", "SIZE_STATS", "SIZE_NOTE", "size_stats", "corpus_size", "draw", "size_matched", "matched_n"]
