@@ -595,8 +595,10 @@ def summarize_responses(
         if not Path(q).is_file():
             raise FileNotFoundError(f"{q}: request file not found")
     req_paths = list(requests) if requests else [q for q in (default_requests_path(p) for p in responses) if q]
-    # one parse per response row; winning rows as raw lines + their counts
-    index, merged = _index_and_merge(req_paths, responses)
+    from capaudit.io.bulk import paused_gc
+
+    with paused_gc():  # one parse per response row; winning rows as raw lines + their counts
+        index, merged = _index_and_merge(req_paths, responses)
     # Rows in any order (the summary does not depend on it: sums, and sorted distributions); an
     # error is that of the smallest request id that has one, as when rows went in id order.
     acc = ClaimedAccumulator()

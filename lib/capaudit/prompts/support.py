@@ -407,6 +407,17 @@ def compare_pairs_file(
 ):
     """:func:`compare_surfaces` on a pairs file streamed from disk (memory independent of its
     size); returns ``(rows, PairStats)``."""
+    from capaudit.io.bulk import paused_gc
+
+    with paused_gc():  # rows parsed and dropped by the hundred thousand, no cycles among them
+        return _compare_pairs_file(path, pools, comparison, local_field, reference_field, local_surface,
+                                   reference_surface, limit, skip_incomplete, ngram, budget, block_size, reps,
+                                   seed, alpha, buckets, workers, engine, address)
+
+
+def _compare_pairs_file(path, pools, comparison, local_field, reference_field, local_surface, reference_surface,
+                        limit, skip_incomplete, ngram, budget, block_size, reps, seed, alpha, buckets, workers,
+                        engine, address):
     from capaudit.prompts.io import PairStats, iter_pair_chunks
 
     for pool in pools:
