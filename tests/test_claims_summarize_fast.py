@@ -265,3 +265,27 @@ def test_no_fork_while_another_thread_runs(tmp_path, monkeypatch):
         stop.set()
         other.join()
     assert pids.read_text().split() == [str(os.getpid())]
+
+
+def test_distribution_equals_its_statistics_definition():
+    import math
+    import statistics
+
+    from capaudit.claims.summarize import distribution
+
+    rng = random.Random(7)
+    cases = [[], [3], [2, 1], [1.5, 0.25, 0.25]]
+    for n in (4095, 4096, 5000, 20001):  # both sides of the numpy sort
+        cases.append([rng.randrange(0, 40) for _ in range(n)])
+        cases.append([100.0 * rng.randrange(0, 40) / max(rng.randrange(0, 90), 1) for _ in range(n)])
+    for values in cases:
+        d = distribution(values)
+        if not values:
+            assert (d.median, d.p25, d.p75, d.trimmed_mean) == (0.0, 0.0, 0.0, 0.0)
+            continue
+        vals = sorted(values)
+        k = int(math.floor(0.1 * len(vals)))
+        kept = vals[k: len(vals) - k]
+        want = (float(statistics.median(values)), float(vals[round((len(vals) - 1) * 0.25)]),
+                float(vals[round((len(vals) - 1) * 0.75)]), float(sum(kept) / len(kept)) if kept else 0.0)
+        assert (d.median, d.p25, d.p75, d.trimmed_mean) == want  # exactly, not approximately
