@@ -28,3 +28,19 @@ def test_a_collector_that_was_off_stays_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_kept_heap_applies_with_glibc_and_leaves_a_users_setting_alone(monkeypatch):
+    import platform
+    import sys
+
+    from capaudit.io.bulk import kept_heap
+
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    with kept_heap() as applied:
+        assert applied == glibc
+        big = bytearray(8 << 20)  # allocations work as ever inside
+        assert len(big) == 8 << 20
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    with kept_heap() as applied:
+        assert applied is False

@@ -407,9 +407,11 @@ def compare_pairs_file(
 ):
     """:func:`compare_surfaces` on a pairs file streamed from disk (memory independent of its
     size); returns ``(rows, PairStats)``."""
-    from capaudit.io.bulk import paused_gc
+    from capaudit.io.bulk import kept_heap, paused_gc
 
-    with paused_gc():  # rows parsed and dropped by the hundred thousand, no cycles among them
+    # rows parsed and dropped by the hundred thousand, no cycles among them; per-block arrays of a
+    # few MiB freed and allocated again: kept by the allocator instead of faulted in every time
+    with paused_gc(), kept_heap():
         return _compare_pairs_file(path, pools, comparison, local_field, reference_field, local_surface,
                                    reference_surface, limit, skip_incomplete, ngram, budget, block_size, reps,
                                    seed, alpha, buckets, workers, engine, address)
