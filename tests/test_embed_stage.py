@@ -70,6 +70,9 @@ def test_run_truncation(run_cfg, monkeypatch):
     frag = json.loads((dirs["artifacts"] / "numbers" / "encoder_truncation.json").read_text())
     assert "EncTruncClipSevenSevenLongCaps" in frag["numbers"] and all(re.fullmatch("[A-Za-z]+", k) for k in frag["numbers"])
     assert len(out["curves"]) == 2 * 300 and {c["tokenizer"] for c in out["curves"]} == {"CLIP BPE"}
+    # the curve counts the captions the table counts (the blank caption included, under empty=count)
+    at77 = [c["share_over"] for c in out["curves"] if c["surface"] == "long_caps" and c["limit"] == 77]
+    assert at77 == [pytest.approx(30 / 31)]
     paths = plot_truncation_curves(out["curves"], dirs["figures"], backend="CLIP BPE")
     assert all(p.stat().st_size > 0 for p in paths.values())
 

@@ -27,3 +27,23 @@ def test_three_window_rules():
     assert window(text, 3, "whitespace_words") == "A close-up of"
     assert window(text, 5, WindowMode.LEX_CUT_TEXT) == "A close-up of a"
     assert window(text, 6, WindowMode.LEX_CUT_TEXT) == "A close-up of a dog's"
+
+
+def test_lex_cut_keeps_a_caption_of_at_most_b_units_whole():
+    import random
+
+    from capaudit.text.lexical import LEX_RE, lex_cut_text
+    from capaudit.text.truncation import lex_windows
+
+    assert lex_cut_text("A cat.", 2) == "A cat." and lex_cut_text(" A cat. x", 2) == "A cat"
+    assert lex_windows("A cat.", [2, 3, 1]) == ["A cat.", "A cat.", "A"]
+    rng = random.Random(22)
+    for _ in range(3000):
+        text = "".join(rng.choice([" a", "b.", " ", ",", "cc ", "'", "  ", "é "]) for _ in range(rng.randint(0, 12)))
+        budgets = [rng.randint(-1, 8) for _ in range(rng.randint(0, 4))]  # repeats included
+        ends = [m.end() for m in LEX_RE.finditer(text)]
+
+        def ref(b):  # spec §1.2: cut at the B-th unit's end and strip; at most B units: kept whole
+            return "" if b <= 0 else text if len(ends) <= b else text[: ends[b - 1]].strip()
+
+        assert lex_windows(text, budgets) == [ref(b) for b in budgets] == [lex_cut_text(text, b) for b in budgets]

@@ -159,6 +159,7 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     from capaudit.text.stage import _spec_shards
     from capaudit.text.truncation import (CLIP_CLEANING, DEFAULT_CLIP_CLEAN, DEFAULT_EMPTY, EMPTY_CONVENTIONS,
                                           check_clip_clean, check_empty, finalize_part, load_counters,
+                                          with_empty_captions,
                                           resolve_encoder, survey_input, survey_texts)
 
     where = f"{cfg.path}: {TRUNCATION_SECTION}"
@@ -232,8 +233,10 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
                 win_rows.append({"surface": name, "window": label, "encoder": enc, "records": st["records"],
                                  "mean_lex": block["mean_lex"], "truncated_rate": st["truncated_rate"],
                                  "mean": st["mean"], "p95": st["p95"], "max_length": st["max_length"]})
+        # the curves count the captions the table counts (empty-caption convention included)
+        full = (with_empty_captions(part, counters) if empty == "count" else part.windows)["full"]
         for tid, enc in first_encoder.items():  # one curve per distinct tokenizer
-            curves += truncation_curve_rows(name, part.windows["full"].tokens[enc], limits, tok_label[tid])
+            curves += truncation_curve_rows(name, full.tokens[enc], limits, tok_label[tid])
     for name, res in results.items():
         write_json_atomic(art / f"{name}.json", res)
     table = pd.DataFrame(rows)

@@ -37,12 +37,16 @@ class WindowMode(str, Enum):
 
 
 def lex_cut_text(text: str, budget: int) -> str:
-    """Raw text cut after the ``budget``-th lexical unit, stripped; whole text if shorter."""
+    """Raw text cut after the ``budget``-th lexical unit and stripped when more units follow; a text
+    of at most ``budget`` units is kept whole, unstripped (spec §1.2)."""
     if budget <= 0:
         return ""
+    end = None
     for i, m in enumerate(LEX_RE.finditer(text), start=1):
         if i == budget:
-            return text[: m.end()].strip()
+            end = m.end()
+        elif i > budget:
+            return text[:end].strip()
     return text
 
 

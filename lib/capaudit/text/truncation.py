@@ -500,18 +500,26 @@ def lex_windows(text: str, budgets: Sequence[int]) -> List[str]:
     """``[lex_cut_text(text, B) for B in budgets]`` with one regex pass (spec §1.2 survey window)."""
     if not budgets:
         return []
-    want = {int(b): i for i, b in enumerate(budgets) if int(b) > 0}
+    want: Dict[int, List[int]] = {}
+    for i, b in enumerate(budgets):
+        if int(b) > 0:
+            want.setdefault(int(b), []).append(i)
     out: List[Optional[str]] = [None] * len(budgets)
     for i, b in enumerate(budgets):
         if int(b) <= 0:
             out[i] = ""
     top = max(want) if want else 0
+    ends: Dict[int, int] = {}
     k = 0
     for k, m in enumerate(LEX_RE.finditer(text), start=1):
         if k in want:
-            out[want[k]] = text[: m.end()].strip()
-        if k >= top:
+            ends[k] = m.end()
+        if k > top:  # one more unit than the largest budget: every budget is cut
             break
+    for b, end in ends.items():
+        if k > b:  # cut only when more units follow; a caption of at most B units is kept whole
+            for i in want[b]:
+                out[i] = text[:end].strip()
     return [text if v is None else v for v in out]
 
 
