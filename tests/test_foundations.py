@@ -80,12 +80,12 @@ def test_wordnet_from_debian(tmp_path, monkeypatch):
 def test_numbers_fragments_roundtrip_and_conflicts(tmp_path):
     from capaudit.summaries.numbers_fragments import read_numbers_fragments, write_numbers_fragment
 
-    write_numbers_fragment(tmp_path, "embed", {"VendiCoco": {"value": 3.21, "text": "3.2", "description": "d"}})
-    write_numbers_fragment(tmp_path, "detail", {"IcrMean": {"value": 0.5, "text": "0.50", "description": "d"}})
+    write_numbers_fragment(tmp_path, "embed", {"VendiCoco": {"value": 3.21, "format": "num:1", "description": "d"}})
+    write_numbers_fragment(tmp_path, "detail", {"IcrMean": {"value": 0.5, "format": "num:2", "description": "d"}})
     got = read_numbers_fragments(tmp_path)
-    assert got["VendiCoco"]["text"] == "3.2" and got["IcrMean"]["stage"] == "detail"
+    assert got["VendiCoco"]["format"] == "num:1" and got["IcrMean"]["stage"] == "detail"
     with pytest.raises(InputError, match="letters only"):
-        write_numbers_fragment(tmp_path, "x", {"Bad1": {"value": 1, "text": "1"}})
-    write_numbers_fragment(tmp_path, "other", {"IcrMean": {"value": 1, "text": "1"}})
+        write_numbers_fragment(tmp_path, "x", {"Bad1": {"value": 1, "format": "int"}})
+    write_numbers_fragment(tmp_path, "other", {"IcrMean": {"value": 1, "format": "int"}})
     with pytest.raises(InputError, match="also defined"):
         read_numbers_fragments(tmp_path)

@@ -129,7 +129,7 @@ def test_policy_control_from_our_cells() -> None:
 
 def test_generic_numbers_labels_and_fragments(tmp_path: Path) -> None:
     cells, layout = demo_like()
-    write_numbers_fragment(tmp_path, "judges", {"JudgesCaptions": {"value": 12, "text": "12", "description": "x"}})
+    write_numbers_fragment(tmp_path, "judges", {"JudgesCaptions": {"value": 12, "format": "int", "description": "x"}})
     frags = read_numbers_fragments(tmp_path)
     m = build_numbers(cells=cells, layout=layout, fragments=frags)
     assert m["JudgeAName"].text == "annotation judge (offline)" and m["RunKind"].text == "judged"
@@ -137,11 +137,11 @@ def test_generic_numbers_labels_and_fragments(tmp_path: Path) -> None:
     assert m["ClaimedABOurs"].text == "6.20" and m["JudgeAgreeAll"].text == "75.0" and m["JudgeJoined"].text == "20"
     assert m["JudgesCaptions"].source == "fragment:judges" and "not VLMs" in m["JudgeNote"].text
     assert m["ResponsesNeg"].value == 2 and m["ExtractBInvalid"].value == 1
-    write_numbers_fragment(tmp_path, "other", {"JudgeJoined": {"value": 1, "text": "1"}})
+    write_numbers_fragment(tmp_path, "other", {"JudgeJoined": {"value": 1, "format": "int"}})
     with pytest.raises(ValueError, match="duplicate macro name 'caJudgeJoined'"):
         build_numbers(cells=cells, layout=layout, fragments=read_numbers_fragments(tmp_path))
     with pytest.raises(InputError, match="letters only"):
-        write_numbers_fragment(tmp_path, "bad", {"Judge2": {"value": 1, "text": "1"}})
+        write_numbers_fragment(tmp_path, "bad", {"Judge2": {"value": 1, "format": "int"}})
 
 
 def test_figure_points_follow_roles() -> None:

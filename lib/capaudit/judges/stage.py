@@ -29,7 +29,7 @@ name and ``revision`` to the offline judge's rule-set version. Outputs under
 claimed_cbu_summary.json, <judge>/{requests.jsonl, requests.failures.jsonl,
 requests.manifest.json, responses.jsonl, vqa_summary.json}, cells.json, judged_claims.jsonl}``;
 ``cells.json`` (all slices), ``vqa_layout.json``, ``stage_manifest.json`` (written last);
-``numbers/judges.json``; tables ``tables/judges_summary.{csv,tex}``. Every response store is
+``numbers/judges.json``; table rows ``tables/judges_summary.json`` (the paper renders them). Every response store is
 resumable: answered requests are never asked again.
 """
 
@@ -299,64 +299,29 @@ def summary_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
     return out
 
 
-def write_summary_table(rows: List[Dict[str, Any]], tables: Path, stem: str = "judges_summary") -> Dict[str, Path]:
-    """``tables/<stem>.csv`` and a LaTeX body ``<stem>.tex`` (judge & surface & resp. & questions &
-    sup/cap ± std & risk ± std & uncertain)."""
-    import pandas as pd
+def write_summary_rows(rows: List[Dict[str, Any]], artifacts: Path, judges: Sequence[JudgeSpec],
+                       inputs: Sequence[str] = ()) -> Path:
+    """The summary table's rows (``artifacts/tables/judges_summary.json``; ``paper.tables_judges``
+    renders it): one row per (slice, judge, surface) cell, and which judges are offline heuristics."""
+    from capaudit.summaries.table_rows import write_table_rows
 
-    csv_path = tables / f"{stem}.csv"
-    text = pd.DataFrame(rows).to_csv(index=False, lineterminator="\n")
-    write_text_atomic(csv_path, text)
-    lines = ["% judges stage: one row per (slice, judge, surface) cell; offline judges are heuristics, not VLMs"]
-    prev = None
-    for r in rows:
-        if prev is not None and r["judge"] != prev:
-            lines.append("\\addlinespace[0.2em]")
-        lines.append(tex_row([_tex(r["judge_label"]) if r["judge"] != prev else "", _tex(r["surface_label"]),
-                              tex_int(r["responses"]), tex_int(r["questions"]),
-                              tex_pm(r["supported_cap"], r["supported_cap_std"], 2), tex_pm(r["risk"], r["risk_std"], 3),
-                              tex_num(r["uncertain_rate"], 3)]))
-        prev = r["judge"]
-    tex_path = write_text_atomic(tables / f"{stem}.tex", "\n".join(lines) + "\n")
-    return {"csv": csv_path, "tex": tex_path}
-
-
-def tex_int(n: int) -> str:
-    return "$" + format(int(n), ",").replace(",", "{,}") + "$"
-
-
-def tex_num(x: float, d: int) -> str:
-    return f"${x:.{d}f}$"
-
-
-def tex_pm(m: float, s: float, d: int) -> str:
-    return f"${m:.{d}f} \\pm {s:.{d}f}$"
-
-
-def tex_row(cells: Sequence[str]) -> str:
-    return " & ".join(cells) + " \\\\"
-
-
-def _tex(s: str) -> str:
-    return s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&").replace("%", "\\%").replace("#", "\\#")
+    return write_table_rows(artifacts, "judges_summary", "judges", rows, function=f"{__name__}.summary_rows",
+                            inputs=inputs, meta={"offline_judges": [j.name for j in judges if j.offline]})
 
 
 def judges_numbers(captions: int, questions: int, failures: int, bad: int,
                    judges: Sequence[JudgeSpec]) -> Dict[str, Dict[str, Any]]:
     """The stage's quoted numbers (fragment ``judges``)."""
-    def count(n: int) -> str:
-        return f"{n:,}".replace(",", "{,}")
-
     return {
-        "JudgesCaptions": {"value": captions, "text": count(captions),
+        "JudgesCaptions": {"value": captions, "format": "int",
                            "description": "captions answered by every judge (all judged slices)"},
-        "JudgesQuestions": {"value": questions, "text": count(questions),
+        "JudgesQuestions": {"value": questions, "format": "int",
                             "description": f"judged questions (raw claims) of those captions, {judges[0].name}"},
-        "JudgesImageFailures": {"value": failures, "text": count(failures),
+        "JudgesImageFailures": {"value": failures, "format": "int",
                                 "description": "captions not judged: image missing or unreadable"},
-        "JudgesBadResponses": {"value": bad, "text": count(bad),
+        "JudgesBadResponses": {"value": bad, "format": "int",
                                "description": "judge responses failed or with ids not matching their questions"},
-        "JudgesNames": {"value": [j.name for j in judges], "text": ", ".join(_tex(j.label) for j in judges),
+        "JudgesNames": {"value": [j.label for j in judges], "format": "list",
                         "description": "the judges of this run"},
     }
 
@@ -398,7 +363,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     layout = build_layout(section, judges, slices, results, where)
     write_vqa_layout(layout, art / "vqa_layout.json")
     rows = summary_rows(cells, layout)
-    table_paths = write_summary_table(rows, dirs["tables"])
+    table_paths = {"rows": write_summary_rows(rows, dirs["artifacts"], judges, inputs=[str(art / "cells.json")])}
     failures = sum(r["builds"][j.name]["failures"] for r in results.values() for j in judges)
     bad = sum(v["failed"] for r in results.values() for k, v in r["report"].items() if k != "__intersection__")
     captions = sum(r["report"]["__intersection__"]["captions"] for r in results.values())
@@ -439,4 +404,4 @@ def extraction_frame(cells: CellsFile) -> Any:
 
 
 __all__ = ["JudgeSpec", "judge_specs", "judges_numbers", "agreement_frame", "extraction_frame", "slice_specs", "run_slice", "build_layout", "summary_rows",
-           "write_summary_table", "eligibility", "run", "slug"]
+           "write_summary_rows", "eligibility", "run", "slug"]

@@ -46,3 +46,14 @@ ADDLINESPACE = "\\addlinespace[0.2em]"
 def body(lines: Iterable[str]) -> str:
     """Tabular body text with a trailing newline."""
     return "\n".join(lines) + "\n"
+
+
+
+_TEX_SPECIALS = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                               "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                               "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"})
+
+
+def tex_escape(text: object) -> str:
+    """Plain text as LaTeX text: the one escaping rule of every table and number the paper prints."""
+    return str(text).translate(_TEX_SPECIALS)

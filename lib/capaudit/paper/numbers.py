@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
+from ..errors import InputError
+from .fmt import tex_escape
 from ..summaries.agreement import JudgeAgreement
 from ..summaries.cells import GEMMA_JUDGE, QWEN_JUDGE, CellsFile
 from ..summaries.claimed import ClaimedSummary
@@ -320,7 +322,29 @@ def add_fragments(m: NumbersMap, fragments: Mapping[str, Mapping[str, Any]]) -> 
     """Numbers written by stages (:mod:`capaudit.summaries.numbers_fragments`); a name the map
     already has is an error."""
     for name, n in fragments.items():
-        m.add(name, n.get("value"), str(n["text"]), f"fragment:{n.get('stage', '?')}", str(n.get("description", "")))
+        m.add(name, n.get("value"), fragment_text(n, name), f"fragment:{n.get('stage', '?')}",
+              str(n.get("description", "")))
+
+
+def fragment_text(n: Mapping[str, Any], name: str = "") -> str:
+    """A stage's number printed by its ``format`` (``summaries.numbers_fragments.FORMATS``)."""
+    fmt, v = str(n.get("format", "")), n.get("value")
+    if v is None or (isinstance(v, float) and v != v):
+        raise InputError("number has no value (missing data is never printed)", field=name)
+    kind, _, d = fmt.partition(":")
+    if kind == "int":
+        return format(int(v), ",").replace(",", "{,}")
+    if kind == "num":
+        return f"{float(v):.{int(d)}f}"
+    if kind == "signed":
+        return f"{float(v):+.{int(d)}f}"
+    if kind == "pct":
+        return f"{100 * float(v):.{int(d)}f}\\%"
+    if kind == "text":
+        return tex_escape(v)
+    if kind == "list":
+        return ", ".join(tex_escape(x) for x in v)
+    raise InputError(f"unknown number format {fmt!r}", field=name)
 
 
 def build_numbers(

@@ -188,6 +188,18 @@ def run_numbers(cfg: Any) -> ElementResult:
     return ElementResult("numbers", {"numbers.json": jp, "numbers.tex": tp}, frame)
 
 
+def run_stage_tables(cfg: Any) -> ElementResult:
+    """Every stage table of this run (the rows under ``artifacts/tables/``) as CSV, LaTeX and the
+    table model the HTML report reads (``paper.stage_tables``)."""
+    from .stage_tables import render_stage_tables
+
+    dirs = cfg.dirs()
+    tables = render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=cfg.out_dir)
+    frame = pd.DataFrame([{"table": t.id, "axis": t.axis, "rows": len(t.rows), "caveats": ", ".join(t.caveats),
+                           "source": t.provenance.function} for t in tables])
+    return ElementResult("stage_tables", {t.id: dirs["tables"] / f"{t.id}.tex" for t in tables}, frame)
+
+
 #: Element name (notebook ``paper_<name>``) → function.
 ELEMENTS: Dict[str, Callable[[Any], ElementResult]] = {
     "vqa_tables": run_vqa_tables,
@@ -196,6 +208,7 @@ ELEMENTS: Dict[str, Callable[[Any], ElementResult]] = {
     "policy_cbu": run_policy_cbu,
     "fig2": run_fig2,
     "fig1_prompt_support": run_fig1_prompt_support,
+    "stage_tables": run_stage_tables,
     "numbers": run_numbers,
 }
 

@@ -1,9 +1,11 @@
 """Numbers-map fragments: each stage writes the numbers it wants quoted, the paper merges them.
 
-A fragment is ``<artifacts>/numbers/<stage>.json`` = ``{"numbers": {Name: {"value", "text",
+A fragment is ``<artifacts>/numbers/<stage>.json`` = ``{"numbers": {Name: {"value", "format",
 "description"}}, "stage", "backend"}``. ``Name`` is letters only (it becomes the TeX macro
-``\\ca<Name>``); ``text`` is the printed form. The paper's numbers map reads every fragment, so a
-stage adds quoted numbers without touching the paper layer.
+``\\ca<Name>``); ``format`` says how the paper prints the value (:data:`FORMATS`: ``int``, ``num:D``,
+``pct:D`` (a rate as a percentage), ``signed:D``, ``text``, ``list``); stages write no LaTeX. The
+paper's numbers map reads every fragment, so a stage adds quoted numbers without touching the paper
+layer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from capaudit.io.atomic import write_json_atomic
 
 PathLike = Union[str, Path]
 _NAME = re.compile(r"^[A-Za-z]+$")
+#: how a fragment's value is printed (the paper layer formats it)
+FORMATS = re.compile(r"^(int|text|list|(num|pct|signed):[0-9])$")
 
 
 def fragment_path(artifacts_dir: PathLike, stage: str) -> Path:
@@ -26,18 +30,22 @@ def fragment_path(artifacts_dir: PathLike, stage: str) -> Path:
 
 def write_numbers_fragment(artifacts_dir: PathLike, stage: str, numbers: Mapping[str, Mapping[str, Any]],
                            backend: Optional[str] = None) -> Path:
-    """Write ``numbers`` (Name → {value, text, description}) as the stage's fragment."""
+    """Write ``numbers`` (Name → {value, format, description}) as the stage's fragment."""
     for name, n in numbers.items():
         if not _NAME.match(name):
             raise InputError("number names are letters only (they become TeX macros)", field=name)
-        if "text" not in n or "value" not in n:
-            raise InputError("each number needs 'value' and 'text'", field=name)
+        if "format" not in n or "value" not in n:
+            raise InputError("each number needs 'value' and 'format'", field=name)
+        if "text" in n:
+            raise InputError("a stage writes no printed form ('text'): give 'format', the paper prints it", field=name)
+        if not FORMATS.match(str(n["format"])):
+            raise InputError(f"format {n['format']!r} is not int, text, list, num:D, pct:D or signed:D", field=name)
     payload = {"stage": stage, "backend": backend, "numbers": {k: dict(v) for k, v in sorted(numbers.items())}}
     return write_json_atomic(fragment_path(artifacts_dir, stage), payload)
 
 
 def read_numbers_fragments(artifacts_dir: PathLike) -> Dict[str, Dict[str, Any]]:
-    """All fragments merged: Name → {value, text, description, stage}; a name twice is an error."""
+    """All fragments merged: Name → {value, format, description, stage}; a name twice is an error."""
     out: Dict[str, Dict[str, Any]] = {}
     for p in sorted((Path(artifacts_dir) / "numbers").glob("*.json")):
         try:
@@ -51,4 +59,4 @@ def read_numbers_fragments(artifacts_dir: PathLike) -> Dict[str, Dict[str, Any]]
     return out
 
 
-__all__ = ["fragment_path", "write_numbers_fragment", "read_numbers_fragments"]
+__all__ = ["FORMATS", "fragment_path", "write_numbers_fragment", "read_numbers_fragments"]
