@@ -27,7 +27,7 @@ from capaudit.claims.summarize import (
     summarize_responses,
     unit_records,
 )
-from capaudit.llm._json import loads
+from capaudit.io.canonical_json import loads
 from capaudit.llm.requests import read_requests
 from capaudit.llm.store import merge_lines
 from capaudit.summaries.claimed import format_claimed_summary

@@ -267,7 +267,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
 
 def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any) -> ClaimedSummary:
     """Summary over the responses whose ids are among the current requests only."""
-    from capaudit.llm._json import dumps_line
+    from capaudit.io.canonical_json import dumps_line
     from capaudit.llm.store import merge
 
     rows = merge(resp_path)

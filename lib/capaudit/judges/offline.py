@@ -85,7 +85,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from capaudit.llm._json import dumps_bytes
+from capaudit.io.canonical_json import dumps_bytes
 
 from .prompts import message_image_urls, message_text, parse_judged_caption, parse_user_prompt
 from .questions import parse_question_text

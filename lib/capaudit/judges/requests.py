@@ -63,8 +63,8 @@ from urllib.parse import unquote, urlparse
 
 from capaudit.errors import InputError
 from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
-from capaudit.llm import _json
-from capaudit.llm._json import dumps_line
+from capaudit.io import canonical_json
+from capaudit.io.canonical_json import dumps_line
 from capaudit.llm.requests import RequestIdTemplate, make_request
 
 from ._stream import (BlockWriter, CutLine, RowReader, check_cut_lines, check_not_empty, gc_paused, json_lines,
@@ -379,7 +379,7 @@ class FastRows:
     structures with marker values, and per request only the variable values are serialised —
     strings and question lists, on which orjson and the standard library's canonical JSON agree
     (tested over every code point), so ids never change; decoding floats sit in the fixed parts,
-    serialised by :func:`capaudit.llm._json.canonical`. :func:`build_judge_requests` checks the
+    serialised by :func:`capaudit.io.canonical_json.canonical`. :func:`build_judge_requests` checks the
     first rows and then every ``CHECK_EVERY``-th against the slow path and falls back to it for
     good on any difference (and per row on any serialisation error, so errors stay the same).
     """
@@ -388,7 +388,7 @@ class FastRows:
     CHECK_EVERY = 1024
 
     def __init__(self, params: JudgeBuildParams):
-        orj = _json._orjson
+        orj = canonical_json.ORJSON
         if orj is None:
             raise RuntimeError("FastRows needs orjson")
         self._dumps = orj.dumps
@@ -418,7 +418,7 @@ class FastRows:
         mb = {k: orj.dumps(v) for k, v in m.items()}
         self._row = _Template(dumps_line(row), mb).filler(slots)
         cin = ("caption_id", "surface", "questions", "image_key")
-        self._canonical_input = _Template(_json.canonical_bytes(inp), {k: mb[k] for k in cin}).filler(cin)
+        self._canonical_input = _Template(canonical_json.canonical_bytes(inp), {k: mb[k] for k in cin}).filler(cin)
         self._hash = self._hasher()
 
     def _hasher(self) -> Any:
@@ -454,8 +454,8 @@ class FastRows:
             mark = _mark("enum")
             sch["properties"]["question_results"]["items"]["properties"]["question_id"]["enum"] = mark
             mb = self._dumps(mark)
-            r = _Template(_json.dumps_bytes(sch), {"enum": mb})
-            c = _Template(_json.canonical_bytes(sch), {"enum": mb})
+            r = _Template(canonical_json.dumps_bytes(sch), {"enum": mb})
+            c = _Template(canonical_json.canonical_bytes(sch), {"enum": mb})
             hit = self._schemas[n] = (r.parts[0], r.parts[1], c.parts[0], c.parts[1],
                                       self._text_head + _esc_json(r.parts[0]), _esc_json(r.parts[1]))
         return hit
@@ -582,7 +582,7 @@ def build_judge_requests(
 
     nbytes = 0
     fast = None
-    if fast_path and _json.HAVE_ORJSON and not params.judged_caption:  # no judged-caption slot (small runs)
+    if fast_path and canonical_json.HAVE_ORJSON and not params.judged_caption:  # no judged-caption slot (small runs)
         try:
             fast = FastRows(params)
         except (KeyError, IndexError, TypeError, ValueError) as exc:  # the request layout changed: slow path
