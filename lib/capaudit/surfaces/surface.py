@@ -227,9 +227,17 @@ def detect_caption(row: Mapping[str, Any], fields: Sequence[str] = CAPTION_FIELD
     return None, None
 
 
-def _captions(row: Mapping[str, Any], caption_field: Optional[str], where: str,
-              on_missing: str = "error") -> Tuple[Optional[str], List[Tuple[int, str]]]:
-    """``(field used, [(index, caption)])``; field ``None`` with no captions = no caption field found."""
+def row_captions(row: Mapping[str, Any], caption_field: Optional[str], where: str,
+                 on_missing: str = "error") -> Tuple[Optional[str], List[Tuple[int, str]]]:
+    """The captions of one row under the loader's rules (spec §2.1): ``(field used, [(index, caption)])``.
+
+    ``caption_field`` (dotted names reach into nested objects) holds a string or a list of strings
+    (nulls and blank strings skipped, captions stripped); unset, the row's ``CAPTIONS`` list or the
+    first non-empty string among ``CAPTION_FIELDS``. Field ``None`` with no captions: no caption
+    field found. A missing ``caption_field`` raises ``ValueError`` naming ``where`` unless
+    ``on_missing="skip"``; a value of another type always does. The engine's shard readers take
+    this function as their caption rule (:func:`capaudit.engine.iter_shard_captions`).
+    """
     if caption_field:
         value = _get(row, caption_field)
         if value is _MISSING:
@@ -352,7 +360,7 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
             for k in row:
                 if not str(k).startswith("__"):
                     fields_seen.setdefault(str(k), None)
-        used, caps = _captions(row, caption_field_, where, "skip")
+        used, caps = row_captions(row, caption_field_, where, "skip")
         if caption_field_ and used is None:  # the named caption field is not in this row
             if on_missing == "error":
                 if present:

@@ -907,15 +907,17 @@ def survey_shard(shard: Any, specs: Sequence[EncoderSpec], budgets: Sequence[Opt
                  caption_field: Optional[str] = None, on_missing: str = "error", chunk_size: int = 20_000,
                  counters: Optional[Mapping[str, Any]] = None) -> TruncationPart:
     """The map step: the :class:`TruncationPart` of one :class:`~capaudit.engine.Shard`, its captions
-    read with the surfaces loader's row rules (:func:`capaudit.engine.iter_shard_captions`; errors name
-    the file, offset and field). ``counters``: loaded tokenizers (else :func:`worker_counters`)."""
+    read with the surfaces loader's row rules (:func:`capaudit.surfaces.row_captions` through
+    :func:`capaudit.engine.iter_shard_captions`; errors name the file, offset and field).
+    ``counters``: loaded tokenizers (else :func:`worker_counters`)."""
     from capaudit.engine.shards import iter_shard_captions
+    from capaudit.surfaces import row_captions
 
     counters = counters if counters is not None else worker_counters(specs)
     stats: Dict[str, Any] = {}
     parts: List[TruncationPart] = []
     buf: List[str] = []
-    for cap in iter_shard_captions(shard, caption_field, on_missing, stats=stats):
+    for cap in iter_shard_captions(shard, row_captions, caption_field, on_missing, stats=stats):
         buf.append(cap)
         if len(buf) >= chunk_size:
             parts = _merge_chunks(parts + [survey_part(buf, counters, budgets)])
