@@ -234,7 +234,8 @@ def offline_throughput(limit: int = 159) -> dict:
     from capaudit.judges import offline as O
     from capaudit.judges.prompts import user_prompt
     from capaudit.judges.questions import Question, question_text
-    from capaudit.judges.requests import JudgeBuildParams, build_request, vqa_schema
+    from capaudit.judges.answer_schema import vqa_schema
+    from capaudit.judges.requests import JudgeBuildParams, build_request
     from capaudit.llm.client import run_requests
     from capaudit.llm.requests import write_requests
     from capaudit.llm.server import background_server
@@ -270,7 +271,7 @@ def offline_throughput(limit: int = 159) -> dict:
 def _msgs(im, claims):
     from capaudit.judges.prompts import user_prompt
     from capaudit.judges.questions import question_text
-    from capaudit.judges.requests import vqa_schema
+    from capaudit.judges.answer_schema import vqa_schema
 
     qs = [{"question_id": f"i:u{k:04d}", "category": c, "question": question_text(c, u, t)} for k, (c, u, t) in enumerate(claims)]
     text = user_prompt("i", qs, vqa_schema([q["question_id"] for q in qs]))

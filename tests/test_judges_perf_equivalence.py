@@ -59,7 +59,7 @@ from capaudit.io import canonical_json
 from capaudit.io.canonical_json import canonical, canonical_bytes, canonical_stdlib, dumps_line
 from capaudit.llm.requests import RequestIdTemplate, request_id, write_requests
 from capaudit.stats.bootstrap import caption_bootstrap
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.cells import (
     AGREEMENT_ALL,
     EXCLUDED_TYPES,

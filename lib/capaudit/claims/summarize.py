@@ -59,7 +59,7 @@ from capaudit.io.atomic import atomic_path, check_output_path
 from capaudit.io.canonical_json import canonical, loads, loads_lenient
 from capaudit.llm.requests import REQUIRED_FIELDS, ROLES, check_request
 from capaudit.llm.store import iter_rows_with_lines, rank_better
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.claimed import (
     ALL,
     COUNT_FIELDS,

@@ -24,7 +24,7 @@ import numpy as np
 
 from capaudit.errors import InputError
 from capaudit.io.canonical_json import dumps_line, loads
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 
 from ._stream import CutLine, _parse, check_not_empty, gc_paused, json_lines, read_at, store_file_list
 from .rules import answer_errors

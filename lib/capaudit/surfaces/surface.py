@@ -407,7 +407,7 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
             if limit is not None and stats.records >= int(limit):
                 return
     if stats.records == 0:
-        raise _no_records(spec, srcs, stats, list(fields_seen))
+        raise no_records_error(spec, srcs, stats, list(fields_seen))
 
 
 #: With ``on_missing: error``, a caption field absent from this many leading rows (and present in
@@ -425,9 +425,11 @@ def _where_label(spec: Mapping[str, Any], sources: Sequence[SourceFile]) -> str:
     return sources[0].path if len(sources) == 1 else f"{_label(spec)} ({len(sources)} files)"
 
 
-def _no_records(spec: Mapping[str, Any], sources: Sequence[SourceFile], stats: LoadStats,
-                fields: List[str]) -> InputError:
-    """The error for a surface that yields no caption at all (never a silent zero-record result)."""
+def no_records_error(spec: Mapping[str, Any], sources: Sequence[SourceFile], stats: LoadStats,
+                     fields: List[str]) -> InputError:
+    """The error for a surface that yields no caption at all (never a silent zero-record result):
+    empty input, the caption field missing on every row, every caption empty, or no caption field
+    found, naming the file(s) and field. ``fields``: the field names seen in the rows."""
     where = _where_label(spec, sources)
     field = spec.get("caption_field")
     if stats.rows == 0:

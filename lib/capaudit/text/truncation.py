@@ -966,7 +966,7 @@ def survey_input(inputs: Any, counters: Mapping[str, Any], budgets: Sequence[Opt
                  on_missing: str = "error") -> TruncationPart:
     """:func:`survey_files` with the surfaces loader's "no caption at all" errors."""
     from capaudit.engine.shards import expand_inputs
-    from capaudit.surfaces.surface import LoadStats, SourceFile, _no_records
+    from capaudit.surfaces.surface import LoadStats, SourceFile, no_records_error
 
     part = survey_files(inputs, counters, budgets, engine=engine, workers=workers, address=address, shards=shards,
                         caption_field=caption_field, on_missing=on_missing)
@@ -975,7 +975,7 @@ def survey_input(inputs: Any, counters: Mapping[str, Any], budgets: Sequence[Opt
         stats = LoadStats(**{k: int(load.get(k, 0)) for k in
                              ("rows", "rows_without_caption", "records", "rows_missing_field", "rows_empty_caption")})
         spec = {"file": str(inputs), "caption_field": caption_field, "on_missing": on_missing}
-        raise _no_records(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats,
+        raise no_records_error(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats,
                           list(load.get("fields", [])))
     return part
 
