@@ -10,7 +10,7 @@ some duplicates), as an extractor would return them.
 **Parse floor** (issue 24): ``claims summarize`` against the bare parse of its two inputs — a fresh
 ``python -c`` process that reads the request file and the response file once, line by line, and
 parses every line with the JSON parser capaudit uses (``orjson`` when installed, as
-``capaudit.llm._json.loads``; the standard library's ``json.loads`` otherwise), nothing else.
+``capaudit.io.canonical_json.loads``; the standard library's ``json.loads`` otherwise), nothing else.
 Summarize and the floor run ``--repeat`` times, interleaved (S F S F ...), so a busy machine slows
 both alike; the line ``claims summarize / parse floor`` gives the median of the per-pair wall-time
 ratios (target: at most 2x), the CPU-time ratio beside it, and the spread of the pairs. The same
@@ -62,8 +62,8 @@ print(n)
 
 
 def default_parser() -> str:
-    """The parser ``capaudit.llm._json.loads`` uses here: ``orjson`` when installed, else ``json``."""
-    from capaudit.llm._json import HAVE_ORJSON
+    """The parser ``capaudit.io.canonical_json.loads`` uses here: ``orjson`` when installed, else ``json``."""
+    from capaudit.io.canonical_json import HAVE_ORJSON
 
     return "orjson" if HAVE_ORJSON else "json"
 
@@ -80,7 +80,7 @@ def parse_floor(parser: str, *paths: Path) -> dict:
 
 def answer(requests: Path, responses: Path, units: int, seed: int = 0) -> int:
     """One ok response per request, units drawn from the caption window's words."""
-    from capaudit.llm._json import dumps_line, loads
+    from capaudit.io.canonical_json import dumps_line, loads
 
     rng = random.Random(seed)
     n = 0

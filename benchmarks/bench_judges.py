@@ -16,7 +16,7 @@
    **Parse floor** (issue 24): ``parse_floor`` runs like ``summarize`` (one fresh process per judge,
    the two at once) but only reads that judge's request and response files once and parses every
    line with the JSON parser capaudit uses (``orjson`` when installed, as
-   ``capaudit.llm._json.loads``), nothing else; ``summarize`` and the floor run ``--repeat`` times
+   ``capaudit.io.canonical_json.loads``), nothing else; ``summarize`` and the floor run ``--repeat`` times
    interleaved, and the line ``judges summarize / parse floor`` gives the median of the per-pair
    wall-time ratios (target: at most 1.31x, the issue's figure: no regression), with the CPU-time
    ratio and the pairs' spread. The same ratio against a ``json.loads`` floor is printed for
@@ -56,7 +56,7 @@ def generate(work: Path, captions: int, questions: int, seed: int = 0) -> None:
     """Claims requests/responses and the caption file (minimal fields the build reads)."""
     from PIL import Image
 
-    from capaudit.llm._json import dumps_line
+    from capaudit.io.canonical_json import dumps_line
 
     rng = random.Random(seed)
     imgs = []
@@ -81,7 +81,7 @@ def generate(work: Path, captions: int, questions: int, seed: int = 0) -> None:
 
 def answer(work: Path, seed: int = 0) -> None:
     """Synthetic judge responses for every built request (one answer per question)."""
-    from capaudit.llm._json import dumps_line, loads
+    from capaudit.io.canonical_json import dumps_line, loads
 
     rng = random.Random(seed)
     ans = ("yes", "yes", "yes", "no", "uncertain")
@@ -117,7 +117,7 @@ def phase(name: str, work: Path, judge: str = "") -> dict:
         if name == "parse_floor_json":
             from json import loads
         else:
-            from capaudit.llm._json import loads
+            from capaudit.io.canonical_json import loads
         rows = 0
         for path in (work / f"{judge}.req.jsonl", work / f"{judge}.resp.jsonl"):
             with open(path, "rb") as fh:
@@ -234,7 +234,8 @@ def offline_throughput(limit: int = 159) -> dict:
     from capaudit.judges import offline as O
     from capaudit.judges.prompts import user_prompt
     from capaudit.judges.questions import Question, question_text
-    from capaudit.judges.requests import JudgeBuildParams, build_request, vqa_schema
+    from capaudit.judges.answer_schema import vqa_schema
+    from capaudit.judges.requests import JudgeBuildParams, build_request
     from capaudit.llm.client import run_requests
     from capaudit.llm.requests import write_requests
     from capaudit.llm.server import background_server
@@ -270,7 +271,7 @@ def offline_throughput(limit: int = 159) -> dict:
 def _msgs(im, claims):
     from capaudit.judges.prompts import user_prompt
     from capaudit.judges.questions import question_text
-    from capaudit.judges.requests import vqa_schema
+    from capaudit.judges.answer_schema import vqa_schema
 
     qs = [{"question_id": f"i:u{k:04d}", "category": c, "question": question_text(c, u, t)} for k, (c, u, t) in enumerate(claims)]
     text = user_prompt("i", qs, vqa_schema([q["question_id"] for q in qs]))

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "lib"))
 
 from _common import start_server as start_chat_server  # noqa: E402
 from capaudit.llm.requests import make_request  # noqa: E402
-from capaudit.llm._json import dumps_line  # noqa: E402
+from capaudit.io.canonical_json import dumps_line  # noqa: E402
 
 SCHEMA = {
     "type": "object",

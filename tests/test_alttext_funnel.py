@@ -9,7 +9,8 @@ import json
 import pytest
 import yaml
 
-from capaudit.alttext.funnel import EMPTY_RULE, build_pipeline, filter_file
+from capaudit.alttext.file_runs import filter_file
+from capaudit.alttext.funnel import EMPTY_RULE, build_pipeline
 from capaudit.alttext.resources import DATA_DIR, check_block_docs, shipped_pipelines
 from capaudit.alttext.rows import RowSource
 from capaudit.cli import main

@@ -27,11 +27,11 @@ from capaudit.claims.summarize import (
     summarize_responses,
     unit_records,
 )
-from capaudit.llm._json import loads
+from capaudit.io.canonical_json import loads
 from capaudit.llm.requests import read_requests
 from capaudit.llm.store import merge_lines
 from capaudit.summaries.claimed import format_claimed_summary
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.text.lexical import lex_units
 
 EDGE_TEXTS = [

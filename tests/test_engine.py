@@ -15,6 +15,7 @@ from capaudit.engine import (expand_inputs, iter_shard_captions, iter_shard_reco
 from capaudit.engine.executors import check_engine, engine_from_params
 from capaudit.engine.shards import iter_shard_lines
 from capaudit.errors import EmptyInputError, InputError
+from capaudit.surfaces import row_captions
 
 
 def write_jsonl(path: Path, rows) -> Path:
@@ -33,7 +34,7 @@ def rows(n: int, start: int = 0):
 
 def count_words(shard) -> Counter:
     c = Counter()
-    for cap in iter_shard_captions(shard, "caption"):
+    for cap in iter_shard_captions(shard, row_captions, "caption"):
         c.update(cap.lower().split())
     c["__captions__"] += 0
     return c
@@ -114,13 +115,13 @@ def test_line_offsets_and_bad_rows_name_file_and_offset(tmp_path):
     f.write_bytes(b'{"caption": "a"}\n{"text": "b"}\n')
     (shard,) = list_shards(f, num_shards=1)
     with pytest.raises(InputError, match=r"\(byte 17\) field 'caption': caption field is missing"):
-        list(iter_shard_captions(shard, "caption"))
+        list(iter_shard_captions(shard, row_captions, "caption"))
     # auto-detection (spec §2.1 field order) when no field is named
-    assert list(iter_shard_captions(shard)) == ["a", "b"]
+    assert list(iter_shard_captions(shard, row_captions)) == ["a", "b"]
     f.write_bytes(b'{"caption": " a "}\n{"text": "b", "caption": ""}\n{"caption": ["c", " ", "d"]}\n')
     (shard,) = list_shards(f, num_shards=1)
-    assert list(iter_shard_captions(shard)) == ["a", "b"]
-    assert list(iter_shard_captions(shard, "caption")) == ["a", "c", "d"]
+    assert list(iter_shard_captions(shard, row_captions)) == ["a", "b"]
+    assert list(iter_shard_captions(shard, row_captions, "caption")) == ["a", "c", "d"]
 
 
 def test_parquet_row_group_shards(tmp_path):

@@ -254,7 +254,7 @@ def test_ray_2_workers_and_64_shards_byte_identical(single, inputs, local_ray, t
     bad = tmp_path / "bad.jsonl"
     bad.write_text((inputs / "alt.jsonl").read_text(encoding="utf-8").replace('"TEXT": ', '"T": ', 1), encoding="utf-8")
     with pytest.raises(InputError, match=r"bad\.jsonl: line 1: no field 'TEXT'"):
-        from capaudit.alttext.funnel import filter_file
+        from capaudit.alttext.file_runs import filter_file
 
         filter_file({"file": str(bad)}, "TEXT", "cc12m", tmp_path / "k.jsonl", tmp_path / "f.csv", engine="ray",
                     workers=2, shards=8)

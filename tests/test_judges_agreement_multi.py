@@ -28,7 +28,7 @@ from capaudit.judges.answers import CAT_CODE
 from capaudit.judges.cells import agreement_from_codes, build_cells
 from capaudit.stats.agreement import (cohen_kappa, cohen_kappa_table, fleiss_kappa, fleiss_kappa_table, gwet_ac1,
                                       gwet_ac1_table, krippendorff_alpha_table, rating_table)
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.cells import (CellsFile, JudgesAgreement, MultiAgreement, PairAgreement, format_cells,
                                       merge_cells_files, parse_cells, read_cells)
 

@@ -22,7 +22,8 @@ from capaudit.judges.answers import RequestIndex, load_answers
 from capaudit.judges.cells import bootstrap_stds, build_cells, extraction_accounting, load_slice
 from capaudit.judges.judged_claims import FIELDS, judged_claim_rows
 from capaudit.judges.questions import parse_question_text, question_text, questions_from_units, span_offsets
-from capaudit.judges.requests import JudgeBuildParams, build_judge_requests, failures_path, manifest_path, vqa_schema
+from capaudit.judges.answer_schema import vqa_schema
+from capaudit.judges.requests import JudgeBuildParams, build_judge_requests, failures_path, manifest_path
 from capaudit.judges.rules import answer_errors, judge_answer_rule
 from capaudit.judges.summarize import summarize_files
 from capaudit.llm.requests import write_requests

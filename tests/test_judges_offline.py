@@ -40,7 +40,8 @@ def coco():
 def _messages(path: Path, caption_id: str, claims: List[Tuple[str, str, str]], data: bool = False,
               judged: Optional[str] = None, evidence: bool = False) -> list:
     from capaudit.judges.prompts import user_prompt
-    from capaudit.judges.requests import jpeg_data_url, vqa_schema
+    from capaudit.judges.answer_schema import vqa_schema
+    from capaudit.judges.requests import jpeg_data_url
 
     qs = [{"question_id": f"{caption_id}:u{i:04d}", "category": c, "question": question_text(c, u, t)}
           for i, (c, u, t) in enumerate(claims)]
@@ -53,7 +54,7 @@ def _messages(path: Path, caption_id: str, claims: List[Tuple[str, str, str]], d
 
 def _results(judge, path: Path, caption_id: str, claims, data: bool = False, judged: Optional[str] = None,
              evidence: bool = False) -> List[dict]:
-    from capaudit.judges.requests import vqa_schema
+    from capaudit.judges.answer_schema import vqa_schema
 
     msgs = _messages(path, caption_id, claims, data, judged, evidence)
     ids = [f"{caption_id}:u{i:04d}" for i in range(len(claims))]

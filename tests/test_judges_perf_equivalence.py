@@ -4,7 +4,7 @@ Issue 9 §6 asks for build → summarize → cells over a million judge response
 the fast paths that get there must never change an id or an output byte. Each test below runs a
 fast path and its reference on varied inputs and compares bytes (or exact floats):
 
-* canonical JSON: ``capaudit.llm._json.canonical``/``canonical_bytes`` (orjson where proven equal)
+* canonical JSON: ``capaudit.io.canonical_json.canonical``/``canonical_bytes`` (orjson where proven equal)
   against the standard library's ``json.dumps`` — unicode, every code point, floats where orjson's
   text differs (``1e-05``), big ints, exotic types (which must fall back, with the same error);
 * request ids: ``request_id`` and ``RequestIdTemplate`` against blake2b of the standard library's
@@ -55,11 +55,11 @@ from capaudit.judges.requests import (
 )
 from capaudit.judges.rules import answer_errors
 from capaudit.judges.summarize import summarize_files, summarize_judge
-from capaudit.llm import _json
-from capaudit.llm._json import canonical, canonical_bytes, canonical_stdlib, dumps_line
+from capaudit.io import canonical_json
+from capaudit.io.canonical_json import canonical, canonical_bytes, canonical_stdlib, dumps_line
 from capaudit.llm.requests import RequestIdTemplate, request_id, write_requests
 from capaudit.stats.bootstrap import caption_bootstrap
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.cells import (
     AGREEMENT_ALL,
     EXCLUDED_TYPES,
@@ -137,14 +137,14 @@ def test_canonical_every_code_point() -> None:
     s = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
     for v in (s, {s: s}, [s[i:i + 997] for i in range(0, len(s), 997)]):
         assert canonical_bytes(v) == _stdlib(v).encode("utf-8")
-        assert _json._canonical_fast(v) is not None  # strings never need the fallback
+        assert canonical_json._canonical_fast(v) is not None  # strings never need the fallback
 
 
 def test_float_exponents_fall_back_to_stdlib() -> None:
     # orjson writes 1e-05 as 0.00001; the guard sends such floats to the standard library
     assert orjson.dumps(1e-05) != json.dumps(1e-05).encode()
-    assert _json._canonical_fast({"t": 1e-05}) is None and canonical({"t": 1e-05}) == '{"t":1e-05}'
-    assert _json._canonical_fast({"t": 0.95}) == b'{"t":0.95}'
+    assert canonical_json._canonical_fast({"t": 1e-05}) is None and canonical({"t": 1e-05}) == '{"t":1e-05}'
+    assert canonical_json._canonical_fast({"t": 0.95}) == b'{"t":0.95}'
     rng = random.Random(1)
     import struct
 
@@ -186,7 +186,7 @@ class _DC:
     "\ud800", {"k": "lone \udfff surrogate"}, {"\ud83d": 1}, b"bytes", {1, 2}, object(), 2 ** 64, [-(2 ** 63) - 1],
 ])
 def test_exotic_values_take_the_stdlib_path(value: Any) -> None:
-    assert _json._canonical_fast(value) is None
+    assert canonical_json._canonical_fast(value) is None
     want = _outcome(_stdlib, value)
     assert _outcome(canonical, value) == want
     got = _outcome(canonical_bytes, value)

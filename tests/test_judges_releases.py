@@ -22,7 +22,7 @@ from capaudit.judges.dependency import DependencyCounts, apply_to_codes
 from capaudit.judges.item_scores import item_scores, read_item_scores
 from capaudit.judges.releases import (dsg_category, import_release, normalise_answer, release_rules, store_paths,
                                       tifa_category)
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 
 
 # --- normalisation and the reviewed data file ------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from capaudit.llm._json import loads_lenient
+from capaudit.io.canonical_json import loads_lenient
 from capaudit.llm.validate import TaskRules, ValidatorCache, check_output, validate
 
 SCHEMA = {

@@ -1,12 +1,12 @@
 """Alt-text filtering (CC3M-style and CC12M-style funnels) and long-tail concept coverage (issue 14).
 
-* :mod:`.funnel`: :func:`build_pipeline`, :class:`Pipeline`, :class:`Funnel`, :func:`filter_file`;
+* :mod:`.funnel`: :func:`build_pipeline`, :class:`Pipeline`, :class:`Funnel`;
 * :mod:`.blocks`: the filter/transformation blocks, pluggable image-text taggers;
-* :mod:`.coverage`: :class:`CoverageCounter`, :func:`coverage_of_texts`, :func:`coverage_file`,
-  :func:`at_least_curve`;
+* :mod:`.coverage`: :class:`CoverageCounter`, :func:`coverage_of_texts`, :func:`at_least_curve`;
 * :mod:`.vocab`: vocabularies (nocaps_ood, lvis, objects365, files) and :class:`MentionMatcher`;
 * :mod:`.sharded`: both on the engine (``--engine local|ray``, ``--workers``, ``--shards``; issue 15),
   byte-identical to a single-process run;
+* :mod:`.file_runs`: :func:`coverage_file`, :func:`filter_file` (the CLI/stage entries, sharded or not);
 * :mod:`.person`: person-name filter of the ``<PERSON>`` substitution and its precision/recall on
   the hand-labelled ``person_labels.yaml``; :mod:`.sizematch`: size-matched corpus statistics;
 * :mod:`.stage`: :func:`run_filters`, :func:`run_coverage` (notebooks 10 and 10b);
@@ -14,8 +14,9 @@
 """
 
 from .blocks import BLOCK_TYPES, Tagger, build_block, register_tagger
-from .coverage import CoverageCounter, at_least_curve, coverage_file, coverage_numbers, coverage_of_texts
-from .funnel import Funnel, Pipeline, build_pipeline, filter_file
+from .coverage import CoverageCounter, at_least_curve, coverage_numbers, coverage_of_texts
+from .file_runs import coverage_file, filter_file
+from .funnel import Funnel, Pipeline, build_pipeline
 from .rows import RowSource
 from .vocab import MentionMatcher, Vocabulary, load_vocabulary, nocaps_ood_accounting
 

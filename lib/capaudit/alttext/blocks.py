@@ -26,6 +26,7 @@ from capaudit.lexicons import singular_candidates
 from capaudit.text.lexical import LEX_RE, lex_units
 
 from . import nlp as _nlp
+from .nlp import is_name
 from .rows import IMAGE_EXTENSIONS
 
 KEEP, DROP, UNCHECKED, CHANGED = "keep", "drop", "unchecked", "changed"
@@ -670,15 +671,6 @@ def replace_spans(text: str, spans: Iterable[Tuple[int, int, str]]) -> str:
         pos = e
     out.append(text[pos:])
     return "".join(out)
-
-
-def is_name(ent: Any) -> bool:
-    """An entity counts as a name when the tagger marked one of its tokens PROPN (or no tagger ran):
-    this keeps NER false positives such as "Wooden" (GPE) in "Wooden heart" out of the rewrite."""
-    tags = [t.pos_ for t in ent]
-    if not any(tags):
-        return True
-    return "PROPN" in tags
 
 
 class _Transform(Block):

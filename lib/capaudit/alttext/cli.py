@@ -131,7 +131,7 @@ def _overrides(items) -> Optional[dict]:
 
 
 def _filter_main(args: argparse.Namespace) -> int:
-    from .funnel import filter_file
+    from .file_runs import filter_file
 
     out = Path(args.out)
     if args.dropped == "-":
@@ -164,7 +164,7 @@ def _person_eval_main(args: argparse.Namespace) -> int:
 
 
 def _coverage_main(args: argparse.Namespace) -> int:
-    from .coverage import coverage_file
+    from .file_runs import coverage_file
 
     res = coverage_file(_source(args), args.text_field, args.vocabulary, args.out, url_field=args.url_field,
                         detail=args.detail, lemmatiser=args.lemmatiser, **_engine_kw(args))

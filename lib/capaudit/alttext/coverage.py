@@ -22,12 +22,10 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlparse
 
-from capaudit.errors import EmptyInputError, InputError
-from capaudit.io.atomic import write_json_atomic
+from capaudit.errors import InputError
 from capaudit.text.lexical import lex_units
 
 from .resources import multi_label_suffixes
@@ -269,42 +267,6 @@ def texts_of_rows(rows: Iterable[Tuple[Mapping[str, Any], Any]], text_field: Opt
             yield x, url
 
 
-def coverage_file(source: Any, text_field: Optional[str], vocabulary: str, out: Union[str, Path], *, url_field: Optional[str] = None,
-                  detail: bool = False, lemmatiser: str = "wordnet", max_records: Optional[int] = None,
-                  engine: str = "local", workers: int = 1, address: Optional[str] = None,
-                  shards: Optional[int] = None) -> Dict[str, Any]:
-    """``capaudit coverage``: count one vocabulary over a file's text field (``None``: the captions of
-    a JSON ``{key: [captions]}`` file, :data:`COVERAGE_LAYOUTS`); write ``COVERAGE.json``.
-
-    ``engine``/``workers``/``address``/``shards`` (issue 15): JSONL / Parquet inputs are counted per
-    shard on a process pool or Ray and merged before the summary (byte-identical JSON);
-    ``engine="ray"`` on another format (or with ``max_records``) is an :class:`InputError`.
-    """
-    from .rows import RowSource
-    from .sharded import coverage_sharded, use_engine
-
-    src = source if isinstance(source, RowSource) else RowSource.from_spec(source)
-    vocab = load_vocabulary(vocabulary)
-    files = use_engine(src, engine, workers, shards, limited=max_records is not None)
-    if files is not None:
-        part = coverage_sharded(src, files, text_field, [vocab], url_field=url_field, lemmatiser=lemmatiser,
-                                engine=engine, workers=workers, address=address, shards=shards)
-        counter = part.counters([vocab], lemmatiser)[vocab.name]
-    else:
-        def texts() -> Iterator[Tuple[str, Optional[str]]]:
-            for n, t in enumerate(texts_of_rows(src, text_field, url_field), start=1):
-                yield t
-                if max_records is not None and n >= max_records:
-                    return
-
-        counter = coverage_of_texts(texts(), [vocab], lemmatiser)[vocab.name]
-    if counter.records == 0:
-        raise EmptyInputError("no non-empty text in the input", path=src.label, field=text_field)
-    result = counter.summary(detail=detail)
-    write_json_atomic(out, result)
-    return result
-
-
 @dataclass
 class HypernymCounts:
     """Mergeable counts of the CC3M hypernym check (:func:`hypernym_share` plus how often "by" is
@@ -379,5 +341,5 @@ def hypernym_share(texts: Iterable[str], hypernyms: Sequence[str]) -> Dict[str, 
 
 
 __all__ = ["CONTRACT_KS", "CURVE_KS", "CONTRACT_KEYS", "COVERAGE_LAYOUTS", "site_of", "CoverageCounter", "coverage_numbers",
-           "at_least_curve", "coverage_of_texts", "coverage_file", "texts_of_rows", "HypernymCounts",
+           "at_least_curve", "coverage_of_texts", "texts_of_rows", "HypernymCounts",
            "hypernym_share"]

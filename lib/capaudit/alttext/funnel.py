@@ -9,8 +9,8 @@ because there was nothing to check, and ``changed`` rows a transformation rewrot
 of every funnel is the built-in ``empty_text`` step (rows whose text is null or blank).  Two-pass
 blocks (``rare_words``) observe every input text in a first pass.
 
-:func:`filter_file` is the CLI/stage entry: kept rows → JSONL, dropped rows (with ``dropped_by``) →
-JSONL, funnel → CSV, all written atomically.
+:func:`capaudit.alttext.file_runs.filter_file` is the CLI/stage entry: kept rows → JSONL, dropped
+rows (with ``dropped_by``) → JSONL, funnel → CSV, all written atomically.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 import yaml
 
-from capaudit.errors import EmptyInputError, InputError
-from capaudit.io.atomic import atomic_write, write_json_atomic
+from capaudit.errors import InputError
 
 from .blocks import CHANGED, DROP, KEEP, UNCHECKED, Block, Context, Item, build_block
 from .resources import shipped_pipelines
@@ -356,62 +355,6 @@ def dropped_line(it: Item, rule: str) -> str:
     return dumps_row(row) + "\n"
 
 
-def filter_file(source: Union[RowSource, str, Path, Mapping[str, Any]], text_field: str, pipeline: PipelineSpec,
-                out: Union[str, Path], funnel_path: Union[str, Path], dropped_path: Optional[Union[str, Path]] = None,
-                *, batch_size: int = 256, manifest_path: Optional[Union[str, Path]] = None,
-                overrides: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                progress: Optional[Callable[[int], None]] = None, engine: str = "local", workers: int = 1,
-                address: Optional[str] = None, shards: Optional[int] = None) -> Funnel:
-    """Run a pipeline over a source; kept rows → ``out`` (JSONL; the text field holds the final text,
-    ``alttext_original`` the input text, ``alttext_row`` the 0-based input row), dropped rows →
-    ``dropped_path`` (with ``dropped_by``), funnel → ``funnel_path`` (CSV).  All writes are atomic.
-
-    ``engine``/``workers``/``address``/``shards`` (issue 15): JSONL / Parquet inputs run as shards on
-    a process pool or Ray (:func:`capaudit.alttext.sharded.filter_sharded`) with byte-identical
-    outputs; ``engine="ray"`` on another format is an :class:`InputError`.
-    """
-    from .sharded import filter_sharded, use_engine
-
-    src = source if isinstance(source, RowSource) else RowSource.from_spec(source)
-    pipe = pipeline if isinstance(pipeline, Pipeline) else build_pipeline(pipeline, overrides=overrides)
-    if batch_size < 1:
-        raise InputError("batch_size must be >= 1")
-    files = use_engine(src, engine, workers, shards)
-    if files is not None:
-        funnel = filter_sharded(src, files, text_field, pipe, out, funnel_path, dropped_path, batch_size=batch_size,
-                                engine=engine, workers=workers, address=address, shards=shards)
-    else:
-        with atomic_write(out) as kept_fh:
-            dropped_cm = atomic_write(dropped_path) if dropped_path else None
-            dropped_fh = dropped_cm.__enter__() if dropped_cm else None
-            try:
-                def on_kept(it: Item) -> None:
-                    kept_fh.write(kept_line(it, text_field))
-
-                def on_dropped(it: Item, rule: str) -> None:
-                    if dropped_fh is not None:
-                        dropped_fh.write(dropped_line(it, rule))
-
-                funnel = pipe.run(src, text_field, batch_size=batch_size, on_kept=on_kept, on_dropped=on_dropped,
-                                  progress=progress)
-                if funnel.input_rows == 0:
-                    raise EmptyInputError("input has no rows", path=src.label)
-                with atomic_write(funnel_path, newline="") as fh:
-                    fh.write(funnel.to_csv_text())
-            except BaseException as exc:
-                if dropped_cm:
-                    dropped_cm.__exit__(type(exc), exc, exc.__traceback__)
-                raise
-            if dropped_cm:
-                dropped_cm.__exit__(None, None, None)
-    if manifest_path:
-        write_json_atomic(manifest_path, {"input": src.label, "text_field": text_field, "pipeline": pipe.name,
-                                          "blocks": pipe.describe(), "outputs": {"kept": str(out), "funnel": str(funnel_path),
-                                                                                 "dropped": str(dropped_path) if dropped_path else None},
-                                          "funnel": funnel.to_dict()})
-    return funnel
-
-
 def _set_text(row: Dict[str, Any], text_field: str, text: str) -> None:
     if text_field in row or "." not in text_field:
         row[text_field] = text
@@ -424,5 +367,5 @@ def _set_text(row: Dict[str, Any], text_field: str, text: str) -> None:
     obj[parts[-1]] = text
 
 
-__all__ = ["EMPTY_RULE", "FUNNEL_COLUMNS", "FunnelRow", "Funnel", "Pipeline", "build_pipeline", "dropped_line",
-           "filter_file", "kept_line"]
+__all__ = ["EMPTY_RULE", "FUNNEL_COLUMNS", "FunnelRow", "Funnel", "Pipeline", "PipelineSpec", "build_pipeline",
+           "dropped_line", "kept_line"]

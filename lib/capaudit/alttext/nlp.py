@@ -221,6 +221,15 @@ class Hypernymiser:
         return None
 
 
+def is_name(ent: Any) -> bool:
+    """A spaCy entity counts as a name when the tagger marked one of its tokens PROPN (or no tagger
+    ran): this keeps NER false positives such as "Wooden" (GPE) in "Wooden heart" out of a rewrite."""
+    tags = [t.pos_ for t in ent]
+    if not any(tags):
+        return True
+    return "PROPN" in tags
+
+
 def pluralise(noun: str) -> str:
     """English plural of a (possibly multi-word) hypernym, for coordination merging."""
     head_pre, _, last = noun.rpartition(" ")
@@ -237,4 +246,4 @@ def pluralise(noun: str) -> str:
 
 
 __all__ = ["SPACY_MODEL", "BackendUnavailable", "backend_name", "spacy_pipeline", "parse", "identify_language",
-           "identify_languages", "sentiment_compound", "Hypernymiser", "pluralise"]
+           "identify_languages", "sentiment_compound", "Hypernymiser", "is_name", "pluralise"]

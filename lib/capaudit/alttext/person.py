@@ -101,7 +101,7 @@ def name_shape(ent: Any, doc: Any) -> Optional[Span]:
 
 def person_spans(doc: Any, name_filter: str = "name_shape") -> List[Span]:
     """Character spans of the person names in ``doc`` under ``name_filter`` (:data:`NAME_FILTERS`)."""
-    from .blocks import is_name
+    from .nlp import is_name
 
     out: List[Span] = []
     for e in doc.ents:

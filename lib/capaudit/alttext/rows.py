@@ -139,7 +139,9 @@ def _expand(pattern: str) -> List[str]:
     return [str(p)]
 
 
-def _format(path: Path, spec: Mapping[str, Any]) -> str:
+def source_format(path: Path, spec: Mapping[str, Any]) -> str:
+    """The format a source file is read as: the spec's ``format``, else WebDataset for tar files,
+    else inferred from the name; an :class:`InputError` naming the file when none fits."""
     fmt = spec.get("format")
     if fmt:
         return str(fmt)
@@ -152,7 +154,7 @@ def _format(path: Path, spec: Mapping[str, Any]) -> str:
 
 
 def _file_rows(path: Path, spec: Mapping[str, Any]) -> Iterator[Tuple[Row, str]]:
-    fmt = _format(path, spec)
+    fmt = source_format(path, spec)
     try:
         if fmt == "parquet":
             for row, where in readers.read_parquet(path):
@@ -287,5 +289,5 @@ def dumps_row(row: Mapping[str, Any]) -> str:
 
 
 __all__ = ["RowSource", "as_source_spec", "read_webdataset", "get_field", "json_default", "dumps_row",
-           "IMAGE_EXTENSIONS"]
+           "source_format", "IMAGE_EXTENSIONS"]
 

@@ -53,7 +53,8 @@ from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.atomic import atomic_write, check_output_path
 
 from .coverage import CoverageCounter, HypernymCounts, coverage_of_texts, texts_of_rows
-from .rows import RowSource, _format
+from .funnel import build_pipeline, dropped_line, kept_line
+from .rows import RowSource, source_format
 from .vocab import Vocabulary
 
 SHARDABLE = ("JSONL (.jsonl, .ndjson, .jsonl.gz) or Parquet input (a file, a folder of Parquet files "
@@ -74,7 +75,7 @@ def shard_files(src: RowSource) -> Optional[List[str]]:
     for f in src.files:
         p = Path(f)
         try:
-            fmt = _format(p, s)
+            fmt = source_format(p, s)
         except InputError:
             return None
         if fmt == "parquet" and p.is_dir():
@@ -91,7 +92,7 @@ def shard_files(src: RowSource) -> Optional[List[str]]:
             name_fmt = file_format(f)
         except InputError:
             return None
-        if (name_fmt == "parquet") != (_format(Path(f), s) == "parquet"):
+        if (name_fmt == "parquet") != (source_format(Path(f), s) == "parquet"):
             return None
     return out
 
@@ -122,13 +123,13 @@ def alttext_shards(files: Sequence[str], engine: str = "local", workers: int = 1
     """Shards of ``files`` (:func:`capaudit.engine.list_shards`), in the single-process reading order
     (``files`` order, then offsets). Default count: one per worker locally (pieces of at most 1 GiB),
     ~128 MiB pieces on Ray, as ``text-stats``."""
-    from capaudit.surfaces.readers import _not_text
+    from capaudit.surfaces.readers import not_text_hint
 
     for f in files:
         if file_format(f) == "parquet":
             open_parquet(f)  # a readable Parquet file, or the single-process reader's error
         else:
-            hint = _not_text(Path(f))
+            hint = not_text_hint(Path(f))
             if hint:
                 raise InputError(hint, path=f)
     target = (1 << 30) if engine == "local" else (128 << 20)
@@ -299,8 +300,6 @@ _PIPELINES: Dict[str, Any] = {}
 
 def _recipe(pipe: Any) -> Tuple[str, Any]:
     """How a worker gets the pipeline: rebuilt from its specs when they describe it exactly, else pickled."""
-    from .funnel import build_pipeline
-
     if pipe.specs:
         try:
             same = build_pipeline(pipe.specs, name=pipe.name).describe() == pipe.describe()
@@ -313,8 +312,6 @@ def _recipe(pipe: Any) -> Tuple[str, Any]:
 
 def _pipeline(recipe: Tuple[str, Any]) -> Any:
     """The pipeline of ``recipe``, built once per process (its blocks load spaCy / langid / WordNet once)."""
-    from .funnel import build_pipeline
-
     kind, value = recipe
     if kind == "pipeline":
         return value
@@ -348,8 +345,6 @@ def _owned(i: int, offsets: Sequence[int], counts: Sequence[int], total: int, ba
 def _filter_pass2(i: int, *, shared: Shared, recipe: Tuple[str, Any], text_field: str, label: str, batch_size: int,
                   parts_dir: str, with_dropped: bool) -> List[Dict[str, Any]]:
     """Map step of pass 2 for shard ``i``: filter its batches, write kept / dropped part files."""
-    from .funnel import dropped_line, kept_line
-
     ctx = shared.payload
     shards, offsets, counts, total = ctx["shards"], ctx["offsets"], ctx["counts"], ctx["total"]
     a, b = _owned(i, offsets, counts, total, batch_size)
@@ -394,7 +389,7 @@ def filter_sharded(src: RowSource, files: Sequence[str], text_field: str, pipe: 
                    funnel_path: Union[str, Path], dropped_path: Optional[Union[str, Path]] = None, *,
                    batch_size: int = 256, engine: str = "local", workers: int = 1, address: Optional[str] = None,
                    shards: Optional[int] = None) -> Any:
-    """:func:`~capaudit.alttext.funnel.filter_file` on the engine (module docstring): the same kept /
+    """:func:`~capaudit.alttext.file_runs.filter_file` on the engine (module docstring): the same kept /
     dropped JSONL and funnel CSV bytes as a single-process run; returns the :class:`Funnel`."""
     t0 = time.perf_counter()
     for p in (out, funnel_path, dropped_path):

@@ -52,7 +52,8 @@ from capaudit.summaries.numbers_fragments import write_numbers_fragment
 from capaudit.text.lexical import lex_units
 
 from .coverage import CONTRACT_KS, CoverageCounter, HypernymCounts, at_least_curve, coverage_of_texts, texts_of_rows
-from .funnel import Funnel, build_pipeline, filter_file
+from .file_runs import filter_file
+from .funnel import Funnel, build_pipeline
 from .resources import data_file
 from .rows import RowSource, get_field
 from .sizematch import SIZE_NOTE, SIZE_UNITS, corpus_size, matched_n, size_matched, size_stats

@@ -39,7 +39,7 @@ from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from capaudit.lexicons import plural_only_nouns
-from capaudit.llm._json import dumps_bytes
+from capaudit.io.canonical_json import dumps_bytes
 
 from .prompts import parse_user_prompt, user_message_text, wants_parent_links
 

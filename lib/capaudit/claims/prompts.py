@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from capaudit.llm._json import canonical
+from capaudit.io.canonical_json import canonical
 
 PROMPT_VERSION = "capaudit-claims-v1"
 #: the prompt version of a schema with parent links (one more rule: :data:`PARENTS_RULE`)

@@ -28,7 +28,7 @@ from capaudit.errors import EmptyInputError, FieldNotFoundError, InputError
 from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
 from capaudit.io.manifest import files_block
 from capaudit.llm.requests import make_request, write_requests
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.text.lexical import lex_cut_text, whitespace_window
 
 from .prompts import SYSTEM_PROMPT, prompt_version, user_prompt

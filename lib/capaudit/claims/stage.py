@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.config import RunConfig
 from capaudit.llm.requests import write_requests
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.claimed import ClaimedSummary, write_claimed_summary
 from capaudit.summaries.frontier import rows_from_claimed, with_pareto_flags, write_frontier_csv
 
@@ -267,7 +267,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
 
 def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any) -> ClaimedSummary:
     """Summary over the responses whose ids are among the current requests only."""
-    from capaudit.llm._json import dumps_line
+    from capaudit.io.canonical_json import dumps_line
     from capaudit.llm.store import merge
 
     rows = merge(resp_path)

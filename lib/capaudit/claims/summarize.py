@@ -56,10 +56,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.io.atomic import atomic_path, check_output_path
-from capaudit.llm._json import canonical, loads, loads_lenient
+from capaudit.io.canonical_json import canonical, loads, loads_lenient
 from capaudit.llm.requests import REQUIRED_FIELDS, ROLES, check_request
 from capaudit.llm.store import iter_rows_with_lines, rank_better
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.claimed import (
     ALL,
     COUNT_FIELDS,

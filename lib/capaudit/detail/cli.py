@@ -134,7 +134,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .parsers import LLMSceneGraphParser, OfflineSceneGraphParser
     from .score import score_file
 
-    from capaudit.text.stage import shardable
+    from capaudit.text.sharding import shardable
 
     sharded = args.engine != "local" or args.workers > 1 or args.shards is not None or (
         shardable(args.input) and (not Path(args.input).is_file() or args.input.lower().endswith(".parquet")))
@@ -178,7 +178,7 @@ def _score_sharded(args: argparse.Namespace) -> int:
     """``detail score`` on an engine: JSONL / Parquet shards; another local file (e.g. JSONL named
     .txt) is read here and its records are cut into slices."""
     from capaudit.errors import InputError
-    from capaudit.text.stage import shardable
+    from capaudit.text.sharding import shardable
 
     from .sharded import BackendSpec, score_file_engine
 

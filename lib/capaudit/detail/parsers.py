@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
-from capaudit.llm._json import canonical, dumps_bytes
+from capaudit.io.canonical_json import canonical, dumps_bytes
 
 from .graph import SceneGraph, graph_from_llm, graph_to_llm, scene_graph_schema
 

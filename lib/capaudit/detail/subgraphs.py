@@ -38,7 +38,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from capaudit.llm._json import canonical, dumps_bytes
+from capaudit.io.canonical_json import canonical, dumps_bytes
 
 from .graph import SceneGraph
 from .metrics import DEFAULT_RELATION_ENDS, RELATION_ENDS, aod

@@ -156,7 +156,7 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
     from capaudit.surfaces.stage import surface_specs
     from capaudit.surfaces.surface import resolve_sources
-    from capaudit.text.stage import _spec_shards
+    from capaudit.text.sharding import spec_shards as _spec_shards
     from capaudit.text.truncation import (CLIP_CLEANING, DEFAULT_CLIP_CLEAN, DEFAULT_EMPTY, EMPTY_CONVENTIONS,
                                           check_clip_clean, check_empty, finalize_part, load_counters,
                                           with_empty_captions,

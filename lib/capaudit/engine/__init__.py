@@ -8,9 +8,9 @@ A stage provides ``map_fn(shard) -> part`` and an associative ``merge_fn([part, 
 
 from capaudit.engine.executors import (ENGINES, check_engine, engine_from_params, ensure_ray, map_merge,
                                        ray_available, shutdown_ray)
-from capaudit.engine.shards import Shard, expand_inputs, iter_shard_captions, iter_shard_records, list_shards
+from capaudit.engine.shards import CaptionRule, Shard, expand_inputs, iter_shard_captions, iter_shard_records, list_shards
 from capaudit.engine.summary import summary_json, to_jsonable
 
-__all__ = ["ENGINES", "Shard", "check_engine", "engine_from_params", "ensure_ray", "expand_inputs",
+__all__ = ["CaptionRule", "ENGINES", "Shard", "check_engine", "engine_from_params", "ensure_ray", "expand_inputs",
            "iter_shard_captions", "iter_shard_records", "list_shards", "map_merge", "ray_available",
            "shutdown_ray", "summary_json", "to_jsonable"]

@@ -27,7 +27,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
 
@@ -391,11 +391,19 @@ def iter_shard_records(shard: Shard, columns: Optional[Sequence[str]] = None) ->
         yield row, f"{shard.path} ({unit} {off})"
 
 
-def iter_shard_captions(shard: Shard, caption_field: Optional[str] = None, on_missing: str = "error",
-                        stats: Optional[Dict[str, Any]] = None) -> Iterator[str]:
-    """Stripped non-empty captions of a shard, with the surfaces loader's per-row rules (spec
-    §2.1, :func:`capaudit.surfaces.surface._captions`): ``caption_field`` (a string or a list of
-    strings per row) or, unset, the first non-empty string among ``CAPTION_FIELDS``.
+#: A caption rule: ``rule(row, caption_field, where, on_missing) -> (field used, [(index, caption)])``
+#: (field ``None`` with no captions: no caption field in the row), e.g.
+#: :func:`capaudit.surfaces.row_captions`; the caller supplies it, so the engine knows no loader.
+CaptionRule = Callable[[Mapping[str, Any], Optional[str], str, str], Tuple[Optional[str], List[Tuple[int, str]]]]
+
+
+def iter_shard_captions(shard: Shard, rule: CaptionRule, caption_field: Optional[str] = None,
+                        on_missing: str = "error", stats: Optional[Dict[str, Any]] = None) -> Iterator[str]:
+    """Stripped non-empty captions of a shard, each row read with the caption ``rule`` (the
+    surfaces loader's per-row rules, spec §2.1: :func:`capaudit.surfaces.row_captions`):
+    ``caption_field`` (a string or a list of strings per row) or, unset, the rule's default fields.
+    A row whose ``caption_field`` is a plain string is read here without calling the rule (the same
+    caption: the value stripped).
 
     A row without ``caption_field`` is an error naming the file, offset and field unless
     ``on_missing="skip"``. ``stats`` (a dict) counts ``rows``, ``records``,
@@ -403,8 +411,6 @@ def iter_shard_captions(shard: Shard, caption_field: Optional[str] = None, on_mi
     ``rows_blank_caption``: a caption string empty after ``strip()``, not a null), and keeps the
     field names of the first 1,000 rows (``fields``) and the first row missing the field.
     """
-    from capaudit.surfaces.surface import _captions
-
     if on_missing not in ("error", "skip"):
         raise InputError(f"on_missing must be 'error' or 'skip', got {on_missing!r}")
     st = stats if stats is not None else {}
@@ -432,7 +438,7 @@ def iter_shard_captions(shard: Shard, caption_field: Optional[str] = None, on_mi
                     st["rows_empty_caption"] += 1
                     st["rows_blank_caption"] += 1
                 continue
-        used, caps = _captions(row, caption_field, where(), "skip")
+        used, caps = rule(row, caption_field, where(), "skip")
         if not caps:
             st["rows_without_caption"] += 1
             if used is None:
@@ -477,5 +483,5 @@ def _jsonl_rows(shard: Shard):
         yield row, (lambda off=off: f"{path} ({unit} {off})")
 
 
-__all__ = ["Shard", "SHARD_SUFFIXES", "default_num_shards", "expand_inputs", "file_format", "ShardWhere", "is_url", "iter_shard_captions", "iter_shard_objects", "iter_shard_text_lines", "line_at", "open_binary", "open_parquet",
+__all__ = ["CaptionRule", "Shard", "SHARD_SUFFIXES", "default_num_shards", "expand_inputs", "file_format", "ShardWhere", "is_url", "iter_shard_captions", "iter_shard_objects", "iter_shard_text_lines", "line_at", "open_binary", "open_parquet",
            "iter_shard_lines", "iter_shard_records", "list_shards"]

@@ -1,5 +1,5 @@
 """File-writing discipline shared by every stage (atomic artifacts, manifests last), checked
-text decoding, file manifests and exclusive locks."""
+text decoding, file manifests, exclusive locks and canonical JSON (``canonical_json``)."""
 
 from capaudit.io.atomic import (StagedFiles, atomic_path, atomic_write, check_output_dir, check_output_path,
                                 write_bytes_atomic, write_json_atomic, write_text_atomic)

@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Un
 
 from capaudit.errors import InputError
 from capaudit.io.lock import lock_held, lock_path_for
-from capaudit.llm._json import canonical, loads
+from capaudit.io.canonical_json import canonical, loads
 from capaudit.llm.store import rank_better, store_files
 
 PathLike = Union[str, Path]

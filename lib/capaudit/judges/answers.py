@@ -23,8 +23,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from capaudit.errors import InputError
-from capaudit.llm._json import dumps_line, loads
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.io.canonical_json import dumps_line, loads
+from capaudit.summaries.categories import UNIT_CATEGORIES
 
 from ._stream import CutLine, _parse, check_not_empty, gc_paused, json_lines, read_at, store_file_list
 from .rules import answer_errors
@@ -478,7 +478,7 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
     ``cut_lines`` (the caller refuses or counts it); ``degraded`` counts the merged responses whose
     server said it answered with less (``capaudit_degraded``).
     """
-    from capaudit.llm._json import canonical
+    from capaudit.io.canonical_json import canonical
     from capaudit.llm.store import rank_better
 
     files, stores = store_file_list(responses)

@@ -48,7 +48,7 @@ from capaudit.errors import InputError
 from capaudit.stats.agreement import (cohen_kappa_table, fleiss_kappa_table, gwet_ac1_table, krippendorff_alpha_table,
                                       rating_table)
 from capaudit.stats.bootstrap import CAPTION_REPS, CAPTION_SEED
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.cells import (
     AGREEMENT_ALL,
     EXCLUDED_TYPES,

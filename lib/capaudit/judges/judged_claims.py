@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.io.atomic import atomic_path
-from capaudit.llm._json import dumps_line
+from capaudit.io.canonical_json import dumps_line
 
 from .answers import ANSWER_NAMES, JudgeAnswers, RequestIndex, iter_request_rows
 from .cells import intersect

@@ -85,8 +85,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from capaudit.llm._json import dumps_bytes
+from capaudit.io.canonical_json import dumps_bytes
 
+from .image_urls import data_url_bytes, file_url_path
 from .prompts import message_image_urls, message_text, parse_judged_caption, parse_user_prompt
 from .questions import parse_question_text
 
@@ -285,8 +286,6 @@ def text_rendering_answer(claimed: Sequence[str], read: Sequence[str]) -> Tuple[
 # --- images ---------------------------------------------------------------------------------
 def image_bytes_from_url(url: str) -> Tuple[bytes, Optional[str]]:
     """``(bytes, file name or None)`` of a ``data:`` or ``file://`` URL (``ValueError`` otherwise)."""
-    from .requests import data_url_bytes, file_url_path
-
     if url.startswith("data:"):
         return data_url_bytes(url), None
     if url.startswith("file://"):

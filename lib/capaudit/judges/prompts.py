@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from capaudit.llm._json import dumps_bytes
+from capaudit.io.canonical_json import dumps_bytes
 
 PROMPT_VERSION = 1
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
 
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 
 
 

@@ -60,7 +60,7 @@ import yaml
 
 from capaudit.errors import InputError
 from capaudit.io.atomic import StagedFiles, check_output_dir
-from capaudit.llm._json import dumps_line
+from capaudit.io.canonical_json import dumps_line
 
 from .answers import index_line
 from .questions import Question

@@ -59,54 +59,23 @@ from operator import itemgetter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
-from urllib.parse import unquote, urlparse
 
 from capaudit.errors import InputError
 from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
-from capaudit.llm import _json
-from capaudit.llm._json import dumps_line
+from capaudit.io import canonical_json
+from capaudit.io.canonical_json import dumps_line
 from capaudit.llm.requests import RequestIdTemplate, make_request
 
+from .answer_schema import TASK, TASK_VERSION, vqa_schema
+from .image_urls import data_url_bytes, file_url_path
 from ._stream import (BlockWriter, CutLine, RowReader, check_cut_lines, check_not_empty, gc_paused, json_lines,
                       scan_winners, store_file_list)
 from .prompts import CAPTION_LINE, PROMPT_VERSION, QUESTIONS_LINE, SYSTEM_PROMPT, prompt_head, user_prompt
 from .questions import Question, question_parents, questions_from_units
 
-TASK = "cbu_vqa"
-TASK_VERSION = 1
 IMAGE_MODES = ("file", "data", "url")
-ANSWERS = ("yes", "no", "uncertain")
 JPEG_QUALITY = 88
-EVIDENCE_MAX_LENGTH = 160
 PathLike = Union[str, Path]
-
-
-def vqa_schema(question_ids: Sequence[str], evidence: bool = False) -> Dict[str, Any]:
-    """Per-request guided JSON schema (§5.2)."""
-    props: Dict[str, Any] = {
-        "question_id": {"type": "string", "enum": list(question_ids)},
-        "answer": {"type": "string", "enum": list(ANSWERS)},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    }
-    required = ["question_id", "answer", "confidence"]
-    if evidence:
-        props["evidence"] = {"type": "string", "maxLength": EVIDENCE_MAX_LENGTH}
-        required.append("evidence")
-    n = len(question_ids)
-    return {
-        "type": "object",
-        "properties": {
-            "caption_id": {"type": "string"},
-            "question_results": {
-                "type": "array",
-                "minItems": n,
-                "maxItems": n,
-                "items": {"type": "object", "properties": props, "required": required, "additionalProperties": False},
-            },
-        },
-        "required": ["caption_id", "question_results"],
-        "additionalProperties": False,
-    }
 
 
 @dataclass(frozen=True)
@@ -159,19 +128,6 @@ class ImageError(Exception):
 
 def is_url(value: str) -> bool:
     return value.startswith(("http://", "https://", "data:", "file://"))
-
-
-def file_url_path(url: str) -> Path:
-    """The local path of a ``file://`` URL."""
-    return Path(unquote(urlparse(url).path))
-
-
-def data_url_bytes(url: str) -> bytes:
-    """Decoded bytes of a base64 ``data:`` URL (``ValueError`` otherwise)."""
-    head, sep, body = url.partition(",")
-    if not sep or not head.startswith("data:") or ";base64" not in head:
-        raise ValueError("not a base64 data URL")
-    return base64.b64decode(body, validate=False)
 
 
 def jpeg_data_url(data: bytes, quality: int = JPEG_QUALITY) -> str:
@@ -379,7 +335,7 @@ class FastRows:
     structures with marker values, and per request only the variable values are serialised —
     strings and question lists, on which orjson and the standard library's canonical JSON agree
     (tested over every code point), so ids never change; decoding floats sit in the fixed parts,
-    serialised by :func:`capaudit.llm._json.canonical`. :func:`build_judge_requests` checks the
+    serialised by :func:`capaudit.io.canonical_json.canonical`. :func:`build_judge_requests` checks the
     first rows and then every ``CHECK_EVERY``-th against the slow path and falls back to it for
     good on any difference (and per row on any serialisation error, so errors stay the same).
     """
@@ -388,7 +344,7 @@ class FastRows:
     CHECK_EVERY = 1024
 
     def __init__(self, params: JudgeBuildParams):
-        orj = _json._orjson
+        orj = canonical_json.ORJSON
         if orj is None:
             raise RuntimeError("FastRows needs orjson")
         self._dumps = orj.dumps
@@ -418,7 +374,7 @@ class FastRows:
         mb = {k: orj.dumps(v) for k, v in m.items()}
         self._row = _Template(dumps_line(row), mb).filler(slots)
         cin = ("caption_id", "surface", "questions", "image_key")
-        self._canonical_input = _Template(_json.canonical_bytes(inp), {k: mb[k] for k in cin}).filler(cin)
+        self._canonical_input = _Template(canonical_json.canonical_bytes(inp), {k: mb[k] for k in cin}).filler(cin)
         self._hash = self._hasher()
 
     def _hasher(self) -> Any:
@@ -454,8 +410,8 @@ class FastRows:
             mark = _mark("enum")
             sch["properties"]["question_results"]["items"]["properties"]["question_id"]["enum"] = mark
             mb = self._dumps(mark)
-            r = _Template(_json.dumps_bytes(sch), {"enum": mb})
-            c = _Template(_json.canonical_bytes(sch), {"enum": mb})
+            r = _Template(canonical_json.dumps_bytes(sch), {"enum": mb})
+            c = _Template(canonical_json.canonical_bytes(sch), {"enum": mb})
             hit = self._schemas[n] = (r.parts[0], r.parts[1], c.parts[0], c.parts[1],
                                       self._text_head + _esc_json(r.parts[0]), _esc_json(r.parts[1]))
         return hit
@@ -582,7 +538,7 @@ def build_judge_requests(
 
     nbytes = 0
     fast = None
-    if fast_path and _json.HAVE_ORJSON and not params.judged_caption:  # no judged-caption slot (small runs)
+    if fast_path and canonical_json.HAVE_ORJSON and not params.judged_caption:  # no judged-caption slot (small runs)
         try:
             fast = FastRows(params)
         except (KeyError, IndexError, TypeError, ValueError) as exc:  # the request layout changed: slow path
@@ -694,7 +650,7 @@ def write_build_manifest(out: Path, params: JudgeBuildParams, counts: BuildCount
 
 
 __all__ = [
-    "TASK", "TASK_VERSION", "IMAGE_MODES", "ANSWERS", "JPEG_QUALITY", "vqa_schema", "JudgeBuildParams", "ImageError",
+    "IMAGE_MODES", "JPEG_QUALITY", "JudgeBuildParams", "ImageError",
     "ImageResolver", "build_request", "FastRows", "read_caption_index", "BuildCounts", "build_judge_requests", "failures_path",
-    "manifest_path", "jpeg_data_url", "data_url_bytes", "file_url_path", "is_url", "iter_claims_requests",
+    "manifest_path", "jpeg_data_url", "is_url", "iter_claims_requests",
 ]

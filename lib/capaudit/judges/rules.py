@@ -15,7 +15,7 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 from capaudit.llm.validate import register_task_rules
 
-from .requests import ANSWERS, TASK
+from .answer_schema import ANSWERS, TASK
 
 MAX_ERRORS = 10
 

@@ -45,7 +45,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic, write_text_atomic
-from capaudit.llm._json import dumps_line
+from capaudit.io.canonical_json import dumps_line
 from capaudit.summaries.cells import CellsFile, format_cells, merge_cells_files
 from capaudit.summaries.vqa import format_vqa_summary
 from capaudit.summaries.vqa_layout import (Comparison, LayoutJudge, LayoutSlice, LayoutSurface, VqaLayout,

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from capaudit.errors import InputError
-from capaudit.summaries._common import UNIT_CATEGORIES
+from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.vqa import MAX_EXAMPLES, AnswerCounts, VqaSummary, VqaSurface, write_vqa_summary
 
 from ._stream import check_cut_lines

@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from capaudit.llm._json import dumps_bytes
+from capaudit.io.canonical_json import dumps_bytes
 from capaudit.llm.dialects import requested_schema
 
 BackendFn = Callable[[List[Dict[str, Any]], Dict[str, Any]], str]

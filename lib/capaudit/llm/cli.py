@@ -247,7 +247,7 @@ def report_run(args: argparse.Namespace, stats: Any) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from capaudit.llm._json import dumps_line
+    from capaudit.io.canonical_json import dumps_line
     from capaudit.llm.store import merge
 
     from capaudit.io.atomic import atomic_write, check_output_path

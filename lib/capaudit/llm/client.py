@@ -60,7 +60,7 @@ from typing import (Any, Awaitable, Callable, ClassVar, Dict, Iterable, Iterator
 
 
 from capaudit.errors import CapauditError
-from capaudit.llm._json import dumps_bytes, loads, loads_lenient
+from capaudit.io.canonical_json import dumps_bytes, loads, loads_lenient
 from capaudit.llm.dialects import DIALECTS, build_payload
 from capaudit.llm.http import Pool
 from capaudit.llm.requests import check_request, count_lines, iter_request_lines, parse_request_line

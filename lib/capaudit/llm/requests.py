@@ -18,7 +18,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from capaudit.llm._json import canonical, canonical_bytes, loads
+from capaudit.io.canonical_json import canonical, canonical_bytes, loads
 
 REQUIRED_FIELDS: Tuple[str, ...] = (
     "request_id",
@@ -70,7 +70,7 @@ class RequestIdTemplate:
     version and decoding: the canonical text of the payload is cut around the schema and the input,
     so each id only needs those two values' canonical bytes (the caller's fast path).
 
-    The fixed parts come from :func:`capaudit.llm._json.canonical` itself (same key order, same
+    The fixed parts come from :func:`capaudit.io.canonical_json.canonical` itself (same key order, same
     float text), so ``tmpl.request_id(canonical_bytes(schema), canonical_bytes(input)) ==
     request_id(..., schema, decoding, input)`` for every value (tested).
     """
@@ -201,7 +201,7 @@ def write_requests(path: str | Path, rows: Sequence[Mapping[str, Any]] | Iterato
     """Write request rows as JSONL (UTF-8, one compact object per line), atomically (the file
     appears complete or not at all); returns the row count."""
     from capaudit.io.atomic import atomic_write
-    from capaudit.llm._json import dumps_line
+    from capaudit.io.canonical_json import dumps_line
 
     n = 0
     with atomic_write(path, "wb") as fh:

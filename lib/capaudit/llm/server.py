@@ -27,7 +27,7 @@ from typing import Any, Iterator, List, Optional, Sequence
 
 from aiohttp import web
 
-from capaudit.llm._json import dumps_bytes, loads
+from capaudit.io.canonical_json import dumps_bytes, loads
 from capaudit.llm.backends import DEFAULT_BACKENDS, BackendRegistry
 from capaudit.resources import ResourceMissing
 

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import yaml
 
-from capaudit.llm._json import canonical
+from capaudit.io.canonical_json import canonical
 
 REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")

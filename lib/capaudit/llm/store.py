@@ -35,7 +35,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from capaudit.errors import LockHeldError
 from capaudit.io.lock import ExclusiveLock, lock_path_for
-from capaudit.llm._json import canonical, dumps_line, loads
+from capaudit.io.canonical_json import canonical, dumps_line, loads
 
 try:
     import fcntl

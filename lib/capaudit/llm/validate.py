@@ -19,7 +19,7 @@ import importlib
 from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from capaudit.llm._json import cache_key
+from capaudit.io.canonical_json import cache_key
 
 try:  # optional fast path
     import fastjsonschema as _fastjsonschema

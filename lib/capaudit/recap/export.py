@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
 from capaudit.io.lock import lock_held
-from capaudit.llm._json import dumps_line, loads
+from capaudit.io.canonical_json import dumps_line, loads
 from capaudit.llm.store import merge, store_files
 
 from .pii import mask_pii

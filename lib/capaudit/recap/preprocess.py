@@ -222,7 +222,7 @@ _INPUT_MARK = "\u0000capaudit-recap-input\u0000"
 
 
 def canonical_json(obj: Any) -> str:
-    """The model-call layer's canonical JSON (``capaudit.llm._json.canonical``; the runner checks
+    """The model-call layer's canonical JSON (``capaudit.io.canonical_json.canonical``; the runner checks
     that both agree before a run), available here without importing ``capaudit.llm``."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Union
 
 from capaudit.errors import InputError, LockHeldError
-from capaudit.llm._json import dumps_bytes, dumps_line, loads
+from capaudit.io.canonical_json import dumps_bytes, dumps_line, loads
 from capaudit.llm.client import (RequestStats, TextRequestRun, check_endpoints, clip_text, endpoint_url, run_blocking,
                                  utc_now)
 from capaudit.llm.requests import make_request, request_id

@@ -8,6 +8,7 @@
 * :mod:`.prompt_support` — prompt-support TSV (§3.2; owned by the prompt stage)
 * :mod:`.vqa_layout` — judges, surfaces, roles and comparisons of our own judged slices
 * :mod:`.numbers_fragments` — quoted numbers written by stages, merged by the paper's numbers map
+* :mod:`.categories` — the claim categories and judge answers the schemas and stages share
 
 Every reader validates and raises ``ValueError`` naming the file and field; every writer
 reproduces the reference's formatting byte for byte.

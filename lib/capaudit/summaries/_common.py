@@ -7,21 +7,9 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
-PathLike = Union[str, Path]
+from .categories import ANSWERS, UNIT_CATEGORIES  # noqa: F401  (the summaries modules import them from here)
 
-#: The eight claim types, in the summarizer's order (reference-spec §4.1 ``UNIT_CATEGORIES``).
-UNIT_CATEGORIES = (
-    "object",
-    "attribute",
-    "relation",
-    "style",
-    "camera",
-    "lighting",
-    "count",
-    "text_rendering",
-)
-#: The three judge answers (§5.2).
-ANSWERS = ("yes", "no", "uncertain")
+PathLike = Union[str, Path]
 
 
 def where(source: Optional[PathLike], *parts: object) -> str:

@@ -48,7 +48,7 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open_text(path)
 
 
-def _not_text(path: Path) -> Optional[str]:
+def not_text_hint(path: Path) -> Optional[str]:
     """A hint when ``path`` is a binary container (Parquet, gzip without .gz) rather than text."""
     try:
         with open(path, "rb") as fh:
@@ -67,7 +67,7 @@ def iter_json_lines(path: Path, unit: str = "line", objects_only: bool = True) -
     the file and the ``unit`` number. ``objects_only`` requires every value to be a JSON object.
     Undecodable bytes name the file and line (:mod:`capaudit.io.text`)."""
     path = Path(path)
-    hint = _not_text(path)
+    hint = not_text_hint(path)
     if hint:
         raise InputError(hint, path=path)
     with _open_text(path) as fh:

@@ -227,9 +227,17 @@ def detect_caption(row: Mapping[str, Any], fields: Sequence[str] = CAPTION_FIELD
     return None, None
 
 
-def _captions(row: Mapping[str, Any], caption_field: Optional[str], where: str,
-              on_missing: str = "error") -> Tuple[Optional[str], List[Tuple[int, str]]]:
-    """``(field used, [(index, caption)])``; field ``None`` with no captions = no caption field found."""
+def row_captions(row: Mapping[str, Any], caption_field: Optional[str], where: str,
+                 on_missing: str = "error") -> Tuple[Optional[str], List[Tuple[int, str]]]:
+    """The captions of one row under the loader's rules (spec §2.1): ``(field used, [(index, caption)])``.
+
+    ``caption_field`` (dotted names reach into nested objects) holds a string or a list of strings
+    (nulls and blank strings skipped, captions stripped); unset, the row's ``CAPTIONS`` list or the
+    first non-empty string among ``CAPTION_FIELDS``. Field ``None`` with no captions: no caption
+    field found. A missing ``caption_field`` raises ``ValueError`` naming ``where`` unless
+    ``on_missing="skip"``; a value of another type always does. The engine's shard readers take
+    this function as their caption rule (:func:`capaudit.engine.iter_shard_captions`).
+    """
     if caption_field:
         value = _get(row, caption_field)
         if value is _MISSING:
@@ -352,7 +360,7 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
             for k in row:
                 if not str(k).startswith("__"):
                     fields_seen.setdefault(str(k), None)
-        used, caps = _captions(row, caption_field_, where, "skip")
+        used, caps = row_captions(row, caption_field_, where, "skip")
         if caption_field_ and used is None:  # the named caption field is not in this row
             if on_missing == "error":
                 if present:
@@ -399,7 +407,7 @@ def iter_captions(spec: SpecLike, *, caption_field: Optional[str] = None, max_re
             if limit is not None and stats.records >= int(limit):
                 return
     if stats.records == 0:
-        raise _no_records(spec, srcs, stats, list(fields_seen))
+        raise no_records_error(spec, srcs, stats, list(fields_seen))
 
 
 #: With ``on_missing: error``, a caption field absent from this many leading rows (and present in
@@ -417,9 +425,11 @@ def _where_label(spec: Mapping[str, Any], sources: Sequence[SourceFile]) -> str:
     return sources[0].path if len(sources) == 1 else f"{_label(spec)} ({len(sources)} files)"
 
 
-def _no_records(spec: Mapping[str, Any], sources: Sequence[SourceFile], stats: LoadStats,
-                fields: List[str]) -> InputError:
-    """The error for a surface that yields no caption at all (never a silent zero-record result)."""
+def no_records_error(spec: Mapping[str, Any], sources: Sequence[SourceFile], stats: LoadStats,
+                     fields: List[str]) -> InputError:
+    """The error for a surface that yields no caption at all (never a silent zero-record result):
+    empty input, the caption field missing on every row, every caption empty, or no caption field
+    found, naming the file(s) and field. ``fields``: the field names seen in the rows."""
     where = _where_label(spec, sources)
     field = spec.get("caption_field")
     if stats.rows == 0:

@@ -41,9 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     from ..surfaces import LoadStats, iter_captions
-    from .stage import contract_view, load_counts, survey_notes
+    from .stage import contract_view, load_counts, survey_input, survey_notes
     from ..errors import InputError
-    from .stage import shardable, survey_input
+    from .sharding import shardable
     from .survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
 
     if args.out != "-":

@@ -17,6 +17,7 @@ import pandas as pd
 from ..config import RunConfig
 from ..io.atomic import atomic_path, write_json_atomic, write_text_atomic
 from .lexical import lex_units
+from .sharding import spec_shards as _spec_shards
 from .survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
 from .violations import ViolationChecker
 
@@ -156,24 +157,12 @@ def survey_config(section: Dict[str, object], where: str = "text_stats") -> Surv
     )
 
 
-def shardable(inputs) -> bool:
-    """True when ``inputs`` (paths, a folder, a glob, fsspec URLs) are JSONL / JSONL.gz / Parquet
-    files only, which the engine can cut into shards."""
-    from ..engine.shards import expand_inputs, file_format
-    from ..errors import InputError
-
-    try:
-        return all(file_format(f) for f in expand_inputs(inputs))
-    except (InputError, OSError, ValueError, ImportError):
-        return False
-
-
 def survey_input(inputs, config: SurveyConfig, engine: str = "local", workers: int = 1,
                  address: Optional[str] = None, shards: Optional[int] = None, caption_field: Optional[str] = None,
                  on_missing: str = "error", spill_dir: Optional[str] = None, max_keys: int = 8_000_000):
     """:func:`capaudit.text.survey.survey_files` with the loader's "no caption at all" errors."""
     from ..engine.shards import expand_inputs
-    from ..surfaces.surface import LoadStats, SourceFile, _no_records
+    from ..surfaces.surface import LoadStats, SourceFile, no_records_error as _no_records
     from .survey import survey_files
 
     summary = survey_files(inputs, config, engine=engine, workers=workers, address=address, shards=shards,
@@ -185,15 +174,6 @@ def survey_input(inputs, config: SurveyConfig, engine: str = "local", workers: i
         spec = {"file": str(inputs), "caption_field": caption_field, "on_missing": on_missing}
         raise _no_records(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats, list(load.get("fields", [])))
     return summary
-
-
-def _spec_shards(spec: Dict[str, object], sources) -> Optional[List[str]]:
-    """The files of a surface spec when the engine can shard them (else None: stream it)."""
-    if spec.get("format") not in (None, "jsonl", "parquet") or spec.get("max_records") is not None \
-            or spec.get("records_field") or spec.get("format") == "hf":
-        return None
-    paths = [s.path for s in sources]
-    return paths if paths and shardable(paths) else None
 
 
 def write_table(rows: List[Dict[str, object]], tables: Path, stem: str = "text_stats") -> pd.DataFrame:

@@ -1046,11 +1046,12 @@ def survey_shard(shard, config: SurveyConfig = SurveyConfig(), caption_field: Op
                  on_missing: str = "error", chunk_size: int = 20_000, merge_every: int = 8) -> SurveySummary:
     """The survey of one input shard (:class:`capaudit.engine.Shard`): the engine's map."""
     from capaudit.engine.shards import iter_shard_captions
+    from capaudit.surfaces import row_captions
 
     surveyor = _ChunkSurveyor(config)
     pending: List[SurveySummary] = [SurveySummary(config=config)]
     stats: Dict[str, object] = {}
-    for chunk in _chunks(iter_shard_captions(shard, caption_field, on_missing, stats), chunk_size):
+    for chunk in _chunks(iter_shard_captions(shard, row_captions, caption_field, on_missing, stats), chunk_size):
         pending.append(surveyor(chunk))
         if len(pending) > merge_every:
             pending[:] = [SurveySummary.merge_all(pending)]

@@ -907,15 +907,17 @@ def survey_shard(shard: Any, specs: Sequence[EncoderSpec], budgets: Sequence[Opt
                  caption_field: Optional[str] = None, on_missing: str = "error", chunk_size: int = 20_000,
                  counters: Optional[Mapping[str, Any]] = None) -> TruncationPart:
     """The map step: the :class:`TruncationPart` of one :class:`~capaudit.engine.Shard`, its captions
-    read with the surfaces loader's row rules (:func:`capaudit.engine.iter_shard_captions`; errors name
-    the file, offset and field). ``counters``: loaded tokenizers (else :func:`worker_counters`)."""
+    read with the surfaces loader's row rules (:func:`capaudit.surfaces.row_captions` through
+    :func:`capaudit.engine.iter_shard_captions`; errors name the file, offset and field).
+    ``counters``: loaded tokenizers (else :func:`worker_counters`)."""
     from capaudit.engine.shards import iter_shard_captions
+    from capaudit.surfaces import row_captions
 
     counters = counters if counters is not None else worker_counters(specs)
     stats: Dict[str, Any] = {}
     parts: List[TruncationPart] = []
     buf: List[str] = []
-    for cap in iter_shard_captions(shard, caption_field, on_missing, stats=stats):
+    for cap in iter_shard_captions(shard, row_captions, caption_field, on_missing, stats=stats):
         buf.append(cap)
         if len(buf) >= chunk_size:
             parts = _merge_chunks(parts + [survey_part(buf, counters, budgets)])
@@ -964,7 +966,7 @@ def survey_input(inputs: Any, counters: Mapping[str, Any], budgets: Sequence[Opt
                  on_missing: str = "error") -> TruncationPart:
     """:func:`survey_files` with the surfaces loader's "no caption at all" errors."""
     from capaudit.engine.shards import expand_inputs
-    from capaudit.surfaces.surface import LoadStats, SourceFile, _no_records
+    from capaudit.surfaces.surface import LoadStats, SourceFile, no_records_error
 
     part = survey_files(inputs, counters, budgets, engine=engine, workers=workers, address=address, shards=shards,
                         caption_field=caption_field, on_missing=on_missing)
@@ -973,7 +975,7 @@ def survey_input(inputs: Any, counters: Mapping[str, Any], budgets: Sequence[Opt
         stats = LoadStats(**{k: int(load.get(k, 0)) for k in
                              ("rows", "rows_without_caption", "records", "rows_missing_field", "rows_empty_caption")})
         spec = {"file": str(inputs), "caption_field": caption_field, "on_missing": on_missing}
-        raise _no_records(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats,
+        raise no_records_error(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats,
                           list(load.get("fields", [])))
     return part
 

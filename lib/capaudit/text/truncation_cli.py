@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _main(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..surfaces import LoadStats, iter_captions
-    from .stage import shardable
+    from .sharding import shardable
     from .truncation import (TokenizerUnavailable, contract_view, finalize_part, load_counters, resolve_encoder,
                              survey_input, survey_texts)
 

@@ -1,4 +1,11 @@
-"""JSON helpers for the model-call layer: orjson when installed, the standard library otherwise.
+"""JSON reading and writing shared by every layer: orjson when installed, the standard library
+otherwise.
+
+Public functions: :func:`canonical` / :func:`canonical_bytes` (ids and hashes),
+:func:`canonical_stdlib` (their definition), :func:`dumps_bytes` / :func:`dumps_line` (compact JSON,
+JSONL lines), :func:`loads` (strict) / :func:`loads_lenient` (model output), :func:`cache_key`
+(cache identities, never ids); ``HAVE_ORJSON`` and ``ORJSON`` (the orjson module or ``None``) for
+callers with their own orjson fast paths; ``JSONDecodeError``.
 
 Canonical JSON (``canonical``, ``canonical_bytes``) is *defined* as the standard library's
 ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``, so ids
@@ -22,7 +29,9 @@ try:  # optional speed-up; results are identical for the JSON we write
 except ImportError:  # pragma: no cover - exercised only without orjson
     _orjson = None
 
-HAVE_ORJSON = _orjson is not None
+HAVE_ORJSON: bool = _orjson is not None
+#: the orjson module when installed (callers with their own byte-level fast paths), else ``None``
+ORJSON: Any = _orjson
 
 
 def canonical_stdlib(obj: Any) -> str:
@@ -126,15 +135,19 @@ if _orjson is not None:
 else:  # pragma: no cover
 
     def dumps_bytes(obj: Any) -> bytes:
+        """Compact JSON as UTF-8 bytes."""
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     def dumps_line(obj: Any) -> bytes:
+        """One JSONL line (compact, UTF-8, trailing newline)."""
         return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
 
     def loads(data: bytes | str) -> Any:
+        """Parse strict JSON (bytes or str)."""
         return json.loads(data)
 
     def cache_key(obj: Any) -> bytes:
+        """A key-order-independent identity of a JSON value (for caches, never for ids)."""
         return canonical(obj).encode("utf-8")
 
     JSONDecodeError = json.JSONDecodeError

@@ -1,0 +1,195 @@
+"""Package seams (issue 23): no module imports another package's private names, and the
+``alttext`` and ``judges`` packages have no import cycles among their modules.
+
+Imports are read with :mod:`ast` (module level and inside functions, so an import deferred to dodge
+a cycle still counts). A *package* is a first-level subpackage of ``capaudit`` (``capaudit.llm``,
+``capaudit.judges``, ...); top-level modules (``capaudit.errors``) are packages of their own.
+"""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+import pytest
+
+LIB = Path(__file__).resolve().parents[1] / "lib"
+ROOT = LIB / "capaudit"
+CYCLE_FREE = ("alttext", "judges")
+
+
+def module_name(path: Path, lib: Path = LIB) -> str:
+    """Dotted name of a source file under ``lib`` (``capaudit/llm/__init__.py`` -> ``capaudit.llm``)."""
+    parts = list(path.relative_to(lib).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def resolve(module: str, package_file: bool, level: int, target: Optional[str]) -> str:
+    """Absolute name of ``from <level dots><target> import ...`` written in ``module``."""
+    if level == 0:
+        return target or ""
+    base = module.split(".")
+    if not package_file:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def imports(path: Path, lib: Path = LIB) -> Iterator[Tuple[int, str, Optional[str]]]:
+    """``(line, module, name)`` for every import in ``path``: ``import a.b`` gives ``("a.b", None)``,
+    ``from a import b`` gives ``("a", "b")`` (``b`` may be a name or a submodule)."""
+    module = module_name(path, lib)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve(module, is_package(path), node.level, node.module)
+            for alias in node.names:
+                yield node.lineno, base, alias.name
+
+
+def package_of(module: str) -> Optional[str]:
+    """The first-level subpackage (or top-level module) of ``capaudit`` a module belongs to."""
+    parts = module.split(".")
+    if parts[0] != "capaudit" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def private_part(module: str, name: Optional[str]) -> Optional[str]:
+    """The first private (``_x``, not dunder) component of ``module`` + ``name`` below ``capaudit``."""
+    for part in module.split(".")[1:] + ([name] if name else []):
+        if part.startswith("_") and not (part.startswith("__") and part.endswith("__")):
+            return part
+    return None
+
+
+def private_cross_package_imports(root: Path = ROOT) -> List[str]:
+    """``file:line: import`` for every import of a private name or module of another package."""
+    lib = root.parent
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        here = package_of(module_name(path, lib))
+        for line, mod, name in sorted(imports(path, lib), key=lambda t: t[0]):
+            there = package_of(f"{mod}.{name}" if mod == "capaudit" and name else mod)
+            if there is None or there == here:
+                continue
+            bad = private_part(mod, name)
+            if bad is not None:
+                shown = f"from {mod} import {name}" if name else f"import {mod}"
+                out.append(f"{path.relative_to(lib)}:{line}: {shown}")
+    return out
+
+
+def package_graph(package: str, root: Path = ROOT) -> Dict[str, Set[str]]:
+    """Module -> the modules of the same package it imports (at module level or in a function).
+
+    The package's ``__init__`` is left out: it imports its modules to re-export them, and a module
+    importing the package itself is not an edge between modules."""
+    lib = root.parent
+    pkg_dir = root / package
+    prefix = f"capaudit.{package}"
+    modules = {module_name(p, lib) for p in pkg_dir.glob("*.py") if not is_package(p)}
+    graph: Dict[str, Set[str]] = {m: set() for m in modules}
+    for path in pkg_dir.glob("*.py"):
+        me = module_name(path, lib)
+        if me not in modules:
+            continue
+        for _, mod, name in imports(path, lib):
+            if name is not None and f"{mod}.{name}" in modules:  # from . import sibling
+                target = f"{mod}.{name}"
+            elif mod in modules:
+                target = mod
+            elif mod.startswith(prefix + ".") and mod.rsplit(".", 1)[0] in modules:
+                target = mod.rsplit(".", 1)[0]
+            else:
+                continue
+            if target != me:
+                graph[me].add(target)
+    return graph
+
+
+def cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
+    """One import cycle of ``graph`` (its modules in order, the first repeated last), or None."""
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        return list(exc.args[1])
+    return None
+
+
+# --- the checker itself ------------------------------------------------------------------------------------
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+
+
+def test_checker_finds_each_form_of_private_import(tmp_path):
+    root = tmp_path / "capaudit"
+    _write(root, "__init__.py", "")
+    _write(root, "a/__init__.py", "")
+    _write(root, "a/_mod.py", "_x = 1\n")
+    _write(root, "a/pub.py", "from ._mod import _x\nfrom capaudit.a._mod import _x\n")  # same package: fine
+    _write(root, "b/__init__.py", "")
+    _write(root, "b/user.py", "\n".join([
+        "from capaudit.a.pub import _x",           # private name
+        "from capaudit.a import _mod",             # private module
+        "import capaudit.a._mod",                  # private module, plain import
+        "from ..a._mod import thing",              # private module, relative
+        "def f():\n    from capaudit.a.pub import _y",  # deferred import
+        "from capaudit.a.pub import ok, __all__",  # public and dunder: fine
+        "from capaudit import _top",               # a private top-level module
+    ]) + "\n")
+    found = private_cross_package_imports(root)
+    assert [f.split(": ", 1)[1] for f in found] == [
+        "from capaudit.a.pub import _x", "from capaudit.a import _mod", "import capaudit.a._mod",
+        "from capaudit.a._mod import thing", "from capaudit.a.pub import _y", "from capaudit import _top"]  # by line
+    assert all(f.startswith("capaudit/b/user.py:") for f in found)
+
+
+def test_checker_finds_module_level_and_deferred_cycles(tmp_path):
+    root = tmp_path / "capaudit"
+    _write(root, "__init__.py", "")
+    _write(root, "p/__init__.py", "from .a import A\n")
+    _write(root, "p/a.py", "from .b import B\nA = 1\n")
+    _write(root, "p/b.py", "def f():\n    from . import c\nB = 1\n")
+    _write(root, "p/c.py", "import capaudit.p.base\n")
+    _write(root, "p/base.py", "from capaudit.p import A\n")  # importing the package is no edge
+    graph = package_graph("p", root)
+    assert graph == {"capaudit.p.a": {"capaudit.p.b"}, "capaudit.p.b": {"capaudit.p.c"},
+                     "capaudit.p.c": {"capaudit.p.base"}, "capaudit.p.base": set()}
+    assert cycle(graph) is None
+    _write(root, "p/base.py", "def g():\n    from .a import A\n")
+    found = cycle(package_graph("p", root))
+    assert found is not None and found[0] == found[-1] and set(found) == {
+        "capaudit.p.a", "capaudit.p.b", "capaudit.p.c", "capaudit.p.base"}
+
+
+# --- the code base -----------------------------------------------------------------------------------------
+
+
+def test_no_private_names_imported_across_packages():
+    found = private_cross_package_imports()
+    assert not found, "private names imported from another package:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("package", CYCLE_FREE)
+def test_package_has_no_import_cycle(package):
+    graph = package_graph(package)
+    assert len(graph) > 3  # the package's modules were found
+    found = cycle(graph)
+    assert found is None, f"import cycle in capaudit.{package}: " + " -> ".join(found or [])
