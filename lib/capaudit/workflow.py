@@ -104,13 +104,13 @@ def _output_to(log: Path) -> Iterator[TextIO]:
     """Send everything but the progress line to ``log`` for a while: file descriptors 1 and 2 (this
     process and the kernel it starts), logging records (INFO and up) and Python warnings. Yields a
     stream on the terminal's stderr for the progress line."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (1, 2)}
-    terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf-8", errors="replace")
     root = logging.getLogger()
     root_level = root.level
     with open(log, "ab") as raw, open(log, "a", encoding="utf-8", errors="replace") as text:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf-8", errors="replace")
         handler = logging.StreamHandler(text)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         for fd in saved:
