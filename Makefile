@@ -27,9 +27,10 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-## every stage and paper element of PARAMS (unchanged notebooks are skipped), then the PDF
+## every stage and paper element of PARAMS (unchanged notebooks are skipped), then the PDF;
+## one line per notebook, Jupyter's output in outputs/<run>/logs/<notebook>.log
 paper: system-paper $(VENV)/.installed
-	$(CAPAUDIT) notebook run-all --params $(PARAMS)
+	@$(CAPAUDIT) notebook run-all --params $(PARAMS)
 	@$(MAKE) --no-print-directory paper-pdf PARAMS=$(PARAMS)
 
 ## the manuscript PDF of PARAMS' run -> outputs/<run>/paper/main.pdf

@@ -30,6 +30,7 @@ params_path = "params/demo.yaml"
 # %%
 from capaudit.config import load_config
 from capaudit.embed.stage import run_truncation
+from capaudit.embed.truncation_views import clip_backend_label
 from capaudit.paper.embed_figures import plot_truncation_curves
 
 cfg = load_config(params_path)
@@ -49,6 +50,4 @@ out["windows_table"]
 # (248) limits are marked.
 
 # %%
-clip = next((d for d in out["results"][next(iter(out["results"]))]["encoder_details"].values() if d.get("clean")), None)
-plot_truncation_curves(out["curves"], dirs["figures"],
-                       backend=f"CLIP BPE: instant-clip-tokenizer, clean={clip['clean']}" if clip else None)
+plot_truncation_curves(out["curves"], dirs["figures"], backend=clip_backend_label(out["results"]))

@@ -9,12 +9,13 @@ the run's list (so a changed upstream stage re-runs what follows). Stamps live i
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, TextIO, Union
 
 from .config import RunConfig, load_config  # noqa: F401  (load_config: public re-export)
 from .data.registry import sha256_file
@@ -88,23 +89,60 @@ def stamps(cfg: RunConfig, notebooks_dir: Path = Path("notebooks")) -> Dict[str,
     return out
 
 
+def notebook_log(cfg: RunConfig, name: str) -> Path:
+    """Where a notebook's papermill, Jupyter and kernel output goes: ``outputs/<run>/logs/<name>.log``."""
+    return cfg.out_dir / "logs" / f"{name}.log"
+
+
+def status_line(name: str, seconds: float, status: str, width: int = 0) -> str:
+    """The one line a notebook gets: ``[capaudit] <name>  <seconds>s  <status>``."""
+    return f"[capaudit] {name:<{width}}  {seconds:6.1f}s  {status}"
+
+
 @contextmanager
-def _stderr_to(path: Path) -> Iterator[None]:
-    """Send file descriptor 2 (this process and the kernels it starts) to ``path`` for a while."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(path, "wb") as fh:
-        os.dup2(fh.fileno(), 2)
+def _output_to(log: Path) -> Iterator[TextIO]:
+    """Send everything but the progress line to ``log`` for a while: file descriptors 1 and 2 (this
+    process and the kernel it starts), logging records (INFO and up) and Python warnings. Yields a
+    stream on the terminal's stderr for the progress line."""
+    root = logging.getLogger()
+    root_level = root.level
+    with open(log, "ab") as raw, open(log, "a", encoding="utf-8", errors="replace") as text:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        terminal = os.fdopen(os.dup(saved[2]), "w", encoding="utf-8", errors="replace")
+        handler = logging.StreamHandler(text)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        for fd in saved:
+            os.dup2(raw.fileno(), fd)
+        root.addHandler(handler)
+        root.setLevel(min(root_level or logging.WARNING, logging.INFO))
+        logging.captureWarnings(True)
         try:
-            yield
+            yield terminal
         finally:
+            logging.captureWarnings(False)
+            root.removeHandler(handler)
+            root.setLevel(root_level)
+            sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            terminal.close()
 
 
-def _failure_line(name: str, exc: BaseException, failed: Path, log: Path) -> str:
-    """One line naming the notebook, the failing cell and its error."""
+def _progress_bar(name: str, width: int, tty: bool) -> Union[bool, Dict[str, Any]]:
+    """papermill's ``progress_bar``: none off a terminal, else one updating line ``[k/N cells]`` that
+    is cleared when the notebook ends (tqdm keywords; ``file`` is added once the terminal is known)."""
+    if not tty:
+        return False
+    return {"bar_format": f"[capaudit] {name:<{width}}  {{elapsed}}  [{{n_fmt}}/{{total_fmt}} cells]",
+            "leave": False, "mininterval": 0.5}
+
+
+def _failure_line(name: str, exc: BaseException, seconds: float, failed: Path, log: Path) -> str:
+    """One line naming the notebook, the failing cell and its error, and where the details are."""
     try:
         from papermill.exceptions import PapermillExecutionError
     except ImportError:  # pragma: no cover
@@ -119,44 +157,50 @@ def _failure_line(name: str, exc: BaseException, failed: Path, log: Path) -> str
     else:
         cell = "before any cell ran"
         what = f"{type(exc).__name__}: {one_line(exc)}"
-    return (f"notebook '{name}' failed in {cell}: {what} (full trace: {failed}; kernel log: {log}; "
-            f"or rerun with --debug)")
+    where = f"log: {log}" + (f"; failed notebook: {failed}" if failed.exists() else "")
+    return f"notebook '{name}' failed in {cell} after {seconds:.1f}s: {what} ({where}; or rerun with --debug)"
 
 
 def run_notebook(cfg: RunConfig, name: str, stamp: str, force: bool = False,
-                 notebooks_dir: Path = Path("notebooks"), debug: bool = False) -> bool:
+                 notebooks_dir: Path = Path("notebooks"), debug: bool = False, width: int = 0) -> bool:
     """Execute one notebook into ``outputs/<run>/notebooks/``; returns False when up to date.
 
+    Prints one line, ``[capaudit] <name>  <seconds>s  ran`` or ``... skipped (unchanged)`` (while
+    it runs, on a terminal, one updating ``[k/N cells]`` line on stderr). Papermill's and Jupyter's
+    output, the kernel's stderr, logging and warnings go to ``outputs/<run>/logs/<name>.log``.
     The notebook runs into a temporary file that replaces ``<name>.ipynb`` only on success; a
-    failure keeps the previous executed notebook, writes the failed one to
-    ``<name>.failed.ipynb`` and raises :class:`NotebookError` with one line naming the notebook,
-    the failing cell and its error. The kernels' stderr goes to ``<name>.log`` (shown on
-    success, and under ``debug`` on failure).
+    failure keeps the previous executed notebook, writes the failed one to ``<name>.failed.ipynb``
+    and raises :class:`NotebookError` with one line naming the notebook, the failing cell, its
+    error and the log (under ``debug`` the log is copied to stderr first).
     """
     import jupytext
     import papermill
 
+    t0 = time.perf_counter()
     stamp_file = cfg.out_dir / "stamps" / f"{name}.sha256"
     nb_dir = cfg.dirs()["notebooks"]
     executed = nb_dir / f"{name}.ipynb"
     if not force and stamp_file.exists() and executed.exists() and stamp_file.read_text().strip() == stamp:
-        print(f"[capaudit] {name}: up to date", flush=True)
+        print(status_line(name, time.perf_counter() - t0, "skipped (unchanged)", width), flush=True)
         return False
     stamp_file.parent.mkdir(parents=True, exist_ok=True)
     stamp_file.unlink(missing_ok=True)  # a failed run leaves no stamp
     source = nb_dir / f".{name}.source.ipynb"
     running = nb_dir / f".{name}.running.ipynb"
     failed = nb_dir / f"{name}.failed.ipynb"
-    log = nb_dir / f"{name}.log"
+    log = notebook_log(cfg, name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"capaudit notebook {name} with {cfg.path}\n", encoding="utf-8")
     nb = jupytext.read(notebook_path(name, notebooks_dir))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     jupytext.write(nb, source)
-    t0 = time.perf_counter()
-    print(f"[capaudit] {name}: executing with {cfg.path}", flush=True)
+    progress = _progress_bar(name, width, sys.stderr.isatty())
     try:
-        with _stderr_to(log):
+        with _output_to(log) as terminal:
+            if isinstance(progress, dict):
+                progress = {**progress, "file": terminal}
             papermill.execute_notebook(str(source), str(running), parameters={"params_path": str(cfg.path)},
-                                       kernel_name="python3", progress_bar=False, cwd=os.getcwd())
+                                       kernel_name="python3", progress_bar=progress, cwd=os.getcwd())
     except BaseException as exc:
         if running.exists():
             os.replace(running, failed)
@@ -164,14 +208,13 @@ def run_notebook(cfg: RunConfig, name: str, stamp: str, force: bool = False,
             sys.stderr.write(log.read_text(encoding="utf-8", errors="replace"))
         if not isinstance(exc, Exception):
             raise
-        raise NotebookError(_failure_line(name, exc, failed, log)) from exc
+        raise NotebookError(_failure_line(name, exc, time.perf_counter() - t0, failed, log)) from exc
     finally:
         source.unlink(missing_ok=True)
     os.replace(running, executed)
     failed.unlink(missing_ok=True)
-    sys.stderr.write(log.read_text(encoding="utf-8", errors="replace"))
     stamp_file.write_text(stamp + "\n")
-    print(f"[capaudit] {name}: done in {time.perf_counter() - t0:.1f}s", flush=True)
+    print(status_line(name, time.perf_counter() - t0, "ran", width), flush=True)
     return True
 
 
@@ -191,10 +234,10 @@ def run_all(params: str, only: Optional[List[str]] = None, force: bool = False, 
             raise InputError(f"notebook{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} not in the "
                              f"'notebooks:' list of {cfg.path} (it has: {', '.join(cfg.notebooks) or 'none'}); "
                              f"add it there to run it with this params file")
-    for name in cfg.notebooks:
-        if only and name not in only:
-            continue
-        run_notebook(cfg, name, todo[name], force=force, debug=debug)
+    names = [n for n in cfg.notebooks if not only or n in only]
+    width = max(map(len, names), default=0)
+    for name in names:
+        run_notebook(cfg, name, todo[name], force=force, debug=debug, width=width)
     return 0
 
 
