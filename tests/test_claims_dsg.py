@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from capaudit.claims.dsg_eval import (
@@ -17,6 +19,8 @@ from capaudit.claims.dsg_eval import (
     tuple_args,
     write_eval,
 )
+from capaudit.paper.render import to_csv, to_latex, write_table
+from capaudit.paper.stage_tables import stage_table
 
 
 def fake_lem(text):
@@ -97,9 +101,33 @@ def test_evaluate_and_write(tmp_path):
     assert rows["object"]["recall"] == 1.0 and rows["count"]["recall"] == 0.0
     assert rows["overall"]["gold"] == 3 and rows["overall"]["matched_gold"] == 2
     assert rows["overall"]["precision"] == 1.0
-    paths = write_eval(res, tmp_path, tmp_path)
-    assert "fake (heuristic baseline)" in paths["csv"].read_text()
-    assert "mapping:" in paths["tex"].read_text()
+    paths = write_eval(res, tmp_path, tmp_path / "claims", offline=True)
+    assert json.loads(paths["json"].read_text())["rows"] == res.rows()
+    written = write_table(stage_table(paths["rows"]), tmp_path / "tables")
+    csv = written["csv"].read_text().splitlines()
+    assert csv[0] == "extractor,type,gold,predicted,matched_gold,matched_pred,precision,recall,f1"
+    assert csv[1] == "fake (heuristic baseline),object,2,2,2,2,1.0,1.0,1.0"
+    tex = written["tex"].read_text()
+    assert tex.startswith("% DSG-1k extractor evaluation; extractor: fake (heuristic baseline)\n% mapping: entity->object;")
+    assert "% offline extractor: claims come from capaudit's offline heuristic extractor" in tex
+    assert "\\begin{tabular}{lrrrrr}" in tex and "Type & Gold & Pred. & P & R & F1 \\\\" in tex
+    assert "count & $1$ & $0$ & -- & $0.000$ & -- \\\\" in tex  # no prediction: no precision, no F1
+    assert "overall & $3$ & $2$ & $1.000$ & $0.667$ & $0.800$ \\\\" in tex
+
+
+def test_extractor_eval_undefined_scores_print_dashes(tmp_path):
+    """A type without gold or predictions has no precision/recall/F1: missing ("--", empty CSV cell), not 0."""
+    res = evaluate({"a_1": "a dog"}, {"a_1": [GoldProp("a_1", 1, "object", ("dog",), "")]},
+                   lambda ts: [[{"category": "object", "unit": "dog", "target": ""}] for _ in ts], _FakeLemmatizer(), "x")
+    rows = {r["type"]: r for r in res.rows()}
+    assert rows["relation"]["precision"] is None and rows["relation"]["f1"] is None
+    paths = write_eval(res, tmp_path)
+    table = stage_table(paths["rows"])
+    tex = to_latex(table)
+    assert "object & $1$ & $1$ & $1.000$ & $1.000$ & $1.000$ \\\\" in tex
+    assert "text-rendering & $0$ & $0$ & -- & -- & -- \\\\" in tex
+    assert "offline extractor" not in tex
+    assert "x,relation,0,0,0,0,,," in to_csv(table)
 
 
 def test_read_real_dsg(data_dir):
@@ -116,8 +144,10 @@ def test_heuristic_extractor_on_dsg(tmp_path):
     from capaudit.claims.dsg_eval import run_dsg_eval
 
     result, paths = run_dsg_eval(tmp_path, tmp_path)
+    written = write_table(stage_table(paths["rows"]), tmp_path / "tables")
     rows = {r["type"]: r for r in result.rows()}
     assert rows["overall"]["f1"] >= 0.65
     assert rows["object"]["f1"] >= 0.8
     assert rows["overall"]["gold"] == 8175
-    assert "heuristic baseline" in paths["csv"].read_text()
+    assert "heuristic baseline" in written["csv"].read_text()
+    assert "offline extractor" in written["tex"].read_text()

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from capaudit.config import load_config
+from capaudit.paper.stage_tables import render_stage_tables
 from capaudit.summaries.claimed import read_claimed_summary
 from capaudit.summaries.frontier import read_frontier_csv
 
@@ -61,9 +62,22 @@ def test_stage_end_to_end(tmp_path):
         assert (art / w / "requests.manifest.json").exists()
         resp = [json.loads(line) for line in (art / w / "responses.jsonl").read_text().splitlines()]
         assert all(r["ok"] and r["model"] == "capaudit-heuristic-extractor" for r in resp)
-    tables = cfg.dirs()["tables"]
-    tex = (tables / "claims_summary.tex").read_text()
-    assert "heuristic baseline" in tex and "Long" in tex
+    dirs = cfg.dirs()
+    rows = json.loads((dirs["artifacts"] / "tables" / "claims_summary.json").read_text())
+    assert rows["function"] == "capaudit.claims.summary_rows.summary_rows"
+    assert [r["surface"] for r in rows["rows"]] == ["long", "short"]
+    render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=cfg.out_dir)
+    tex = (dirs["tables"] / "claims_summary.tex").read_text().splitlines()
+    assert tex[0] == "% claimed CBU at B=8; extractor: capaudit-heuristic-extractor (heuristic baseline)"
+    assert tex[1].startswith("% offline extractor: ")
+    assert tex[2] == ("% columns: Surface & Captions & CBU/cap & CBU/100 lex & object & attribute & relation & count & "
+                      "style & camera & lighting & text-rendering")
+    long_row = rows["rows"][0]
+    assert tex[3].startswith(f"Long & $4$ & ${long_row['cbu_per_cap']:.2f}$ & ${long_row['cbu_per_100_lex']:.2f}$ & "
+                             f"${long_row['object_per_cap']:.2f}$ & ")
+    assert len(tex) == 5 and all(line.count(" & ") == 11 for line in tex[3:])
+    csv_head = (dirs["tables"] / "claims_summary.csv").read_text().splitlines()[0].split(",")
+    assert csv_head[:5] == ["surface", "label", "extractor", "budget", "captions"] and "lexical_cbu_per_cap" in csv_head
     assert list(out["table"]["surface"]) == ["long", "short"]
     # a second run resumes: nothing is asked again, numbers identical
     again = run(cfg)

@@ -16,7 +16,9 @@ from capaudit.human.corrected import CORRECTED_JSON, STATUS_FEW, STATUS_OK, corr
 from capaudit.human.protocol import StudyConfig
 from capaudit.human.simulate import fixture_study, simulate_adjudication, simulate_annotators
 from capaudit.human.study import Study
-from capaudit.paper.human_figures import corrected_tex
+from capaudit.human.demo_report import write_report_rows
+from capaudit.paper.render import to_latex
+from capaudit.paper.stage_tables import stage_table
 from capaudit.stats.calibration import ppi_mean
 
 CAPTION = {"caption_licensed": "yes", "atomic_visual_claim": "yes", "category_check": "correct"}
@@ -129,7 +131,8 @@ def test_surface_without_enough_labels_is_marked_not_estimated(tmp_path: Path) -
         assert (r.status, r.labelled, r.excluded, r.claims, r.captions) == (STATUS_FEW, 1, {"no_consensus": 1}, 2, 1)
         assert r.ppi is None and r.human_only is None
         assert r.judge_cap == pytest.approx({"ja": 1.0, "jb": 2.0}[j])  # the census is still known
-    tex = corrected_tex([r.flat() for r in rows], tmp_path / "t.tex", simulated=False).read_text()
+    written = write_report_rows([], [r.flat() for r in rows], tmp_path, simulated=False)
+    tex = to_latex(stage_table(written["corrected"]))
     assert "too few labels" in tex and "SIMULATED" not in tex
     line = next(x for x in tex.splitlines() if x.startswith("ja & t"))
     assert line.count("--") == 4

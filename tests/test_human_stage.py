@@ -13,6 +13,7 @@ from capaudit.errors import InputError
 from capaudit.human.simulate import synthetic_judged_claims
 from capaudit.human.stage import judged_claims_paths, run_demo, study_db_path
 from capaudit.human.study import Study
+from capaudit.paper.stage_tables import render_stage_tables
 from capaudit.summaries.numbers_fragments import read_numbers_fragments
 
 HUMAN = {
@@ -44,7 +45,15 @@ def test_run_demo_writes_simulated_table_figure_and_numbers(tmp_path: Path) -> N
     assert (first["lower"] <= first["estimate"]).all() and (first["estimate"] <= first["upper"]).all()
     assert first["n_records"].iloc[0] == first["n_records"].iloc[1:].sum()
     tables = tmp_path / "outputs" / "demo_test" / "tables"
-    assert "SIMULATED" in (tables / "human_judge_agreement.tex").read_text()
+    assert not (tables / "human_judge_agreement.tex").exists()  # the stage writes rows, the paper renders them
+    rendered = {t.id: t for t in render_stage_tables(art, tables, run_dir=cfg.out_dir)}
+    assert set(rendered) == {"human_judge_agreement", "human_corrected_support"}
+    assert rendered["human_judge_agreement"].caveats == ("simulated annotators",)
+    atex = (tables / "human_judge_agreement.tex").read_text().splitlines()
+    assert "SIMULATED" in atex[1] and sum(1 for x in atex if not x.startswith("%")) == len(table)
+    r0 = table.iloc[0]
+    assert atex[3] == (f"judge\\_a & all & ${r0['estimate']:.3f}$ & [{r0['lower']:.3f}, {r0['upper']:.3f}] & "
+                       f"${r0['n_records']}$ & ${r0['n_clusters']}$ & simulated annotators \\\\")
     assert (tables / "human_judge_agreement.csv").read_text().count("simulated annotators") == len(table)
     # supported CBU per caption corrected by (simulated) people, per judge and surface
     corr = out["corrected"]
@@ -55,7 +64,7 @@ def test_run_demo_writes_simulated_table_figure_and_numbers(tmp_path: Path) -> N
     assert est["ppi_cap"].tolist() == pytest.approx((est["ppi_share"] * est["claims"] / est["captions"]).tolist())
     assert corr[corr["status"] != "ok"]["ppi_cap"].isna().all()
     ctex = (tables / "human_corrected_support.tex").read_text()
-    assert ctex.startswith("% supported CBU per caption") and "SIMULATED annotators: demo only" in ctex
+    assert ctex.startswith("% supported CBU per caption") and "% simulated annotators: human labels are SIMULATED" in ctex
     assert sum(1 for x in ctex.splitlines() if not x.startswith("%")) == len(corr)
     assert (tables / "human_corrected_support.csv").read_text().count("simulated annotators") == len(corr)
     exported = json.loads((art / "human" / "export" / "human_corrected_support.json").read_text())
@@ -66,6 +75,7 @@ def test_run_demo_writes_simulated_table_figure_and_numbers(tmp_path: Path) -> N
     assert {"HumanSimItems", "HumanSimJudgments", "HumanSimAgreementJudgeA", "HumanSimAgreementJudgeB"} <= set(nums)
     assert all(n["stage"] == "human" for n in nums.values() if n["stage"] == "human")
     assert "SIMULATED" in nums["HumanSimAgreementJudgeA"]["description"]
+    assert nums["HumanSimAgreementJudgeA"]["format"] == "num:2" and nums["HumanSimItems"]["format"] == "int"
     manifest = json.loads((art / "human" / "demo_manifest.json").read_text())
     assert manifest["backend"] == "simulated annotators" and manifest["mode"] == "simulated"
     exp = json.loads((art / "human" / "export" / "human_study_export.json").read_text())
@@ -105,8 +115,8 @@ def test_demo_notebook_runs_with_papermill(tmp_path: Path, repo_dir: Path) -> No
     jupytext.write(nb, src, fmt="ipynb")
     papermill.execute_notebook(str(src), str(tmp_path / "11.out.ipynb"), parameters={"params_path": str(params)},
                                cwd=str(repo_dir), progress_bar=False, kernel_name="python3")
-    assert (tmp_path / "outputs" / "demo_test" / "tables" / "human_judge_agreement.csv").is_file()
-    assert (tmp_path / "outputs" / "demo_test" / "tables" / "human_corrected_support.tex").is_file()
+    assert (art / "tables" / "human_judge_agreement.json").is_file()
+    assert (art / "tables" / "human_corrected_support.json").is_file()
     # the annotation notebook is a parameters cell plus one call
     hv = jupytext.read(repo_dir / "notebooks" / "human_verification.py")
     code = [c for c in hv.cells if c.cell_type == "code"]

@@ -90,7 +90,7 @@ def test_demo_judged_slice_through_papermill_and_pdf(tmp_path: Path, monkeypatch
     params = tmp_path / "mini.yaml"
     params.write_text(yaml.safe_dump({
         "run": "mini", "out_root": str(tmp_path / "out"),
-        "notebooks": ["05_judges", "05b_yes_bias_probe", "paper_vqa_tables", "paper_headline", "paper_fig2", "paper_numbers"],
+        "notebooks": ["05_judges", "05b_yes_bias_probe", "paper_stage_tables", "paper_vqa_tables", "paper_headline", "paper_fig2", "paper_numbers"],
         "judges": section,
         "paper": {"inputs": {"cells": "{run_dir}/artifacts/judges/cells.json",
                              "vqa_layout": "{run_dir}/artifacts/judges/vqa_layout.json"}},

@@ -50,3 +50,18 @@ def test_stage_and_paper_elements(dsg_release: Path, tmp_path: Path):
 def test_unknown_settings_key_is_refused(tmp_path: Path):
     with pytest.raises(InputError, match="real_judges.judge"):
         real_judges.settings(_cfg(tmp_path, {"judge": "x"}))
+
+
+def test_numbers_carry_formats_the_paper_prints() -> None:
+    from capaudit.paper.numbers import fragment_text
+
+    summary = {"reproduction": {"correlation": [{"reproducible": 3, "equal": 2}], "dsg1k": [{"equal": 1}, {"equal": 0}]},
+               "calibration": {"coverage": [
+                   {"ppi_coverage": 0.9412, "relative_width": 0.8, "judge_estimate": 3.5, "truth": 3.25},
+                   {"ppi_coverage": 0.955, "relative_width": 0.6, "judge_estimate": 3.9, "truth": 3.2}]}}
+    nums = real_judges.numbers(summary)
+    assert all("text" not in n for n in nums.values())
+    printed = {k: fragment_text(v, k) for k, v in nums.items()}
+    assert printed == {"RealReproduced": "5", "RealReproducible": "8", "RealCoverageMin": "94.1\\%",
+                       "RealCoverageMax": "95.5\\%", "RealNarrowerMin": "20\\%", "RealNarrowerMax": "40\\%",
+                       "RealJudgeBiasMin": "0.25", "RealJudgeBiasMax": "0.70"}

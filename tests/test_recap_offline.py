@@ -16,6 +16,7 @@ from capaudit.config import load_config
 from capaudit.data.coco import coco_mini
 from capaudit.llm.backends import get_backend
 from capaudit.llm.server import background_server
+from capaudit.paper.stage_tables import render_stage_tables
 from capaudit.recap import stage as recap_stage
 from capaudit.recap.export import collect
 from capaudit.recap.inputs import open_images
@@ -155,10 +156,14 @@ def test_stage_two_policies_resumable(tmp_path: Path, monkeypatch):
             spec = {"name": name, "file": f"outputs/rt/artifacts/recap/{name}.{ext}", "format": ext,
                     "caption_field": "caption", "key_field": "image_id", "image_field": "image_path"}
             assert len(load_surface(spec)) == 6
-    tex = (tmp_path / "outputs" / "rt" / "tables" / "recap_summary.tex").read_text()
-    assert "offline" in tex.splitlines()[0]
+    dirs = cfg.dirs()
+    assert not (dirs["tables"] / "recap_summary.tex").exists()  # the stage writes rows; the paper renders them
+    render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=cfg.out_dir)
+    tex = (dirs["tables"] / "recap_summary.tex").read_text().splitlines()
+    assert "offline" in tex[0] and tex[3].startswith(r"recap\_coco\_mini\_photorealistic & photorealistic & $6$ & $0$ & $")
     frag = json.loads((tmp_path / "outputs" / "rt" / "artifacts" / "numbers" / "recap.json").read_text())
-    assert frag["backend"].startswith(OFFLINE_NAME) and frag["numbers"]["RecapCaptionedImages"]["value"] == 6
+    assert frag["backend"].startswith(OFFLINE_NAME) and frag["numbers"]["RecapCaptionedImages"] == {
+        "value": 6, "format": "int", "description": f"images captioned under photorealistic ({frag['backend']})"}
     assert out["manifest"]["surfaces_yaml"][1]["file"] == "outputs/rt/artifacts/recap/recap_coco_mini_naive.jsonl"
     again = recap_stage.run(cfg)  # resumable: nothing asked twice
     assert again["table"]["asked_this_run"].tolist() == [0, 0]

@@ -72,7 +72,7 @@ def register(subparsers: Any) -> None:
     s.set_defaults(func=cmd_summarize)
 
     e = sub.add_parser("eval-dsg", help="evaluate the heuristic extractor on DSG-1k gold propositions")
-    e.add_argument("--out", required=True, help="output folder (extractor_eval_dsg.{csv,tex,json})")
+    e.add_argument("--out", required=True, help="output folder (extractor_eval_dsg.{csv,tex,json}, tables/extractor_eval_dsg.json)")
     e.add_argument("--dsg", help="dsg-1k-anns.csv (default: the registry copy)")
     e.set_defaults(func=cmd_eval_dsg)
 
@@ -123,14 +123,17 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_eval_dsg(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import check_output_dir
+    from capaudit.paper.render import write_table
+    from capaudit.paper.stage_tables import stage_table
 
     from .dsg_eval import run_dsg_eval
 
     out = check_output_dir(args.out)
     result, paths = run_dsg_eval(out, out, Path(args.dsg) if args.dsg else None)
+    table = write_table(stage_table(paths["rows"], run_dir=out), out)
     overall = result.rows()[-1]
     print(f"capaudit claims eval-dsg: {result.extractor}: P {overall['precision']:.3f} R {overall['recall']:.3f} "
-          f"F1 {overall['f1']:.3f} -> {paths['csv']}", file=sys.stderr)
+          f"F1 {overall['f1']:.3f} -> {table['csv']}", file=sys.stderr)
     return 0
 
 

@@ -43,7 +43,6 @@ mean; per type and overall (micro over types).
 from __future__ import annotations
 
 import csv
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,10 +270,11 @@ class TypeCounts:
         self.matched_gold += o.matched_gold
         self.matched_pred += o.matched_pred
 
-    def scores(self) -> Dict[str, float]:
-        p = self.matched_pred / self.predicted if self.predicted else 0.0
-        r = self.matched_gold / self.gold if self.gold else 0.0
-        f = 2 * p * r / (p + r) if p + r else 0.0
+    def scores(self) -> Dict[str, Optional[float]]:
+        """Precision, recall and F1; None where undefined (no prediction, no gold), never a zero."""
+        p = self.matched_pred / self.predicted if self.predicted else None
+        r = self.matched_gold / self.gold if self.gold else None
+        f = None if p is None or r is None else (2 * p * r / (p + r) if p + r else 0.0)
         return {"precision": p, "recall": r, "f1": f}
 
 
@@ -354,51 +354,36 @@ def evaluate(texts: Mapping[str, str], gold: Mapping[str, Sequence[GoldProp]],
                       per_source=per_source)
 
 
-def write_eval(result: EvalResult, tables: Path, artifacts: Optional[Path] = None, stem: str = "extractor_eval_dsg") -> Dict[str, Path]:
-    """``tables/<stem>.csv`` and ``.tex`` (+ ``artifacts/<stem>.json`` with mapping and per source)."""
-    tables.mkdir(parents=True, exist_ok=True)
+TABLE = "extractor_eval_dsg"
+
+
+def write_eval(result: EvalResult, artifacts: Path, detail_dir: Optional[Path] = None,
+               offline: bool = False, inputs: Sequence[str] = ()) -> Dict[str, Path]:
+    """The table's rows ``artifacts/tables/extractor_eval_dsg.json`` (the paper renders them; meta:
+    extractor, category mapping, prompts, whether the extractor is capaudit's offline heuristic) and,
+    with ``detail_dir``, ``detail_dir/extractor_eval_dsg.json`` (mapping, excluded propositions, per source)."""
+    from capaudit.io.atomic import write_json_atomic
+    from capaudit.summaries.table_rows import write_table_rows
+
     rows = result.rows()
-    cols = ["extractor", "type", "gold", "predicted", "matched_gold", "matched_pred", "precision", "recall", "f1"]
-    csv_path = tables / f"{stem}.csv"
-    with open(csv_path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
-    lines = [
-        f"% DSG-1k extractor evaluation; extractor: {result.extractor}",
-        f"% mapping: {result.mapping}",
-        r"\begin{tabular}{lrrrrr}",
-        r"\toprule",
-        r"Type & Gold & Pred. & P & R & F1 \\",
-        r"\midrule",
-    ]
-    for r in rows:
-        if r["type"] == "overall":
-            lines.append(r"\midrule")
-        name = r["type"].replace("_", "-")
-        lines.append(f"{name} & {r['gold']:,} & {r['predicted']:,} & {r['precision']:.3f} & {r['recall']:.3f} & {r['f1']:.3f} \\\\"
-                     .replace(",", "{,}"))
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    tex_path = tables / f"{stem}.tex"
-    tex_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = {"csv": csv_path, "tex": tex_path}
-    if artifacts is not None:
-        artifacts.mkdir(parents=True, exist_ok=True)
+    out = {"rows": write_table_rows(artifacts, TABLE, "claims", rows, function=f"{__name__}.EvalResult.rows",
+                                    inputs=inputs,
+                                    meta={"extractor": result.extractor, "mapping": result.mapping,
+                                          "items": result.items, "offline_extractor": offline})}
+    if detail_dir is not None:
         body = {
             "extractor": result.extractor, "items": result.items, "mapping": result.mapping,
             "excluded_propositions": result.excluded, "rows": rows,
             "per_source": {s: {t: {**vars(c), **c.scores()} for t, c in d.items()} for s, d in sorted(result.per_source.items())},
         }
-        p = artifacts / f"{stem}.json"
-        p.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        out["json"] = p
+        out["json"] = write_json_atomic(Path(detail_dir) / f"{TABLE}.json", body)
     return out
 
 
-def run_dsg_eval(out_dir: Path, artifacts: Optional[Path] = None, dsg_path: Optional[Path] = None,
+def run_dsg_eval(artifacts: Path, detail_dir: Optional[Path] = None, dsg_path: Optional[Path] = None,
                  extractor: Any = None) -> Tuple[EvalResult, Dict[str, Path]]:
-    """Evaluate the heuristic extractor (or ``extractor`` with ``extract_many``) on DSG-1k."""
+    """Evaluate the heuristic extractor (or ``extractor`` with ``extract_many``) on DSG-1k; writes
+    :func:`write_eval`'s files."""
     from capaudit.data.registry import fetch
 
     from .offline import BACKEND_LABEL, HeuristicExtractor
@@ -408,10 +393,11 @@ def run_dsg_eval(out_dir: Path, artifacts: Optional[Path] = None, dsg_path: Opti
     ex = extractor or HeuristicExtractor()
     label = getattr(ex, "label", BACKEND_LABEL)
     result = evaluate(texts, gold, ex.extract_many, Lemmatizer(ex.nlp), label, excluded)
-    return result, write_eval(result, Path(out_dir), artifacts)
+    return result, write_eval(result, Path(artifacts), detail_dir, offline=isinstance(ex, HeuristicExtractor),
+                              inputs=[str(path)])
 
 
 __all__ = [
-    "EVAL_TYPES", "PRED_TO_EVAL", "MAPPING_TEXT", "eval_type", "tuple_args", "GoldProp", "read_dsg", "Lemmatizer",
+    "EVAL_TYPES", "PRED_TO_EVAL", "MAPPING_TEXT", "TABLE", "eval_type", "tuple_args", "GoldProp", "read_dsg", "Lemmatizer",
     "gold_matches", "TypeCounts", "match_item", "EvalResult", "evaluate", "write_eval", "run_dsg_eval",
 ]

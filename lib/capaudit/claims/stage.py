@@ -25,8 +25,8 @@ are resumable (answered ids are not asked again). Outputs under ``artifacts/clai
 ``<window>/{requests.jsonl, requests.manifest.json, responses.jsonl, claimed_cbu_summary.json}``,
 ``claimed_cbu_summary.json`` (the main budget), ``budget_frontier.csv`` (+ ``.manifest.json`` naming
 the backend, which the fixed CSV schema cannot carry),
-``lexical_window_claimed_cbu_summary.json``, ``stage_manifest.json``; tables
-``tables/claims_summary.{csv,tex}``.
+``lexical_window_claimed_cbu_summary.json``, ``stage_manifest.json``; the summary table's rows
+``artifacts/tables/claims_summary.json`` (:mod:`.summary_rows`; the paper renders them).
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.config import RunConfig
 from capaudit.llm.requests import write_requests
-from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.summaries.claimed import ClaimedSummary, write_claimed_summary
 from capaudit.summaries.frontier import rows_from_claimed, with_pareto_flags, write_frontier_csv
 
 from .requests import BuildParams, build_requests, write_manifest
 from .summarize import summarize_responses
+from .summary_rows import summary_rows, write_summary_rows
 
 OFFLINE_LABELS = {"capaudit-heuristic-extractor": "capaudit-heuristic-extractor (heuristic baseline)"}
 
@@ -149,49 +149,6 @@ def window_names(section: Mapping[str, Any]) -> List[Tuple[str, int, str]]:
     return out
 
 
-def summary_table(main: ClaimedSummary, lexical: Optional[ClaimedSummary], plans: Sequence[SurfacePlan],
-                  labels: Mapping[str, str], extractor: str, budget: int) -> List[Dict[str, Any]]:
-    """One row per surface: CBU/cap, CBU/100 lex, per-type dedup per caption, lexical-window CBU/cap."""
-    rows = []
-    for p in plans:
-        if p.name not in main.surfaces:
-            continue
-        s = main.surface(p.name)
-        row: Dict[str, Any] = {
-            "surface": p.name, "label": labels.get(p.name, p.name), "extractor": extractor, "budget": budget,
-            "captions": s.captions, "cbu_per_cap": s.cbu_per_cap, "cbu_per_100_lex": s.cbu_per_100_lex,
-            "lex_median": s.distributions["caption_tokens"].median, "dup_row_rate": s.ratios["duplicate_row_rate"],
-        }
-        row.update({f"{t}_per_cap": s.per_type_dedup_per_caption[t] for t in UNIT_CATEGORIES})
-        if lexical is not None and p.name in lexical.surfaces:
-            ls = lexical.surface(p.name)
-            row["lexical_cbu_per_cap"] = ls.cbu_per_cap
-            row["lexical_cbu_per_100_lex"] = ls.cbu_per_100_lex
-        rows.append(row)
-    return rows
-
-
-def write_summary_table(rows: List[Dict[str, Any]], tables: Path, stem: str = "claims_summary") -> Path:
-    """``tables/<stem>.csv`` and a LaTeX body ``tables/<stem>.tex`` (surface, N, CBU/cap, CBU/100 lex, types)."""
-    import pandas as pd
-
-    df = pd.DataFrame(rows)
-    df.to_csv(tables / f"{stem}.csv", index=False)
-    extractor = rows[0]["extractor"] if rows else ""
-    lines = [f"% claimed CBU at B={rows[0]['budget'] if rows else ''}; extractor: {extractor}",
-             "% columns: surface & captions & CBU/cap & CBU/100 lex & object & attribute & relation & count & "
-             "style & camera & lighting & text-rendering"]
-    order = ("object", "attribute", "relation", "count", "style", "camera", "lighting", "text_rendering")
-    for r in rows:
-        cells = [str(r["label"]).replace("_", r"\_"), f"{int(r['captions']):,}".replace(",", "{,}"),
-                 f"{r['cbu_per_cap']:.2f}", f"{r['cbu_per_100_lex']:.2f}"]
-        cells += [f"{r[f'{t}_per_cap']:.2f}" for t in order]
-        lines.append(" & ".join(cells) + r" \\")
-    path = tables / f"{stem}.tex"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def run(cfg: RunConfig) -> Dict[str, Any]:
     """Run the claims stage for the params file (module docstring); returns summaries and tables."""
     section = cfg.section("claims")
@@ -252,8 +209,10 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     (art / "budget_frontier.manifest.json").write_text(json.dumps(
         {"backend": extractor, "budgets": sorted({b for _, b, w in window_names(section) if w == "whitespace"}),
          "labels": labels, "csv": "budget_frontier.csv"}, indent=2) + "\n", encoding="utf-8")
-    table_rows = summary_table(main, lexical, plans, labels, extractor, main_budget)
-    write_summary_table(table_rows, dirs["tables"])
+    table_rows = summary_rows(main, lexical, [p.name for p in plans], labels, extractor, main_budget)
+    write_summary_rows(table_rows, dirs["artifacts"], extractor, main_budget, offline=model in OFFLINE_LABELS,
+                       inputs=[str(art / "claimed_cbu_summary.json"),
+                               *([str(art / "lexical_window_claimed_cbu_summary.json")] if lexical is not None else [])])
     manifest = {"backend": extractor, "model": model, "revision": model_revision(model, section), "url": url or "in-process capaudit serve",
                 "windows": [n for n, _, _ in window_names(section)], "surfaces": [p.name for p in plans],
                 "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2)}
@@ -283,15 +242,17 @@ def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any) -> ClaimedS
 
 
 def run_dsg_eval(cfg: RunConfig) -> Dict[str, Any]:
-    """Notebook 04b: evaluate the heuristic extractor on DSG-1k → ``tables/extractor_eval_dsg.{csv,tex}``."""
+    """Notebook 04b: evaluate the heuristic extractor on DSG-1k → table rows
+    ``artifacts/tables/extractor_eval_dsg.json`` (the paper renders them) and
+    ``artifacts/claims/extractor_eval_dsg.json`` (mapping, per source)."""
     import pandas as pd
 
     from .dsg_eval import run_dsg_eval as _run
 
     dirs = cfg.dirs()
-    result, paths = _run(dirs["tables"], dirs["artifacts"] / "claims")
+    result, paths = _run(dirs["artifacts"], dirs["artifacts"] / "claims")
     return {"result": result, "table": pd.DataFrame(result.rows()), "paths": paths, "mapping": result.mapping}
 
 
 __all__ = ["SurfacePlan", "backend_label", "plan_surfaces", "window_names", "build_window_requests",
-           "answer_requests", "summary_table", "write_summary_table", "run", "run_dsg_eval"]
+           "answer_requests", "run", "run_dsg_eval"]

@@ -7,26 +7,28 @@ stage keys ``db`` (study database; default ``<artifacts>/human/<study_id>.sqlite
 
 :func:`run_demo` builds a fresh *simulated* study from the judges stage's judged claims, lets
 simulated annotators answer it through the annotator API, adjudicates disagreements with a simulated
-adjudicator, exports it, and writes the judge–human agreement table (overall and by surface group,
-per judge, with cluster-bootstrap intervals; CSV + LaTeX), the human-corrected supported CBU per
-caption (per judge and surface, :mod:`capaudit.human.corrected`; ``human_corrected_support``
-CSV + LaTeX), a confusion-matrix figure and the ``human`` numbers fragment — every one marked simulated.
+adjudicator, exports it, and writes the rows of the judge–human agreement table (overall and by
+surface group, per judge, with cluster-bootstrap intervals; ``artifacts/tables/human_judge_agreement.json``)
+and of the human-corrected supported CBU per caption (per judge and surface,
+:mod:`capaudit.human.corrected`; ``artifacts/tables/human_corrected_support.json``) for the paper to
+render (:mod:`.demo_report`), a confusion-matrix figure and the ``human`` numbers fragment — every
+one marked simulated.
 """
 
 from __future__ import annotations
 
 import glob
-import re
 from pathlib import Path
 from typing import Any, Dict, List
 
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
-from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.io.atomic import write_json_atomic
 from capaudit.summaries.agreement import read_agreement
 from capaudit.summaries.numbers_fragments import write_numbers_fragment
 
 from .corrected import CORRECTED_JSON, corrected_support
+from .demo_report import agreement_rows, demo_numbers, write_report_rows
 from .export import AGREEMENT_JSON, confusion_counts, export_study, status_report
 from .protocol import StudyConfig
 from .simulate import invite_simulated, simulate_adjudication, simulate_annotators
@@ -71,27 +73,11 @@ def _remove_db(db: Path) -> None:
         Path(str(db) + suffix).unlink(missing_ok=True)
 
 
-def _camel(name: str) -> str:
-    return "".join(w.capitalize() for w in re.split(r"[^A-Za-z]+", name) if w) or "Judge"
-
-
-def agreement_rows(agreement: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Table rows: per judge, ``all`` then each surface group."""
-    rows = []
-    for j, a in agreement.items():
-        for g, iv in [("all", a.overall)] + [(x.surface_group, x) for x in a.by_surface]:
-            rows.append({"judge": j, "surface_group": g, "estimate": iv.estimate, "lower": iv.lower, "upper": iv.upper,
-                         "bootstrap_mean": iv.bootstrap_mean, "bootstrap_std": iv.bootstrap_std,
-                         "n_records": iv.n_records, "n_clusters": iv.n_clusters, "n_resamples": iv.n_resamples,
-                         "seed": iv.seed, "labels": SIM_LABEL})
-    return rows
-
-
 def run_demo(cfg: RunConfig) -> Dict[str, Any]:
     """Build, simulate, export and report the demo study of ``cfg`` (module docstring)."""
     import pandas as pd
 
-    from capaudit.paper.human_figures import agreement_tex, corrected_tex, plot_confusion
+    from capaudit.paper.human_figures import plot_confusion
 
     conf = study_config(cfg)
     if conf.mode != "simulated":
@@ -122,41 +108,27 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
         exported = export_study(study, export_dir, judged_claims=paths)
         status = status_report(study)
         agreement = read_agreement(export_dir / AGREEMENT_JSON)
-        rows = agreement_rows(agreement)
-        table = pd.DataFrame(rows)
-        csv_path = write_text_atomic(dirs["tables"] / "human_judge_agreement.csv", table.to_csv(index=False))
-        tex_path = agreement_tex(rows, dirs["tables"] / "human_judge_agreement.tex", simulated=True)
+        rows = agreement_rows(agreement, SIM_LABEL)
         corrected = [r.flat() for r in corrected_support(study, paths, labels=SIM_LABEL)]
-        corr_table = pd.DataFrame(corrected)
-        corr_csv = write_text_atomic(dirs["tables"] / "human_corrected_support.csv", corr_table.to_csv(index=False))
-        corr_tex = corrected_tex(corrected, dirs["tables"] / "human_corrected_support.tex", simulated=True)
+        tables = write_report_rows(rows, corrected, dirs["artifacts"], simulated=True,
+                                   inputs=[str(export_dir / AGREEMENT_JSON), str(export_dir / CORRECTED_JSON)])
         fig = plot_confusion(confusion_counts(study), dirs["figures"] / "human_confusion", simulated=True)
-        numbers: Dict[str, Dict[str, Any]] = {
-            "HumanSimItems": {"value": status["items"], "text": str(status["items"]),
-                              "description": "items in the simulated demo human-verification study"},
-            "HumanSimJudgments": {"value": n_judgments, "text": str(n_judgments),
-                                  "description": "judgments written by simulated annotators (demo only)"},
-        }
-        for j, a in agreement.items():
-            numbers[f"HumanSimAgreement{_camel(j)}"] = {
-                "value": a.overall.estimate, "text": f"{a.overall.estimate:.2f}",
-                "description": f"weighted judge-human exact agreement of {j} with SIMULATED annotators "
-                               f"(95% interval {a.overall.lower:.2f}-{a.overall.upper:.2f}; demo only)"}
+        numbers = demo_numbers(status["items"], n_judgments, agreement)
         frag = write_numbers_fragment(dirs["artifacts"], "human", numbers, backend=SIM_LABEL)
         manifest = {
             "stage": "human", "study_id": conf.study_id, "mode": "simulated", "backend": SIM_LABEL, "db": str(db),
             "judged_claims": report.sources, "sample": report.to_dict(), "assignment": assigned,
             "simulate": {"annotators": n_ann, "accuracy": accuracy, "seed": seed, "judgments": n_judgments,
                          "adjudications": n_adjudicated},
-            "outputs": {k: str(v) for k, v in {**exported, "table_csv": csv_path, "table_tex": tex_path,
-                                               "corrected_csv": corr_csv, "corrected_tex": corr_tex,
-                                               "figure": fig, "numbers": frag}.items()},
+            "outputs": {k: str(v) for k, v in {**exported, "agreement_rows": tables["agreement"],
+                                               "corrected_rows": tables["corrected"], "figure": fig,
+                                               "numbers": frag}.items()},
         }
         write_json_atomic(dirs["artifacts"] / "human" / "demo_manifest.json", manifest)
-        return {"db": db, "table": table, "corrected": corr_table, "status": status, "figure": fig, "agreement": agreement,
-                "manifest": manifest, "backend": SIM_LABEL}
+        return {"db": db, "table": pd.DataFrame(rows), "corrected": pd.DataFrame(corrected), "status": status,
+                "figure": fig, "agreement": agreement, "manifest": manifest, "backend": SIM_LABEL}
     finally:
         study.close()
 
 
-__all__ = ["agreement_rows", "judged_claims_paths", "run_demo", "study_config", "study_db_path"]
+__all__ = ["judged_claims_paths", "run_demo", "study_config", "study_db_path"]

@@ -17,7 +17,8 @@ Only pairs whose both captions were judged by every judge count. Nothing here is
 the offline judges: pointed at a VLM endpoint (a judge with ``url``), the same probe measures it.
 
 Params ``judges.probe``: ``{slice, positive, negative, reps: 2000, seed: 0}``. Outputs:
-``artifacts/judges/yes_bias_probe.json``, ``tables/yes_bias_probe.{csv,tex}``, ``numbers/probe.json``.
+``artifacts/judges/yes_bias_probe.json``, the table's rows ``artifacts/tables/yes_bias_probe.json`` (the
+paper renders them), ``numbers/probe.json``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.errors import InputError
-from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.io.atomic import write_json_atomic
 
 ALL_TYPES = "all"
 
@@ -135,41 +136,31 @@ def probe_rows(judges: Sequence[str], records: Sequence[Mapping[str, Any]], labe
     return out
 
 
-def _tex(s: str) -> str:
-    return s.replace("_", "\\_").replace("&", "\\&").replace("%", "\\%")
+def write_probe_rows(rows: Sequence[ProbeRow], artifacts: Path, inputs: Sequence[str] = ()) -> Path:
+    """The probe table's rows ``artifacts/tables/yes_bias_probe.json`` (``paper.tables_probe`` renders
+    them): every :class:`ProbeRow` field and the gap, and which judges are offline heuristics."""
+    from capaudit.summaries.table_rows import write_table_rows
 
-
-def probe_tex(rows: Sequence[ProbeRow]) -> str:
-    """Tabular body: judge & type & pairs & n neg-only & false-yes [CI] & n pos & true-yes [CI]."""
-    lines = ["% yes-bias probe (SugarCrepe x COCO-MINI): false-yes on negative-only claims vs yes on true claims, "
-             "95% pair-bootstrap intervals"]
-    prev = None
-    for r in rows:
-        if prev is not None and r.judge != prev:
-            lines.append("\\addlinespace[0.2em]")
-        cells = [_tex(r.judge_label) if r.judge != prev else "", _tex(r.perturbation.replace("_", " ")), f"${r.pairs}$",
-                 f"${r.negative_only_claims}$", f"${r.false_yes:.2f}$ [${r.false_yes_lower:.2f}$, ${r.false_yes_upper:.2f}$]",
-                 f"${r.positive_claims}$", f"${r.true_yes:.2f}$ [${r.true_yes_lower:.2f}$, ${r.true_yes_upper:.2f}$]"]
-        lines.append(" & ".join(cells) + " \\\\")
-        prev = r.judge
-    return "\n".join(lines) + "\n"
+    return write_table_rows(artifacts, "yes_bias_probe", "judges", [{**asdict(r), "gap": r.gap} for r in rows],
+                            function=f"{__name__}.probe_rows", inputs=inputs,
+                            meta={"offline_judges": sorted({r.judge for r in rows if r.backend == "offline"})})
 
 
 def probe_numbers(rows: Sequence[ProbeRow], judges: Sequence[str]) -> Dict[str, Dict[str, Any]]:
     """The probe's quoted numbers (fragment ``probe``); judges are lettered A, B, … in order."""
     total = [r for r in rows if r.perturbation == ALL_TYPES]
     numbers: Dict[str, Dict[str, Any]] = {
-        "ProbePairs": {"value": total[0].pairs if total else 0, "text": str(total[0].pairs if total else 0),
+        "ProbePairs": {"value": total[0].pairs if total else 0, "format": "int",
                        "description": "SugarCrepe pairs on COCO-MINI with both captions judged"},
     }
     for i, j in enumerate(judges):
         letter = "ABCDEFGH"[i] if i < 8 else "Z"
         r = next(x for x in total if x.judge == j)
-        numbers[f"ProbeFalseYesJudge{letter}"] = {"value": r.false_yes, "text": f"{r.false_yes:.2f}",
+        numbers[f"ProbeFalseYesJudge{letter}"] = {"value": r.false_yes, "format": "num:2",
                                                    "description": f"false-yes rate on negative-only claims, {r.judge_label}"}
-        numbers[f"ProbeTrueYesJudge{letter}"] = {"value": r.true_yes, "text": f"{r.true_yes:.2f}",
+        numbers[f"ProbeTrueYesJudge{letter}"] = {"value": r.true_yes, "format": "num:2",
                                                   "description": f"yes rate on true claims, {r.judge_label}"}
-        numbers[f"ProbeNegOnlyJudge{letter}"] = {"value": r.negative_only_claims, "text": str(r.negative_only_claims),
+        numbers[f"ProbeNegOnlyJudge{letter}"] = {"value": r.negative_only_claims, "format": "int",
                                                   "description": f"negative-only claims judged, {r.judge_label}"}
     return numbers
 
@@ -206,13 +197,13 @@ def run(cfg: Any) -> Dict[str, Any]:
                          f"(surfaces {p['positive']!r}, {p['negative']!r})", path=sdir / "judged_claims.jsonl")
     rows = probe_rows(judges, records, labels, int(p.get("reps", 2000)), int(p.get("seed", 0)))
     frame = pd.DataFrame([{**asdict(r), "gap": r.gap} for r in rows])
-    csv_path = write_text_atomic(dirs["tables"] / "yes_bias_probe.csv", frame.to_csv(index=False, lineterminator="\n"))
-    tex_path = write_text_atomic(dirs["tables"] / "yes_bias_probe.tex", probe_tex(rows))
+    rows_path = write_probe_rows(rows, dirs["artifacts"], inputs=[str(sdir / "judged_claims.jsonl"),
+                                                                  str(sdir / "captions.jsonl")])
     write_json_atomic(art / "yes_bias_probe.json", {"params": dict(p), "judges": judges,
                                                     "rows": [asdict(r) for r in rows], "records": len(records)})
     numbers = probe_numbers(rows, judges)
     write_numbers_fragment(dirs["artifacts"], "probe", numbers, backend=", ".join(l for l, _ in labels.values()))
-    return {"rows": rows, "table": frame, "paths": {"csv": csv_path, "tex": tex_path}, "records": records}
+    return {"rows": rows, "table": frame, "paths": {"rows": rows_path}, "records": records}
 
 
-__all__ = ["ProbeRow", "claim_key", "probe_records", "probe_rows", "probe_tex", "probe_numbers", "run"]
+__all__ = ["ProbeRow", "claim_key", "probe_records", "probe_rows", "write_probe_rows", "probe_numbers", "run"]

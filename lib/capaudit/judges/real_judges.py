@@ -130,18 +130,18 @@ def numbers(summary: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
     rw = [1 - r["relative_width"] for r in cov]
     bias = [r["judge_estimate"] - r["truth"] for r in cov]
 
-    def n(value: Any, text: str, what: str) -> Dict[str, Any]:
-        return {"value": value, "text": text, "description": what}
+    def n(value: Any, fmt: str, what: str) -> Dict[str, Any]:
+        return {"value": value, "format": fmt, "description": what}
 
     return {
-        "RealReproduced": n(equal, str(equal), "published DSG numbers recomputed equal at the printed rounding"),
-        "RealReproducible": n(possible, str(possible), "published DSG numbers our data allows recomputing"),
-        "RealCoverageMin": n(lo, f"{100 * lo:.1f}\\%", "lowest PPI++ coverage over models and n"),
-        "RealCoverageMax": n(hi, f"{100 * hi:.1f}\\%", "highest PPI++ coverage over models and n"),
-        "RealNarrowerMin": n(min(rw), f"{100 * min(rw):.0f}\\%", "smallest width saving of PPI++ over human only"),
-        "RealNarrowerMax": n(max(rw), f"{100 * max(rw):.0f}\\%", "largest width saving of PPI++ over human only"),
-        "RealJudgeBiasMin": n(min(bias), f"{min(bias):.2f}", "smallest overestimate of the judge-only mean rating"),
-        "RealJudgeBiasMax": n(max(bias), f"{max(bias):.2f}", "largest overestimate of the judge-only mean rating"),
+        "RealReproduced": n(equal, "int", "published DSG numbers recomputed equal at the printed rounding"),
+        "RealReproducible": n(possible, "int", "published DSG numbers our data allows recomputing"),
+        "RealCoverageMin": n(lo, "pct:1", "lowest PPI++ coverage over models and n"),
+        "RealCoverageMax": n(hi, "pct:1", "highest PPI++ coverage over models and n"),
+        "RealNarrowerMin": n(min(rw), "pct:0", "smallest width saving of PPI++ over human only"),
+        "RealNarrowerMax": n(max(rw), "pct:0", "largest width saving of PPI++ over human only"),
+        "RealJudgeBiasMin": n(min(bias), "num:2", "smallest overestimate of the judge-only mean rating"),
+        "RealJudgeBiasMax": n(max(bias), "num:2", "largest overestimate of the judge-only mean rating"),
     }
 
 

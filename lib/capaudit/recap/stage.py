@@ -24,37 +24,29 @@ Params section ``recap``::
 
 Outputs under ``artifacts/recap/``: ``stores/<policy>/`` (the resumable store; re-running the
 stage asks nothing already answered), ``<surface>.{jsonl,parquet}`` with their
-``.manifest.json`` and ``<surface>.failures.jsonl``, ``stage_manifest.json``; tables
-``tables/recap_summary.{csv,tex}``; the numbers fragment ``numbers/recap.json``. The offline
-captioner's label (:data:`~capaudit.recap.offline.OFFLINE_LABEL`) is in every table and manifest.
+``.manifest.json`` and ``<surface>.failures.jsonl``, ``stage_manifest.json``; the summary table's
+rows ``artifacts/tables/recap_summary.json`` (:mod:`.summary_rows`; the paper renders them); the
+numbers fragment ``numbers/recap.json``. The offline captioner's label
+(:data:`~capaudit.recap.offline.OFFLINE_LABEL`) is in every table and manifest.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
-from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.io.atomic import write_json_atomic
 
 from .export import collect, export_surface
 from .inputs import ImageInput, open_images
-from .offline import OFFLINE_LABEL, OFFLINE_NAME, OFFLINE_VERSION
+from .offline import OFFLINE_NAME, OFFLINE_VERSION
 from .pii import mask_pii
-from .policies import Policy, load_policy
+from .policies import load_policy
 from .runner import recap
-
-OFFLINE_LABELS = {OFFLINE_NAME: OFFLINE_LABEL}
-
-
-def backend_label(model: str) -> str:
-    """The name written into tables: the offline captioner says what it is."""
-    return OFFLINE_LABELS.get(model, model)
-
+from .summary_rows import backend_label, recap_numbers, summary_row, write_summary_rows
 
 def model_revision(model: str, section: Mapping[str, Any]) -> Optional[str]:
     """``recap.revision``; for the offline captioner its composition version (hashed into ids)."""
@@ -89,40 +81,6 @@ def resolve_inputs(section: Mapping[str, Any], cfg_path: Any, context_fields: Se
         out.append(open_images(spec, id_column=item.get("id_column"), image_column=item.get("image_column"),
                                context_fields=context_fields))
     return out
-
-
-def _summary_row(policy: Policy, surface: str, model: str, export: Any, stats: Any,
-                 caps: Sequence[str]) -> Dict[str, Any]:
-    from capaudit.text.lexical import lex_count
-
-    words = [len(c.split()) for c in caps]
-    lex = [lex_count(c) for c in caps]
-    return {
-        "surface": surface, "policy": policy.name, "policy_version": policy.version,
-        "prompt_version": policy.prompt_version, "model": model, "backend": backend_label(model),
-        "images": export.rows + export.failures, "captioned": export.rows, "failed": export.failures,
-        "mean_words": round(statistics.fmean(words), 2) if words else 0.0,
-        "mean_lex": round(statistics.fmean(lex), 2) if lex else 0.0,
-        "median_lex": float(statistics.median(lex)) if lex else 0.0,
-        "distinct_caption_rate": round(len(set(caps)) / len(caps), 4) if caps else 0.0,
-        "asked_this_run": stats.sent, "answered_earlier": stats.skipped_answered,
-    }
-
-
-def write_summary_table(rows: List[Dict[str, Any]], tables: Path, stem: str = "recap_summary") -> Path:
-    """``tables/<stem>.csv`` and the LaTeX body ``tables/<stem>.tex`` (one row per policy)."""
-    import pandas as pd
-
-    pd.DataFrame(rows).to_csv(tables / f"{stem}.csv", index=False)
-    backends = sorted({r["backend"] for r in rows})
-    lines = [f"% recaptioned surfaces; captioner: {'; '.join(backends)}",
-             "% columns: surface & policy & captioned & failed & mean words & mean lex & median lex & distinct"]
-    for r in rows:
-        cells = [str(r["surface"]).replace("_", r"\_"), str(r["policy"]).replace("_", r"\_"),
-                 f"{int(r['captioned']):,}".replace(",", "{,}"), str(int(r["failed"])), f"{r['mean_words']:.1f}",
-                 f"{r['mean_lex']:.1f}", f"{r['median_lex']:.0f}", f"{r['distinct_caption_rate']:.2f}"]
-        lines.append(" & ".join(cells) + r" \\")
-    return write_text_atomic(tables / f"{stem}.tex", "\n".join(lines) + "\n")
 
 
 def run(cfg: RunConfig) -> Dict[str, Any]:
@@ -179,21 +137,15 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             captions[pol.name] = {r["image_id"]: (mask_pii(r["caption"]).text if mask else r["caption"])
                                   for r in exported}
             surfaces[pol.name] = {"name": name, "paths": paths, "failures": str(export.failures_path)}
-            rows.append(_summary_row(pol, name, model, export, stats, list(captions[pol.name].values())))
-    write_summary_table(rows, dirs["tables"])
+            rows.append(summary_row(pol, name, model, export.rows, export.failures, list(captions[pol.name].values()),
+                                    stats.sent, stats.skipped_answered))
+    write_summary_rows(rows, dirs["artifacts"], inputs=[s["paths"][formats[0]] for s in surfaces.values()])
     table = pd.DataFrame(rows)
     ex_n = int(section.get("examples", 3))
     examples = pd.DataFrame({p.name: pd.Series(captions[p.name], dtype=object) for p in policies}).dropna().head(ex_n)
     examples.index.name = "image_id"
     label = backend_label(model)
-    numbers = {"RecapPolicies": {"value": len(policies), "text": str(len(policies)),
-                                 "description": f"captioning policies run by the recap stage ({label})"}}
-    if rows:
-        numbers["RecapCaptionedImages"] = {"value": int(rows[0]["captioned"]), "text": f"{int(rows[0]['captioned']):,}",
-                                           "description": f"images captioned under {rows[0]['policy']} ({label})"}
-        numbers["RecapFailedImages"] = {"value": int(sum(r["failed"] for r in rows)),
-                                        "text": f"{int(sum(r['failed'] for r in rows)):,}",
-                                        "description": "images with no caption, all policies"}
+    numbers = recap_numbers(rows, len(policies), label)
     write_numbers_fragment(dirs["artifacts"], "recap", numbers, backend=label)
     manifest = {"backend": label, "model": model, "revision": revision,
                 "url": urls or "in-process capaudit serve", "policies": [p.to_dict() for p in policies],
@@ -212,5 +164,4 @@ def surface_spec(name: str, path: str) -> Dict[str, Any]:
             "meta_fields": ["model", "policy", "backend", "image_key"]}
 
 
-__all__ = ["backend_label", "model_revision", "surface_name", "resolve_inputs", "write_summary_table", "run",
-           "surface_spec"]
+__all__ = ["backend_label", "model_revision", "surface_name", "resolve_inputs", "run", "surface_spec"]

@@ -1,0 +1,50 @@
+"""The claims stage's summary table: one row per surface, written for the paper to render.
+
+``artifacts/tables/claims_summary.json`` (:mod:`capaudit.summaries.table_rows`); the paper's
+``tables_claims`` builder turns it into ``tables/claims_summary.{csv,tex}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from capaudit.summaries.claimed import ClaimedSummary
+from capaudit.summaries.table_rows import write_table_rows
+
+TABLE = "claims_summary"
+
+
+def summary_rows(main: ClaimedSummary, lexical: Optional[ClaimedSummary], surfaces: Sequence[str],
+                 labels: Mapping[str, str], extractor: str, budget: int) -> List[Dict[str, Any]]:
+    """One row per surface (in ``surfaces`` order, those the main summary holds): CBU/cap, CBU/100
+    lex, median lex, duplicate-row rate, deduplicated claims per caption by type, and the
+    lexical-window CBU/cap and CBU/100 lex where that window ran."""
+    rows = []
+    for name in surfaces:
+        if name not in main.surfaces:
+            continue
+        s = main.surface(name)
+        row: Dict[str, Any] = {
+            "surface": name, "label": labels.get(name, name), "extractor": extractor, "budget": budget,
+            "captions": s.captions, "cbu_per_cap": s.cbu_per_cap, "cbu_per_100_lex": s.cbu_per_100_lex,
+            "lex_median": s.distributions["caption_tokens"].median, "dup_row_rate": s.ratios["duplicate_row_rate"],
+        }
+        row.update({f"{t}_per_cap": v for t, v in s.per_type_dedup_per_caption.items()})
+        if lexical is not None and name in lexical.surfaces:
+            ls = lexical.surface(name)
+            row["lexical_cbu_per_cap"] = ls.cbu_per_cap
+            row["lexical_cbu_per_100_lex"] = ls.cbu_per_100_lex
+        rows.append(row)
+    return rows
+
+
+def write_summary_rows(rows: Sequence[Mapping[str, Any]], artifacts: Path, extractor: str, budget: int,
+                       offline: bool, inputs: Sequence[str] = ()) -> Path:
+    """``artifacts/tables/claims_summary.json``: the rows, the extractor (named in the table's note),
+    the main budget and whether the extractor is capaudit's offline heuristic."""
+    return write_table_rows(artifacts, TABLE, "claims", rows, function=f"{__name__}.summary_rows", inputs=inputs,
+                            meta={"extractor": extractor, "budget": budget, "offline_extractor": offline})
+
+
+__all__ = ["TABLE", "summary_rows", "write_summary_rows"]
