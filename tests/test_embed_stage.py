@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from capaudit.config import load_config
+from capaudit.paper.numbers import fragment_text
+from capaudit.paper.stage_tables import render_stage_tables
 
 pytest.importorskip("instant_clip_tokenizer")
 
@@ -62,13 +64,16 @@ def test_run_truncation(run_cfg, monkeypatch):
     assert (res["input"]["empty_after_strip"], res["input"]["captions_counted"], res["input"]["empty"]) == (1, 31, "count")
     assert res["windows"]["lex8"]["encoders"]["clip77"]["max"] <= 12
     dirs = run_cfg.dirs()
+    assert not (dirs["tables"] / "encoder_truncation.tex").exists()  # the stage writes rows; the paper renders them
+    render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=run_cfg.out_dir)
     tex = (dirs["tables"] / "encoder_truncation.tex").read_text()
-    assert "long\\_caps & clip77 & 77 & 31 & 0.9677" in tex and "gemma3" in tex
+    assert r"long\_caps & clip77 & $77$ & $31$ & $0.9677$" in tex and "gemma3" in tex
     assert "clean=hf" in tex and "empty=count" in tex  # the definitions the numbers use are named
     assert (dirs["tables"] / "encoder_truncation_windows.csv").is_file()
     assert (dirs["artifacts"] / "encoder_truncation" / "long_caps.json").is_file()
     frag = json.loads((dirs["artifacts"] / "numbers" / "encoder_truncation.json").read_text())
     assert "EncTruncClipSevenSevenLongCaps" in frag["numbers"] and all(re.fullmatch("[A-Za-z]+", k) for k in frag["numbers"])
+    assert fragment_text(frag["numbers"]["EncTruncClipSevenSevenLongCaps"]) == r"96.8\%"
     assert len(out["curves"]) == 2 * 300 and {c["tokenizer"] for c in out["curves"]} == {"CLIP BPE"}
     # the curve counts the captions the table counts (the blank caption included, under empty=count)
     at77 = [c["share_over"] for c in out["curves"] if c["surface"] == "long_caps" and c["limit"] == 77]
@@ -92,10 +97,15 @@ def test_run_probes_tables_numbers_and_figures(run_cfg):
     assert (s["revision"] == out["model"]["revision"]).all()
     sup = out["support"]
     assert set(sup["pool"]) == {"toy"} and (sup["k"] == 3).all() and sup["note"].str.contains("not PRDC").all()
+    render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=run_cfg.out_dir)
     tex = (dirs["tables"] / "embedding_support.tex").read_text()
     assert "NOT PRDC coverage" in tex and "all-MiniLM-L6-v2" in tex
+    assert "Coverage@3 & Density@3" in tex
+    probes_tex = (dirs["tables"] / "embedding_probes.tex").read_text()
+    assert f"short\\_caps & $25$ & ${s.loc['short_caps', 'vendi_mean']:.2f}$" in probes_tex
     frag = json.loads((dirs["artifacts"] / "numbers" / "embed_probes.json").read_text())
     assert {"EmbedVendiShortCaps", "EmbedErankLongCaps", "EmbedCoverageShortCapsToy"} <= set(frag["numbers"])
+    assert fragment_text(frag["numbers"]["EmbedVendiShortCaps"]) == f"{s.loc['short_caps', 'vendi_mean']:.1f}"
     probes = json.loads((dirs["artifacts"] / "embed_probes" / "probes.json").read_text())
     assert probes["support"]["short_caps"]["toy"]["revision"] == out["model"]["revision"]
     assert out["retrieval_table"].empty
@@ -165,8 +175,10 @@ def test_notebooks_run(run_cfg, tmp_path, repo_dir):
     figs = Path(params["out_root"]) / "t" / "figures"
     assert {"encoder_truncation_curves.pdf", "embedding_spectrum.pdf", "embedding_coverage_density.pdf"} <= \
         {p.name for p in figs.iterdir()}
-    tex = (Path(params["out_root"]) / "t" / "tables" / "retrieval_margins.tex").read_text()
-    assert "RANDOMLY INITIALISED" in tex
+    out = Path(params["out_root"]) / "t"
+    render_stage_tables(out / "artifacts", out / "tables", run_dir=out)
+    tex = (out / "tables" / "retrieval_margins.tex").read_text()
+    assert "RANDOMLY INITIALISED" in tex and "% random-init encoder:" in tex
 
 
 @pytest.mark.parametrize("setting,key", [({"reps": 0}, "reps"), ({"reps": -1}, "reps"), ({"seed": "x"}, "seed"),

@@ -244,6 +244,7 @@ def test_truncation_ray_byte_identical_local_ray2_ray64(trunc, local_ray, tmp_pa
     # the stage (params section encoder_truncation: engine/workers/shards): same artifacts and curves
     from capaudit.config import load_config
     from capaudit.embed.stage import run_truncation
+    from capaudit.summaries.table_rows import read_table_rows, rows_path
 
     runs = {}
     for name, eng in (("local", {}), ("ray", {"engine": "ray", "workers": 2, "shards": 8})):
@@ -262,8 +263,8 @@ def test_truncation_ray_byte_identical_local_ray2_ray64(trunc, local_ray, tmp_pa
     for f in ("iiw400_human.json", "docci_test_docci.json", "summary.json"):
         assert (ld["artifacts"] / "encoder_truncation" / f).read_bytes() == \
             (rd["artifacts"] / "encoder_truncation" / f).read_bytes()
-    for f in ("encoder_truncation.csv", "encoder_truncation_windows.csv"):
-        assert (ld["tables"] / f).read_bytes() == (rd["tables"] / f).read_bytes()
+    for t in ("encoder_truncation", "encoder_truncation_windows"):  # the table rows (inputs name the run)
+        assert read_table_rows(rows_path(ld["artifacts"], t))["rows"] == read_table_rows(rows_path(rd["artifacts"], t))["rows"]
     capsys.readouterr()
 
 

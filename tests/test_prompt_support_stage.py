@@ -11,7 +11,10 @@ import pytest
 import yaml
 
 from capaudit.config import load_config
-from capaudit.prompts.stage import parse_params, run
+from capaudit.paper.stage_tables import render_stage_tables
+from capaudit.prompts.stage import run
+from capaudit.prompts.stage_params import parse_params
+from capaudit.summaries.table_rows import read_table_rows
 from capaudit.summaries.prompt_support import COLUMNS, read_prompt_support_tsv
 
 
@@ -67,8 +70,15 @@ def test_stage_run_writes_every_output(tmp_path: Path):
     assert (iiw.blocks, iiw.records, iiw.local_surface) == (4, 100, "IIW")  # 100 complete pairs, last block of 10
     assert set(result.wins) == {"docci_vs_iiw", "iiw_vs_p5b"}
     assert all(m.pools == 3 for m in result.means)
+    assert not (out / "tables" / "prompt_pool_wins.tex").exists()  # the stage writes rows; the paper renders them
+    render_stage_tables(out / "artifacts", out / "tables", run_dir=out)
     tex = (out / "tables" / "prompt_pool_wins.tex").read_text()
     assert "docci\\_vs\\_iiw" in tex and "\\toprule" in tex
+    assert "% 3 pools; B=64, n=2, 200 bootstrap replicates; block sizes: docci_vs_iiw 20, iiw_vs_p5b 30" in tex
+    wins = {r["comparison"]: r for r in read_table_rows(out / "artifacts" / "tables" / "prompt_pool_wins.json")["rows"]}
+    assert {k: (r["wins"], r["pools"]) for k, r in wins.items()} == {k: (v, 3) for k, v in result.wins.items()}
+    overlap = (out / "tables" / "prompt_pool_overlap.csv").read_text().splitlines()
+    assert overlap[0] == "pool_a,pool_b,prompts_a,prompts_b,shared,share_of_a,share_of_b" and len(overlap) == 2
     assert (out / "artifacts" / "prompt_support" / "direction_summary.csv").read_text().startswith("comparison,metric,")
     manifest = json.loads((out / "artifacts" / "prompt_pools" / "manifest.json").read_text())
     assert manifest["sources"]["drawbench"]["stats"]["read"] == 200

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from capaudit.config import load_config
-from capaudit.text.stage import paired_deltas
+from capaudit.text.paired_deltas import paired_deltas
 
 
 def test_cli_contract(tmp_path):
@@ -67,9 +67,14 @@ def test_demo_stages_through_papermill(tmp_path, repo_dir, monkeypatch):
     out = tmp_path / "outputs" / "smoke"
     assert (out / "notebooks" / "02_text_stats.ipynb").exists()
     assert (out / "figures" / "budget_curves.png").exists()
+    from capaudit.paper.stage_tables import render_stage_tables
+
+    assert not (out / "tables" / "text_stats.tex").exists()  # the stage writes rows; the paper renders them
+    render_stage_tables(out / "artifacts", out / "tables", run_dir=out)
     table = (out / "tables" / "text_stats.csv").read_text()
     assert "docci_test_docci" in table
     deltas = (out / "tables" / "text_paired_deltas.csv").read_text()
+    assert deltas.splitlines()[0] == "comparison,metric,pairs,delta_mean,ci95_low,ci95_high"
     assert "docci_vs_iiw" in deltas
     # unchanged notebook, params and library: nothing re-runs
     stamp = (out / "stamps" / "02_text_stats.sha256").read_text()
@@ -101,13 +106,44 @@ def test_stamps_change_with_notebook_params_and_named_inputs(tmp_path, repo_dir,
     assert s2["a"] == s1["a"] and s2["b"] != s1["b"]
 
 
+def _text_stats_lines(tmp_path, row):
+    from capaudit.paper.render import to_latex
+    from capaudit.paper.stage_tables import stage_table
+    from capaudit.summaries.table_rows import write_table_rows
+    from capaudit.text.survey import WINDOW_DEFINITION
+
+    p = write_table_rows(tmp_path, "text_stats", "text_stats", [row], function="capaudit.text.survey_rows.surface_row",
+                         meta={"budget": 64, "top_k": 100, "window_definition": WINDOW_DEFINITION})
+    return to_latex(stage_table(p, run_dir=tmp_path)).splitlines()
+
+
+def _surface_row(captions):
+    from capaudit.text.survey import SurveyConfig, survey_captions
+    from capaudit.text.survey_rows import surface_row
+
+    return surface_row("s_1", survey_captions(captions, SurveyConfig(budgets=(64,))).finalize(), 64, 100)
+
+
 def test_text_stats_table_names_its_window_definition(tmp_path):
     """The table the paper prints opens with a note naming the window the catalog ran on."""
-    from capaudit.text.stage import surface_row, write_table
-    from capaudit.text.survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
+    from capaudit.text.survey import WINDOW_DEFINITION
 
-    r = survey_captions(["  - indented bullet", "a dog " * 40], SurveyConfig(budgets=(64,))).finalize()
-    write_table([surface_row("s", r, 64)], tmp_path)
-    first = (tmp_path / "text_stats.tex").read_text(encoding="utf-8").splitlines()[0]
-    assert first == f"% Windows and violation catalog: {WINDOW_DEFINITION}."
+    lines = _text_stats_lines(tmp_path, _surface_row(["  - indented bullet", "a dog " * 40]))
+    assert lines[0] == f"% Windows and violation catalog: {WINDOW_DEFINITION}."
     assert "kept whole, unstripped" in WINDOW_DEFINITION and "cut text stripped" in WINDOW_DEFINITION
+
+
+def test_text_stats_tex_columns_marks_and_missing(tmp_path):
+    """14 columns as the manuscript's header; a prefix mass that is 1.0 by construction is marked and
+    footnoted; a value the survey did not compute prints "--", never a number."""
+    row = _surface_row(["a red car on a street", "a dog " * 40, "two cats"])
+    lines = _text_stats_lines(tmp_path, row)
+    assert lines[1] == ("% columns: surface & captions & Avg lex & elig@64 & trunc@64 & opener & prefix raw & "
+                        "prefix content & D-1 & D-2 & D-3 & rep-3 & rep-4 & dup")
+    cells = lines[2].removesuffix(r" \\").split(" & ")
+    assert len(cells) == 14 and cells[0] == r"s\_1" and cells[1] == "$3$"
+    assert cells[2] == f"${row['avg_lex']:.2f}$" and cells[3] == f"${row['elig64']:.4f}$"
+    assert cells[6] == r"$1.0000$$^{\dagger}$" and cells[7].endswith(r"$^{\dagger}$")  # 3 prefixes, top-100
+    assert lines[-1].startswith(r"% $^{\dagger}$ top-k prefix mass is 1.0 by construction")
+    missing = _text_stats_lines(tmp_path, dict(row, d3_64=None))[2].split(" & ")
+    assert len(missing) == 14 and missing[10] == "--"

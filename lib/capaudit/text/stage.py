@@ -1,44 +1,30 @@
 """Text-budget stage: survey every configured surface, paired deltas, table and figure data.
 
 Reads the params section ``text_stats`` (budgets, top_k, workers, surfaces to survey and the
-pairs to compare) and writes ``artifacts/text_stats/<surface>.json``, ``tables/text_stats.csv``,
-``tables/text_stats.tex`` and ``tables/text_paired_deltas.csv``.
+pairs to compare) and writes ``artifacts/text_stats/<surface>.json`` and the rows of the tables
+``text_stats`` and ``text_paired_deltas`` (``artifacts/tables/<table>.json``; the paper layer,
+``paper.tables_text``, renders them).
 """
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..config import RunConfig
-from ..io.atomic import atomic_path, write_json_atomic, write_text_atomic
-from .lexical import lex_units
+from ..io.atomic import write_json_atomic
+from ..summaries.table_rows import write_table_rows
+from .paired_deltas import paired_deltas
 from .sharding import spec_shards as _spec_shards
 from .survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
-from .violations import ViolationChecker
-
-TABLE_COLUMNS = ["surface", "records", "avg_lex", "elig64", "trunc64", "opener64", "prefix_raw64",
-                 "prefix_content64", "d1_64", "d2_64", "d3_64", "rep3_64", "rep4_64", "dup_rate"]
+from .survey_rows import prefix_mass_by_construction, surface_row
 
 
 def load_counts(stats: Any) -> Dict[str, int]:
     """Rows read and rows skipped while loading (a :class:`capaudit.surfaces.LoadStats`)."""
     return {"rows": stats.rows, "rows_skipped": stats.rows_without_caption,
             "rows_missing_caption_field": stats.rows_missing_field, "rows_empty_caption": stats.rows_empty_caption}
-
-
-def prefix_mass_by_construction(block: Dict[str, object], top_k: int) -> Dict[str, bool]:
-    """Per prefix kind: True when top-``top_k`` prefix mass is 1.0 by construction.
-
-    That is the case when ``top_k`` is at least the number of distinct prefixes in the window
-    (in particular when ``top_k`` >= the number of captions): the top-k then hold every prefix,
-    so the value says nothing about concentration (§2.3).
-    """
-    return {kind: int(block[f"prefix_{kind}"]["distinct"]) <= int(top_k) for kind in ("raw", "content")}
 
 
 def survey_notes(result: Dict[str, object], budgets: Sequence[int], top_k: int) -> List[str]:
@@ -81,56 +67,6 @@ def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int 
     out["notes"] = result.get("notes", survey_notes(result, budgets, top_k))
     out["definitions"] = {"window": WINDOW_DEFINITION}  # what opener_rate and the windows are computed on
     return out
-
-
-def surface_row(name: str, r: Dict[str, object], budget: int = 64, top_k: int = 100) -> Dict[str, object]:
-    b = r["budgets"][str(budget)]
-    trivial = prefix_mass_by_construction(b, top_k)
-    return {
-        "surface": name, "records": r["records"], "avg_lex": r["avg_lex"],
-        f"elig{budget}": b["eligibility"], f"trunc{budget}": b["truncation_rate"],
-        f"opener{budget}": b["opener_rate"], f"prefix_raw{budget}": b["prefix_top_mass"]["raw"],
-        f"prefix_content{budget}": b["prefix_top_mass"]["content"],
-        **{f"d{n}_{budget}": v for n, v in b["distinct"].items()},
-        **{f"rep{n}_{budget}": v for n, v in b["rep"].items()},
-        "dup_rate": r["dedup"]["normalized_duplicate_rate"],
-        f"prefix_note{budget}": ("1.0 by construction (top-k covers every distinct prefix)"
-                                 if any(trivial.values()) else ""),
-    }
-
-
-def paired_deltas(local: Sequence[str], reference: Sequence[str], budget: int = 64) -> pd.DataFrame:
-    """Per-pair local − reference deltas with normal 95% intervals (spec §2.7).
-
-    Metrics: full lex count, B-eligibility indicator, rep-4 inside the B window and the
-    start-of-string opener on the full caption (the "fast" check of §2.7, no MULTILINE).
-    """
-    if len(local) != len(reference):
-        raise ValueError(f"paired deltas need equal-length surfaces, got {len(local)} and {len(reference)}")
-    from .violations import OpenerOptions
-
-    fast = ViolationChecker(OpenerOptions(multiline=False))
-
-    def feats(texts: Sequence[str]) -> np.ndarray:
-        rows = []
-        for t in texts:
-            toks = lex_units(t)
-            w = toks[:budget]
-            grams = [tuple(w[i:i + 4]) for i in range(len(w) - 3)]
-            rows.append((len(toks), float(len(toks) >= budget), float(len(grams) != len(set(grams))),
-                         float(fast.is_opener(t.strip()))))
-        return np.array(rows, float).reshape(-1, 4)
-
-    d = feats(local) - feats(reference)
-    names = ["avg_lexical_tokens", f"elig{budget}", f"rep4_at{budget}", "fast_full_j_meta_statement"]
-    n = d.shape[0]
-    out = []
-    for j, name in enumerate(names):
-        mean = float(d[:, j].mean()) if n else math.nan
-        sd = float(d[:, j].std(ddof=1)) if n > 1 else math.nan
-        half = 1.96 * sd / math.sqrt(n) if n > 1 else math.nan
-        out.append({"metric": name, "pairs": n, "delta_mean": mean, "ci95_low": mean - half, "ci95_high": mean + half})
-    return pd.DataFrame(out)
 
 
 def survey_config(section: Dict[str, object], where: str = "text_stats") -> SurveyConfig:
@@ -176,25 +112,6 @@ def survey_input(inputs, config: SurveyConfig, engine: str = "local", workers: i
     return summary
 
 
-def write_table(rows: List[Dict[str, object]], tables: Path, stem: str = "text_stats") -> pd.DataFrame:
-    df = pd.DataFrame(rows)
-    with atomic_path(tables / f"{stem}.csv") as tmp:
-        df.to_csv(tmp, index=False)
-    notes = {i: bool(r) for i, r in enumerate(df.get("prefix_note64", pd.Series([""] * len(df))).tolist())}
-    df = df[[c for c in TABLE_COLUMNS if c in df.columns]]
-    fmt = {c: (lambda v: f"{v:.2f}") if c == "avg_lex" else (lambda v: f"{v:.4f}")
-           for c in df.columns if c not in ("surface", "records")}
-    lines = [f"% Windows and violation catalog: {WINDOW_DEFINITION}."]
-    for i, (_, r) in enumerate(df.iterrows()):
-        cells = [str(r["surface"]).replace("_", r"\_"), f"${int(r['records']):,}$".replace(",", "{,}")]
-        # a top-k prefix mass that is 1.0 by construction is marked, not presented as a finding
-        cells += [fmt[c](r[c]) + (r"$^{\dagger}$" if notes.get(i) and c.startswith("prefix_") else "")
-                  for c in df.columns if c in fmt]
-        lines.append(" & ".join(cells) + r" \\")
-    if any(notes.values()):
-        lines.append(r"% $^{\dagger}$ top-k prefix mass is 1.0 by construction (k covers every distinct prefix)")
-    write_text_atomic(tables / f"{stem}.tex", "\n".join(lines) + "\n")
-    return df
 
 
 def run(cfg: RunConfig) -> Dict[str, object]:
@@ -255,7 +172,10 @@ def run(cfg: RunConfig) -> Dict[str, object]:
     for name, r in results.items():  # written only once every surface was surveyed
         write_json_atomic(art / f"{name}.json", r)
     budget_col = 64 if 64 in scfg.budgets else scfg.budgets[0]
-    table = write_table([surface_row(n, r, budget_col, scfg.top_k) for n, r in results.items()], dirs["tables"])
+    rows = [surface_row(n, r, budget_col, scfg.top_k) for n, r in results.items()]
+    write_table_rows(dirs["artifacts"], "text_stats", "text_stats", rows, function=f"{surface_row.__module__}.surface_row",
+                     inputs=[str(art / f"{n}.json") for n in results],
+                     meta={"budget": budget_col, "top_k": scfg.top_k, "window_definition": WINDOW_DEFINITION})
     deltas = []
     slices = slice_dirs(cfg)
     for name in section.get("slices", list(slices)):
@@ -271,6 +191,7 @@ def run(cfg: RunConfig) -> Dict[str, object]:
         d.insert(0, "comparison", name)
         deltas.append(d)
     deltas_df = pd.concat(deltas, ignore_index=True) if deltas else pd.DataFrame()
-    with atomic_path(dirs["tables"] / "text_paired_deltas.csv") as tmp:
-        deltas_df.to_csv(tmp, index=False)
-    return {"results": results, "table": table, "deltas": deltas_df, "budgets": list(scfg.budgets)}
+    write_table_rows(dirs["artifacts"], "text_paired_deltas", "text_stats", deltas_df.to_dict("records"),
+                     function=f"{paired_deltas.__module__}.paired_deltas",
+                     inputs=[str(slices[n] / "pairs.parquet") for n in section.get("slices", list(slices))])
+    return {"results": results, "table": pd.DataFrame(rows), "deltas": deltas_df, "budgets": list(scfg.budgets)}
