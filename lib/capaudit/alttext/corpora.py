@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
 
 from .coverage import texts_of_rows
+from .funnel import build_pipeline
 from .rows import RowSource
 
 
@@ -78,4 +79,47 @@ def corpus_texts(cfg: RunConfig, spec: Mapping[str, Any]) -> Tuple[str, Optional
     return name, RowsTexts(src, str(text_field), url_field), "rows"
 
 
-__all__ = ["RowsTexts", "corpus_source", "corpus_texts", "safe_name", "surface_spec"]
+def filter_outputs(cfg: RunConfig, corpus: str, pipeline: str) -> Dict[str, Path]:
+    """The kept, dropped, funnel and manifest files of one corpus and pipeline."""
+    base = cfg.dirs()["artifacts"] / "alttext" / "filters" / safe_name(corpus) / safe_name(pipeline)
+    return {"kept": base / "kept.jsonl", "dropped": base / "dropped.jsonl", "funnel": base / "funnel.csv",
+            "manifest": base / "manifest.json"}
+
+
+def input_name(spec: Mapping[str, Any]) -> str:
+    """A corpus's input as the params name it (dataset/path, file, or source)."""
+    if spec.get("dataset"):
+        return f"{spec['dataset']}:{spec.get('path', '')}"
+    return str(spec.get("file") or spec.get("source") or spec.get("surface") or spec.get("name"))
+
+
+def coverage_corpora(cfg: RunConfig, csec: Mapping[str, Any], fsec: Mapping[str, Any],
+                     default_pipelines: Sequence[str]
+                      ) -> Tuple[List[Tuple[str, Any, str]], Dict[str, Mapping[str, Any]]]:
+    """``([(name, texts or None, note)], specs by name)``: the configured corpora, extra surfaces and
+    each pipeline's kept rows of the ``filtered`` corpora."""
+    corpora: List[Tuple[str, Any, str]] = []
+    specs: Dict[str, Mapping[str, Any]] = {}
+    for spec in list(csec.get("corpora") or []) + list(csec.get("extra_surfaces") or []):
+        spec = {"surface": spec} if isinstance(spec, str) else spec
+        corpora.append(corpus_texts(cfg, spec))
+        specs[corpora[-1][0]] = spec
+    filt_corpora = {str(c.get("name")): c for c in fsec.get("corpora") or []}
+    for cname in csec.get("filtered") or []:
+        c = filt_corpora.get(cname)
+        if c is None:
+            raise InputError(f"{cfg.path}: alttext.coverage.filtered names {cname!r}, not a filter corpus",
+                             field="alttext.coverage.filtered")
+        for ps in c.get("pipelines", fsec.get("pipelines", list(default_pipelines))):
+            pname = build_pipeline(ps).name
+            kept = filter_outputs(cfg, cname, pname)["kept"]
+            spec = {"name": f"{cname}:{pname}", "file": str(kept), "text_field": c["text_field"],
+                    "url_field": c.get("url_field")}
+            corpora.append(corpus_texts(cfg, spec) if kept.exists() else
+                           (spec["name"], None, "skipped: run the 10_alttext_filters notebook first"))
+            specs[spec["name"]] = spec
+    return corpora, specs
+
+
+__all__ = ["RowsTexts", "corpus_source", "corpus_texts", "coverage_corpora", "filter_outputs", "input_name",
+           "safe_name", "surface_spec"]

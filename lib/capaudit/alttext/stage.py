@@ -41,7 +41,7 @@ notebooks with :mod:`capaudit.paper.alttext_figures` from the returned data (sta
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import pandas as pd
 
@@ -52,8 +52,9 @@ from capaudit.summaries.numbers_fragments import write_numbers_fragment
 from capaudit.summaries.table_rows import write_table_rows
 from capaudit.text.lexical import lex_units
 
-from .corpora import RowsTexts, corpus_source, corpus_texts, safe_name
-from .coverage import CONTRACT_KS, HypernymCounts, at_least_curve, coverage_of_texts
+from .corpora import corpus_source, corpus_texts, coverage_corpora, filter_outputs, input_name, safe_name
+from .counting import count_corpus, engine_for, engine_settings
+from .coverage import CONTRACT_KS, at_least_curve
 from .coverage_report import coverage_rows, domain_rows, lvis_group_rows, nocaps_class_rows, top_token_rows
 from .funnel import Funnel, build_pipeline, filter_file
 from .funnel_report import BACKEND_NOTE, funnel_rows, side_by_side, side_by_side_rows, transform_examples
@@ -69,27 +70,6 @@ DEFAULT_VOCABULARIES = ("nocaps_ood", "lvis", "objects365")
 FILTERS_STAGE, COVERAGE_STAGE = "alttext_filters", "alttext_coverage"
 
 
-def _engine(cfg: RunConfig, part: str) -> Dict[str, Any]:
-    """``{engine, workers, address, shards}`` of ``alttext`` (keys of ``alttext.<part>`` win)."""
-    from capaudit.engine.executors import engine_from_params
-
-    sec = cfg.section("alttext")
-    sub = dict(sec.get(part) or {})
-    keys = ("engine", "workers", "address", "shards")
-    merged = {k: sub.get(k, sec.get(k)) for k in keys if k in sub or k in sec}
-    return engine_from_params(merged, f"{cfg.path}: alttext" + (f".{part}" if any(k in sub for k in keys) else ""))
-
-
-def _engine_for(src: Any, eng: Mapping[str, Any]) -> Dict[str, Any]:
-    """The engine settings for one source: inputs that do not shard (TSV, WebDataset, COCO-MINI, a row
-    limit, ...) run in this process, whatever the configured engine."""
-    from .sharded import shard_files
-
-    if shard_files(src) is None:
-        return {"engine": "local", "workers": 1, "address": None, "shards": None}
-    return {k: eng[k] for k in ("engine", "workers", "address", "shards")}
-
-
 def _tables(cfg: RunConfig, stage: str, tables: Sequence[Tuple[str, List[Dict[str, Any]], str, Sequence[str],
                                                                  Mapping[str, Any]]]) -> None:
     """Write each ``(table, rows, function, inputs, meta)``'s rows (inputs relative to the run folder)."""
@@ -102,19 +82,6 @@ def _tables(cfg: RunConfig, stage: str, tables: Sequence[Tuple[str, List[Dict[st
 
 # --- filters -----------------------------------------------------------------------------------------
 
-def filter_outputs(cfg: RunConfig, corpus: str, pipeline: str) -> Dict[str, Path]:
-    base = cfg.dirs()["artifacts"] / "alttext" / "filters" / safe_name(corpus) / safe_name(pipeline)
-    return {"kept": base / "kept.jsonl", "dropped": base / "dropped.jsonl", "funnel": base / "funnel.csv",
-            "manifest": base / "manifest.json"}
-
-
-def _input_name(spec: Mapping[str, Any]) -> str:
-    """A corpus's input as the params name it (dataset/path, file, or source)."""
-    if spec.get("dataset"):
-        return f"{spec['dataset']}:{spec.get('path', '')}"
-    return str(spec.get("file") or spec.get("source") or spec.get("surface") or spec.get("name"))
-
-
 def run_filters(cfg: RunConfig) -> Dict[str, Any]:
     """Run every configured pipeline over every filter corpus; funnel tables side by side, examples of
     transformed captions, the funnel figure and quoted numbers."""
@@ -124,7 +91,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
     pipes_spec = fsec.get("pipelines", list(DEFAULT_PIPELINES))
     overrides = fsec.get("overrides") or {}
     corpora = fsec.get("corpora") or []
-    eng = _engine(cfg, "filters")
+    eng = engine_settings(cfg, "filters")
     if not corpora:
         raise InputError(f"{cfg.path}: alttext.filters.corpora is empty", field="alttext.filters.corpora")
     funnels: Dict[str, Dict[str, Funnel]] = {}
@@ -141,7 +108,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
             pipe = build_pipeline(ps, overrides=(overrides.get(pname or "") or None))
             outs = filter_outputs(cfg, name, pipe.name)
             f = filter_file(src, text_field, pipe, outs["kept"], outs["funnel"], outs["dropped"], batch_size=batch,
-                            manifest_path=outs["manifest"], **_engine_for(src, eng))
+                            manifest_path=outs["manifest"], **engine_for(src, eng))
             funnels[name][pipe.name] = f
             pipes.setdefault(pipe.name, pipe)
             long_rows += funnel_rows(name, f)
@@ -182,33 +149,6 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
 
 # --- coverage ------------------------------------------------------------------------------------------
 
-def _coverage_corpora(cfg: RunConfig, csec: Mapping[str, Any], fsec: Mapping[str, Any]
-                      ) -> Tuple[List[Tuple[str, Any, str]], Dict[str, Mapping[str, Any]]]:
-    """``([(name, texts or None, note)], specs by name)``: the configured corpora, extra surfaces and
-    each pipeline's kept rows of the ``filtered`` corpora."""
-    corpora: List[Tuple[str, Any, str]] = []
-    specs: Dict[str, Mapping[str, Any]] = {}
-    for spec in list(csec.get("corpora") or []) + list(csec.get("extra_surfaces") or []):
-        spec = {"surface": spec} if isinstance(spec, str) else spec
-        corpora.append(corpus_texts(cfg, spec))
-        specs[corpora[-1][0]] = spec
-    filt_corpora = {str(c.get("name")): c for c in fsec.get("corpora") or []}
-    for cname in csec.get("filtered") or []:
-        c = filt_corpora.get(cname)
-        if c is None:
-            raise InputError(f"{cfg.path}: alttext.coverage.filtered names {cname!r}, not a filter corpus",
-                             field="alttext.coverage.filtered")
-        for ps in c.get("pipelines", fsec.get("pipelines", list(DEFAULT_PIPELINES))):
-            pname = build_pipeline(ps).name
-            kept = filter_outputs(cfg, cname, pname)["kept"]
-            spec = {"name": f"{cname}:{pname}", "file": str(kept), "text_field": c["text_field"],
-                    "url_field": c.get("url_field")}
-            corpora.append(corpus_texts(cfg, spec) if kept.exists() else
-                           (spec["name"], None, "skipped: run the 10_alttext_filters notebook first"))
-            specs[spec["name"]] = spec
-    return corpora, specs
-
-
 def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     """Coverage of every configured corpus (and of each pipeline's kept rows) for each vocabulary; the
     coverage table, LVIS frequency groups, ≥K curves, top tokens, web domains, the CC3M hypernym
@@ -220,7 +160,7 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     lemmatiser = str(csec.get("lemmatiser", "wordnet"))
     top_k = int(csec.get("top_k", 20))
     vocabs = [load_vocabulary(v) for v in csec.get("vocabularies", list(DEFAULT_VOCABULARIES))]
-    corpora, specs = _coverage_corpora(cfg, csec, fsec)
+    corpora, specs = coverage_corpora(cfg, csec, fsec, DEFAULT_PIPELINES)
     results: Dict[str, Dict[str, Any]] = {}
     notes: Dict[str, str] = {}
     hyp_tokens = data_file("hypernyms.yaml").get("check_tokens", [])
@@ -228,25 +168,14 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     hyp_rows = []
     cov_dir = dirs["artifacts"] / "alttext" / "coverage"
     cov_files: List[Path] = []
-    eng = _engine(cfg, "coverage")
+    eng = engine_settings(cfg, "coverage")
     for name, texts, note in corpora:
         notes[name] = note
         if texts is None:
             continue
-        hyp = HypernymCounts(tuple(hyp_tokens)) if name in hyp_check else None
-        run_on = _engine_for(texts.source, eng) if isinstance(texts, RowsTexts) else None
-        if run_on is not None and (run_on["engine"] != "local" or run_on["workers"] > 1 or run_on["shards"]):
-            from .sharded import coverage_sharded, shard_files
-
-            part = coverage_sharded(texts.source, shard_files(texts.source), texts.text_field, vocabs,
-                                    url_field=texts.url_field, lemmatiser=lemmatiser, lists=False,
-                                    hypernyms=None if hyp is None else hyp.hypernyms, **run_on)
-            counters = part.counters(vocabs, lemmatiser)
-            hyp = part.hypernyms if hyp is not None else None
-        else:
-            counters = coverage_of_texts(hyp.feed(texts) if hyp is not None else texts, vocabs, lemmatiser)
-        if hyp is not None:
-            hyp_rows.append({"corpus": name, **hyp.row()})
+        counters, hyp_row = count_corpus(texts, vocabs, lemmatiser, eng, hyp_tokens if name in hyp_check else None)
+        if hyp_row is not None:
+            hyp_rows.append({"corpus": name, **hyp_row})
         results[name] = counters
         for vname, c in counters.items():
             path = cov_dir / f"{safe_name(name.replace(':', '__'))}__{vname}.json"
@@ -262,7 +191,7 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
         ("alttext_coverage", rows["coverage"], f"{here}.coverage_rows", cov_files,
          {"note": f"{BACKEND_NOTE}; {SIZE_NOTE} (alttext_size_stats)", "ks": list(CONTRACT_KS)}),
         ("alttext_size_stats", sizes, "capaudit.alttext.size_report.size_stat_rows",
-         [_input_name(specs[n]) for n in results], size_meta),
+         [input_name(specs[n]) for n in results], size_meta),
         ("alttext_top_tokens", rows["tokens"], f"{here}.top_token_rows", cov_files, {"note": BACKEND_NOTE}),
         ("alttext_domains", rows["domains"], f"{here}.domain_rows", cov_files, {"note": BACKEND_NOTE}),
         ("alttext_nocaps_classes", nocaps_class_rows(acct), f"{here}.nocaps_class_rows",
@@ -271,7 +200,7 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
         tables.append(("alttext_lvis_groups", rows["lvis"], f"{here}.lvis_group_rows", cov_files, {"note": BACKEND_NOTE}))
     if hyp_rows:
         tables.append(("alttext_hypernym_check", hyp_rows, "capaudit.alttext.coverage.HypernymCounts.row",
-                       [_input_name(specs[r["corpus"]]) for r in hyp_rows], {"note": BACKEND_NOTE}))
+                       [input_name(specs[r["corpus"]]) for r in hyp_rows], {"note": BACKEND_NOTE}))
     _tables(cfg, COVERAGE_STAGE, tables)
     numbers = concept_numbers(acct, results)
     numbers.update(size_numbers(sizes, size_meta["seeds"]))
