@@ -130,3 +130,11 @@ def test_small_coverage_tables(tmp_path):
     noc = _lines(_build(tmp_path, "alttext_nocaps_classes", [{"step": "nocaps_ood", "classes": 511}],
                         note="derived from class_lists + oi_coco_mapping.yaml"))
     assert noc[0] == "% derived from class_lists + oi_coco_mapping.yaml" and r"nocaps\_ood & $511$ \\" in noc
+
+
+def test_rows_without_their_note_are_refused(tmp_path):
+    p = write_table_rows(tmp_path, "alttext_top_tokens", "x", [{"corpus": "c", "rank": 1, "token": "a", "count": 2}],
+                         function="m.f")
+    with pytest.raises(InputError, match="no meta 'note'") as e:
+        build_table({**read_table_rows(p), "path": str(p)})
+    assert e.value.field == "meta.note"

@@ -78,3 +78,15 @@ def test_subgraphs_table(tmp_path):
     assert "% columns: measure & target & reached & mean achieved ratio" in tex
     assert r"ICR & $20\%$ & $12/100$ & $0.206$ \\" in tex
     assert r"AOD & $80\%$ & $0/100$ & -- \\" in tex
+
+
+def test_rows_without_their_definitions_are_refused(tmp_path):
+    import pytest
+
+    from capaudit.errors import InputError
+
+    p = write_table_rows(tmp_path, "detail_selection", "detail", [{"label": "Full", "selected": 1}],
+                         function="m.f", meta={"backends": BACKENDS, **THINGS})
+    with pytest.raises(InputError, match="no meta 'surface_label'") as e:
+        build_table({**read_table_rows(p), "path": str(p)})
+    assert e.value.field == "meta.surface_label" and str(p) in str(e.value)

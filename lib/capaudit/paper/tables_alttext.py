@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence, Tuple
 
+from capaudit.errors import InputError
+
 from .stage_tables import builder, columns
 from .table_model import Column, Table
 
@@ -20,9 +22,17 @@ FUNNEL_CORPORA = ("alttext_raw", "coco_mini")
 SHARE = ("pct", 2)
 
 
-def _tabular(data: Mapping[str, Any], title: str, cols: Tuple[Column, ...], axis: str = "alttext") -> Table:
-    return Table(id=str(data["table"]), title=title, axis=axis, columns=cols, rows=list(data["rows"]),
-                 provenance=data["provenance"], notes=(str(data["meta"]["note"]),), latex="tabular")
+def _meta(data: Mapping[str, Any], key: str) -> Any:
+    """``meta[key]`` of the rows file (a missing one names the file and field)."""
+    if key not in data["meta"]:
+        raise InputError(f"table rows of {data['table']!r} have no meta {key!r}", path=data.get("path"),
+                         field=f"meta.{key}")
+    return data["meta"][key]
+
+
+def _tabular(data: Mapping[str, Any], title: str, cols: Tuple[Column, ...], *notes: str) -> Table:
+    return Table(id=str(data["table"]), title=title, axis="alttext", columns=cols, rows=list(data["rows"]),
+                 provenance=data["provenance"], notes=(str(_meta(data, "note")), *notes), latex="tabular")
 
 
 def _named(*specs: Tuple[Any, ...]) -> Tuple[Column, ...]:
@@ -42,11 +52,9 @@ def alttext_funnel(data: Mapping[str, Any]) -> Table:
 def alttext_funnel_side_by_side(data: Mapping[str, Any]) -> Table:
     """One corpus's pipelines side by side: per rule, rows each pipeline drops and keeps (``--`` where
     the rule is not part of the pipeline)."""
-    pipes: Sequence[str] = data["meta"]["pipelines"]
+    pipes: Sequence[str] = _meta(data, "pipelines")
     cols = _named(("rule", "text"), *[(f"{p} {what}", "int") for p in pipes for what in ("dropped", "kept")])
-    t = _tabular(data, f"Filter funnel on {data['meta']['corpus']}", cols)
-    t.notes = (*t.notes, "--: the rule is not part of that cascade")
-    return t
+    return _tabular(data, f"Filter funnel on {_meta(data, 'corpus')}", cols, "--: the rule is not part of that cascade")
 
 
 for _corpus in FUNNEL_CORPORA:
@@ -74,7 +82,7 @@ def alttext_person_substitution(data: Mapping[str, Any]) -> Table:
 def alttext_coverage(data: Mapping[str, Any]) -> Table:
     """Per corpus and vocabulary: mentions, medians, classes at ≥K mentions per 1M captions, token/type
     ratio and mean words."""
-    ks: Sequence[int] = data["meta"]["ks"]
+    ks: Sequence[int] = _meta(data, "ks")
     cols = _named(("corpus", "text"), ("vocabulary", "text"), ("records", "int"), ("classes", "int"),
                   ("instances_total", "int"), ("median_per_class", "num", 1), ("per_million_median", "num", 1),
                   *[(f"classes_ge_{k}_per_M", "int") for k in ks], ("classes_mentioned", "int"),

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from capaudit.errors import InputError
+
 from .stage_tables import builder, columns
 from .table_model import Table, caveats_in
 
 NOTEBOOK = "09_detail"
+#: what every detail table's ``meta`` holds (the stage writes it; ``detail.definitions``)
+META_KEYS = ("icr", "relation_ends_label", "backends")
+
+
+def _meta(data: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
+    """The rows file's ``meta``, checked for ``keys`` (a missing one names the file and field)."""
+    meta = data["meta"]
+    for k in (*META_KEYS, *keys):
+        if k not in meta:
+            raise InputError(f"table rows of {data['table']!r} have no meta {k!r}", path=data.get("path"),
+                             field=f"meta.{k}")
+    return meta
 
 
 def definition_notes(meta: Mapping[str, Any], length_unit: Optional[str] = None) -> List[str]:
@@ -39,7 +53,7 @@ def _table(data: Mapping[str, Any], title: str, cols: Any, notes: List[str]) -> 
 def detail_surfaces(data: Mapping[str, Any]) -> Table:
     """One row per surface: captions, mean ICR, AOD, CD and length (the CSV adds the image-cluster
     bootstrap intervals, images and the definitions)."""
-    meta = data["meta"]
+    meta = _meta(data)
     icr, be = meta["icr"]["name"], meta["backends"]
     notes = [f"per-surface mean {icr} (Eq. 2), AOD (Eq. 4), CD (Eq. 5); their 95% image-cluster bootstrap "
              "intervals are in the table's CSV (icr_lower, icr_upper, ...)",
@@ -53,7 +67,7 @@ def detail_surfaces(data: Mapping[str, Any]) -> Table:
 @builder("detail_selection", notebook=NOTEBOOK)
 def detail_selection(data: Mapping[str, Any]) -> Table:
     """One row per selection strategy: captions selected, their mean ICR, AOD, length and ITM."""
-    meta = data["meta"]
+    meta = _meta(data, "surface_label", "pool", "k", "t")
     icr, be = meta["icr"]["name"], meta["backends"]
     notes = [f"selection strategies on {meta['surface_label']} (pool {meta['pool']}; K={meta['k']}, T={meta['t']})",
              *definition_notes(meta), f"ITM: {be['itm']}", f"parser: {be['parser']}", f"grounding: {be['grounding']}"]
@@ -66,7 +80,7 @@ def detail_selection(data: Mapping[str, Any]) -> Table:
 @builder("detail_subgraphs", notebook=NOTEBOOK)
 def detail_subgraphs(data: Mapping[str, Any]) -> Table:
     """One row per measure and target ratio: captions whose subgraph reaches it, mean achieved ratio."""
-    meta = data["meta"]
+    meta = _meta(data, "tolerance", "realiser")
     be: Dict[str, str] = meta["backends"]
     notes = [f"controlled subgraphs (tolerance ±{meta['tolerance']}); realiser: {meta['realiser']}",
              *definition_notes(meta), f"parser: {be['parser']}; grounding: {be['grounding']}"]
