@@ -72,12 +72,17 @@ FILTERS_STAGE, COVERAGE_STAGE = "alttext_filters", "alttext_coverage"
 
 def _tables(cfg: RunConfig, stage: str, tables: Sequence[Tuple[str, List[Dict[str, Any]], str, Sequence[str],
                                                                  Mapping[str, Any]]]) -> None:
-    """Write each ``(table, rows, function, inputs, meta)``'s rows (inputs relative to the run folder)."""
-    art = cfg.dirs()["artifacts"]
+    """Write each ``(table, rows, function, inputs, meta)``'s rows (inputs in the run folder named
+    relative to it, the same for any run name)."""
+    run_dir = cfg.out_dir.resolve()
+
+    def name(p: Any) -> str:
+        path = Path(p).resolve()
+        return path.relative_to(run_dir).as_posix() if path.is_relative_to(run_dir) else str(p)
+
     for table, rows, function, inputs, meta in tables:
-        write_table_rows(art, table, stage, rows, function=function, meta=meta,
-                         inputs=[Path(p).relative_to(cfg.out_dir).as_posix() if Path(p).is_absolute()
-                                 and Path(p).is_relative_to(cfg.out_dir) else str(p) for p in inputs])
+        write_table_rows(cfg.dirs()["artifacts"], table, stage, rows, function=function, meta=meta,
+                         inputs=[name(p) for p in inputs])
 
 
 # --- filters -----------------------------------------------------------------------------------------
