@@ -7,8 +7,10 @@ import json
 import pandas as pd
 import yaml
 
-from capaudit.alttext.stage import _letters, run_coverage, run_filters
+from capaudit.alttext.quoted_numbers import letters
+from capaudit.alttext.stage import run_coverage, run_filters
 from capaudit.config import load_config
+from capaudit.paper.stage_tables import render_stage_tables
 from capaudit.summaries.numbers_fragments import read_numbers_fragments
 
 
@@ -23,7 +25,7 @@ def test_stage_filters_then_coverage(tmp_path):
                 "overrides": {"cc3m": {"rare_words": {"min_count": 1}}, "cc12m": {"rare_words": {"min_count": 1}}},
                 "person_labels": "shipped",
                 "corpora": [
-                    {"name": "raw", "dataset": "img2dataset_alttext_sample", "path": "test_10000.parquet",
+                    {"name": "alttext_raw", "dataset": "img2dataset_alttext_sample", "path": "test_10000.parquet",
                      "text_field": "TEXT", "url_field": "URL", "max_rows": 300},
                     {"name": "coco_mini", "source": "coco_mini", "text_field": "caption", "max_rows": 60},
                 ],
@@ -36,9 +38,9 @@ def test_stage_filters_then_coverage(tmp_path):
                      "url_field": "url", "max_rows": 500},
                     {"surface": "docci_test_docci"},
                 ],
-                "filtered": ["raw"],
+                "filtered": ["alttext_raw"],
                 "extra_surfaces": [{"name": "missing", "file": str(tmp_path / "nope.jsonl"), "text_field": "caption"}],
-                "hypernym_check": ["cc3m_val", "raw:cc3m"],
+                "hypernym_check": ["cc3m_val", "alttext_raw:cc3m"],
                 "size_matched": {"n": 2000, "unit": "tokens", "seeds": [0, 1, 2]},
             },
         },
@@ -47,23 +49,34 @@ def test_stage_filters_then_coverage(tmp_path):
     p.write_text(yaml.safe_dump(params))
     cfg = load_config(p)
     out = run_filters(cfg)
-    f = out["funnels"]["raw"]["cc3m"]
+    f = out["funnels"]["alttext_raw"]["cc3m"]
     assert f.input_rows == 300 and f.dropped + f.kept == 300
-    side = out["side_by_side"]["raw"]
+    side = out["side_by_side"]["alttext_raw"]
     assert list(side.columns) == ["rule", "cc3m dropped", "cc3m kept", "cc12m dropped", "cc12m kept"]
     assert side.set_index("rule").loc["capitalisation", "cc12m kept"] is pd.NA      # not a CC12M rule
     mini = out["funnels"]["coco_mini"]["cc3m"]
     overlap = next(r for r in mini.rows if r.rule == "image_text_overlap")
     assert overlap.rows_in > 0 and overlap.unchecked == 0                          # COCO-MINI images have tags
     tables = tmp_path / "outputs" / "t" / "tables"
-    assert (tables / "alttext_funnel.csv").exists() and (tables / "alttext_funnel_raw.tex").exists()
     art = tmp_path / "outputs" / "t" / "artifacts"
-    kept = (art / "alttext" / "filters" / "raw" / "cc3m" / "kept.jsonl").read_text().splitlines()
+    rows = json.loads((art / "tables" / "alttext_funnel_alttext_raw.json").read_text())
+    assert rows["meta"]["pipelines"] == ["cc3m", "cc12m"] and rows["stage"] == "alttext_filters"
+    assert rows["inputs"] == ["artifacts/alttext/filters/alttext_raw/cc3m/funnel.csv",
+                              "artifacts/alttext/filters/alttext_raw/cc12m/funnel.csv"]
+    render_stage_tables(art, tables, run_dir=cfg.out_dir)
+    assert (tables / "alttext_funnel.csv").exists()
+    side_tex = (tables / "alttext_funnel_alttext_raw.tex").read_text()
+    assert "rule & cc3m dropped & cc3m kept & cc12m dropped & cc12m kept \\\\" in side_tex
+    cap = side_tex.split("\ncapitalisation & ")[1].split("\n")[0]
+    assert cap.startswith("$") and cap.endswith("& -- & -- \\\\")  # not a CC12M rule: "--", never 0
+    assert pd.read_csv(tables / "alttext_funnel_alttext_raw.csv").columns.tolist() == list(side.columns)
+    kept = (art / "alttext" / "filters" / "alttext_raw" / "cc3m" / "kept.jsonl").read_text().splitlines()
     assert len(kept) == f.kept
 
     cov = run_coverage(cfg)
+    render_stage_tables(art, tables, run_dir=cfg.out_dir)
     t = cov["table"]
-    assert set(t["corpus"]) == {"cc3m_val", "docci_test_docci", "raw:cc3m", "raw:cc12m"}
+    assert set(t["corpus"]) == {"cc3m_val", "docci_test_docci", "alttext_raw:cc3m", "alttext_raw:cc12m"}
     assert cov["notes"]["missing"].startswith("skipped")
     row = t[(t.corpus == "cc3m_val") & (t.vocabulary == "nocaps_ood")].iloc[0]
     assert row["records"] == 500 and row["classes"] == 511
@@ -73,16 +86,22 @@ def test_stage_filters_then_coverage(tmp_path):
     assert hyp.loc["cc3m_val", "share_with_hypernym"] > 0.15      # CC3M captions are full of hypernyms
     nums = read_numbers_fragments(art)
     assert nums["AlttextNocapsOODClasses"]["value"] == 511
-    assert "AlttextRawCcThreemKeptPct" in nums and "AlttextCcThreemValNocapsMedianPerMillion" in nums
+    assert nums["AlttextAlttextRawCcThreemKeptPct"]["format"] == "num:1"
+    assert nums["AlttextCcThreemValNocapsMedianPerMillion"]["format"] == "num:1"
 
     # issue 22: size-dependent figures with their corpus size, and the size-matched comparison
     sz = cov["size_stats"].set_index("corpus")
     assert sz.loc["cc3m_val", "captions"] == 500 and sz.loc["cc3m_val", "matched_n"] == 2000
     assert sz.loc["cc3m_val", "token_type_ratio"] == sz.loc["cc3m_val", "words"] / sz.loc["cc3m_val", "types"]
     assert sz.loc["docci_test_docci", "matched_token_type_ratio_mean"] > 0
-    assert pd.isna(sz.loc["raw:cc3m", "matched_token_type_ratio_mean"]) and "< n = 2000" in sz.loc["raw:cc3m", "note"]
+    assert pd.isna(sz.loc["alttext_raw:cc3m", "matched_token_type_ratio_mean"])
+    assert "< n = 2000" in sz.loc["alttext_raw:cc3m", "note"]
     tex = (tables / "alttext_size_stats.tex").read_text()
     assert "n = 2,000 tokens" in tex and "seeds 0..2" in tex and "grow with corpus size" in tex
+    # a corpus smaller than n: no size-matched values, printed "--"
+    small = tex.split("\nalttext\\_raw:cc3m & ")[1].split("\n")[0]
+    assert small.startswith("$") and small.endswith("& -- & -- & -- & -- \\\\")
+    assert pd.read_csv(tables / "alttext_size_stats.csv").columns.tolist() == list(cov["size_stats"].columns)
     assert "grow with corpus size" in (tables / "alttext_coverage.tex").read_text()
     assert "AlttextCcThreemValTokenTypeRatioMatched" in nums
     # issue 22: person substitution scored on the shipped labels, before (ner_only) and chosen filter
@@ -96,18 +115,16 @@ def test_stage_filters_then_coverage(tmp_path):
 
 
 def test_letters_only_number_names():
-    assert _letters("cc3m") == "CcThreem" and _letters("raw:cc12m") == "RawCcOneTwom"
+    assert letters("cc3m") == "CcThreem" and letters("raw:cc12m") == "RawCcOneTwom"
 
 
 def test_size_matched_options_are_checked():
-    from types import SimpleNamespace
-
     import pytest
 
-    from capaudit.alttext.stage import _size_stats
+    from capaudit.alttext.size_report import size_matched_options
     from capaudit.errors import InputError
 
-    cfg = SimpleNamespace(path="p.yaml")
     for bad, field in (({"unit": "bytes"}, "unit"), ({"n": 0}, "n"), ({"seeds": []}, "seeds"), ({"seeds": [-1]}, "seeds")):
         with pytest.raises(InputError, match=f"size_matched.{field}"):
-            _size_stats(cfg, {"size_matched": bad}, {}, {}, {}, {})
+            size_matched_options({"size_matched": bad}, "p.yaml: alttext.coverage.size_matched")
+    assert size_matched_options({}, "p") == ("tokens", list(range(10)), None)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from capaudit.config import load_config
+from capaudit.paper.stage_tables import render_stage_tables
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,10 @@ def stage_out(tmp_path_factory):
             "subgraphs": {"n_captions": 10},
         }}), encoding="utf-8")
     cfg = load_config(params)
-    return cfg, stage.run(cfg)
+    out = stage.run(cfg)
+    dirs = cfg.dirs()
+    render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=cfg.out_dir)
+    return cfg, out
 
 
 def test_stage_surfaces_and_means(stage_out):
@@ -71,7 +75,13 @@ def test_stage_selection_table_and_exports(stage_out):
         assert (art / "selection" / f"{s}.parquet").is_file() and (art / "selection" / f"{s}.wds.json").is_file()
     tables = cfg.dirs()["tables"]
     tex = (tables / "detail_selection.tex").read_text()
-    assert "annotation-precision" in tex and r"ITM$\to$CD (method)" in tex and "→" not in tex
+    # the paper prints the label as it is (pdflatex sets → as \textrightarrow); numbers in math
+    assert "% ITM: annotation-precision" in tex and "\nITM→CD (method) & $318$ & $" in tex
+    assert "% columns: strategy & selected & avg things-only ICR & avg AOD & avg length & avg ITM" in tex
+    rows = json.loads((cfg.dirs()["artifacts"] / "tables" / "detail_selection.json").read_text())
+    assert rows["function"] == "capaudit.detail.selection_report.selection_rows"
+    assert rows["inputs"] == ["artifacts/detail/scores_coco_human.jsonl"]
+    assert [r["strategy"] for r in rows["rows"]] == list(sel.index)
     assert (tables / "detail_surfaces.csv").is_file() and "heuristic" in (tables / "detail_surfaces.tex").read_text()
 
 
@@ -141,8 +151,10 @@ def test_stage_names_its_definitions(stage_out):
     means = json.loads((out["artifacts"] / "surface_means.json").read_text())
     assert means["icr"]["name"] == "things-only ICR" and means["relation_ends"] == "subject"
     nums = json.loads((cfg.dirs()["artifacts"] / "numbers" / "detail.json").read_text())["numbers"]
-    assert nums["DetailIcrName"]["text"] == "things-only ICR" and nums["DetailIcrKind"]["text"] == "things-only"
-    assert nums["DetailRelationEnds"]["text"].startswith("subject (Eq. 3")
+    assert nums["DetailIcrName"] == {"value": "things-only ICR", "format": "text",
+                                     "description": "name of the ICR the grounding gives"}
+    assert nums["DetailIcrKind"]["value"] == "things-only" and nums["DetailRelationEnds"]["value"].startswith("subject (Eq. 3")
+    assert nums["DetailCocoHumanICR"]["format"] == "num:3" and nums["DetailSelFullAvgLength"]["format"] == "num:1"
     assert "things-only ICR" in nums["DetailCocoHumanICR"]["description"]
 
 
@@ -161,6 +173,7 @@ def test_stage_relation_ends_both_option(tmp_path):
         "subgraphs": {"n_captions": 1, "measures": ["aod"]}}}))
     cfg = load_config(params)
     out = stage.run(cfg)
+    render_stage_tables(cfg.dirs()["artifacts"], cfg.dirs()["tables"], run_dir=cfg.out_dir)
     rows = out["scores"]["s"]
     assert any(r["relations"] for r in rows)
     for r in rows:
@@ -170,3 +183,5 @@ def test_stage_relation_ends_both_option(tmp_path):
     tex = (cfg.dirs()["tables"] / "detail_surfaces.tex").read_text()
     assert "relation count: both (a relation counts once at each end" in tex
     assert "ICR: not computed (no grounding source)" in tex
+    # no grounding: ICR and CD are missing and print "--", never a number
+    assert "\ns & $3$ & -- & $" in tex and " & -- & $" in tex.split("& -- &", 1)[1]

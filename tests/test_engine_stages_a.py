@@ -283,7 +283,7 @@ def coco(tmp_path_factory, data_dir):
     from capaudit.detail.parsers import OfflineSceneGraphParser
     from capaudit.detail.score import score_file
     from capaudit.detail.sharded import BackendSpec
-    from capaudit.detail.stage import coco_mini_records
+    from capaudit.detail.surfaces import coco_mini_records
 
     ann = data_dir / "coco_mini" / "annotations"
     if not ann.is_dir():

@@ -9,7 +9,10 @@
 * :mod:`.file_runs`: :func:`coverage_file`, :func:`filter_file` (the CLI/stage entries, sharded or not);
 * :mod:`.person`: person-name filter of the ``<PERSON>`` substitution and its precision/recall on
   the hand-labelled ``person_labels.yaml``; :mod:`.sizematch`: size-matched corpus statistics;
-* :mod:`.stage`: :func:`run_filters`, :func:`run_coverage` (notebooks 10 and 10b);
+* :mod:`.stage`: :func:`run_filters`, :func:`run_coverage` (notebooks 10 and 10b), orchestration over
+  :mod:`.corpora` (the params' corpora) and the row builders of its tables, rendered by the paper
+  (:mod:`.funnel_report`, :mod:`.person_report`, :mod:`.coverage_report`, :mod:`.size_report`) and
+  :mod:`.quoted_numbers` (its numbers fragments);
 * reviewed data files in ``alttext/data/`` (:mod:`.resources`).
 """
 

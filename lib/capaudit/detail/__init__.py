@@ -18,6 +18,11 @@ Modules:
   realisation (template baseline or a model);
 * :mod:`~capaudit.detail.export` — JSONL + Parquet + WebDataset-style manifest of a subset;
 * :mod:`~capaudit.detail.score` — file-level scoring (``capaudit detail score``);
+* :mod:`~capaudit.detail.surfaces`, :mod:`~capaudit.detail.backends` — the stage's caption surfaces and
+  backends from its params; :mod:`~capaudit.detail.definitions` — the ICR and relation-count definitions;
+* :mod:`~capaudit.detail.surface_report`, :mod:`~capaudit.detail.selection_report`,
+  :mod:`~capaudit.detail.subgraph_report` — the rows of the stage's tables (the paper renders them);
+  :mod:`~capaudit.detail.quoted_numbers` — the numbers the paper quotes;
 * :mod:`~capaudit.detail.stage` — the demo stage (notebook ``09_detail``); :mod:`~capaudit.detail.cli`.
 """
 

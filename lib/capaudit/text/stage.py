@@ -111,9 +111,6 @@ def survey_input(inputs, config: SurveyConfig, engine: str = "local", workers: i
         raise _no_records(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats, list(load.get("fields", [])))
     return summary
 
-
-
-
 def run(cfg: RunConfig) -> Dict[str, object]:
     """Survey all surfaces of the run and the paired deltas of its fair slices.
 

@@ -1,0 +1,101 @@
+"""The numbers the paper quotes from the alt-text stage (fragments ``alttext_filters`` and
+``alttext_coverage``); missing values are left out."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, Mapping, Sequence
+
+from .coverage import CoverageCounter
+from .funnel import Funnel
+
+#: nocaps out-of-domain classes used by the CC12M study (Changpinyo et al. 2021, published)
+STUDY_NOCAPS_OOD_CLASSES = 394
+_DIGIT_WORDS = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five", "6": "Six", "7": "Seven",
+                "8": "Eight", "9": "Nine"}
+Numbers = Dict[str, Dict[str, Any]]
+
+
+def letters(name: str) -> str:
+    """``cc3m`` → ``CcThreem``: a letters-only piece of a number name."""
+    out = []
+    for part in re.split(r"[^A-Za-z0-9]+", name):
+        if not part:
+            continue
+        s = "".join(_DIGIT_WORDS.get(ch, ch) for ch in part)
+        out.append(s[:1].upper() + s[1:])
+    return "".join(out)
+
+
+def funnel_numbers(funnels: Mapping[str, Mapping[str, Funnel]]) -> Numbers:
+    """Rows kept by each pipeline on each corpus, as a count and as a percentage of the input."""
+    numbers: Numbers = {}
+    for corpus, fs in funnels.items():
+        for pname, f in fs.items():
+            key = "Alttext" + letters(corpus) + letters(pname)
+            if f.input_rows:
+                numbers[key + "KeptPct"] = {"value": 100 * f.kept / f.input_rows, "format": "num:1",
+                                            "description": f"% of {corpus} rows kept by the {pname}-style pipeline"}
+            numbers[key + "Kept"] = {"value": f.kept, "format": "int",
+                                     "description": f"{corpus} rows kept by the {pname}-style pipeline"}
+    return numbers
+
+
+def person_numbers(rows: Iterable[Mapping[str, Any]]) -> Numbers:
+    """Held-out span precision and recall of each pipeline's person substitution, per name filter."""
+    numbers: Numbers = {}
+    for r in rows:
+        if r["split"] != "held_out":
+            continue
+        key = "Alttext" + letters(r["pipeline"]) + "Person" + letters(r["name_filter"])
+        for m in [m for m in ("precision", "recall") if r[m] is not None]:
+            numbers[key + m.capitalize()] = {
+                "value": r[m], "format": "num:2",
+                "description": f"held-out span {m} ({r['match_rule']} match, {r['labelled_rows']} labelled rows) "
+                               f"of the {r['pipeline']} person substitution, name filter {r['name_filter']}"}
+    return numbers
+
+
+def concept_numbers(accounting: Mapping[str, int],
+                            results: Mapping[str, Mapping[str, CoverageCounter]]) -> Numbers:
+    """The nocaps out-of-domain class counts and each corpus's median mentions per 1M captions."""
+    numbers: Numbers = {
+        "AlttextNocapsOODClasses": {"value": accounting["nocaps_ood"], "format": "int",
+                                    "description": "Open Images V7 boxable classes not mapped to COCO-80"},
+        "AlttextNocapsOODStudyClasses": {"value": STUDY_NOCAPS_OOD_CLASSES, "format": "int",
+                                         "description": "nocaps out-of-domain classes used by the CC12M study"},
+        "AlttextNocapsOODNoSuperclasses": {"value": accounting["after_superclasses"], "format": "int",
+                                           "description": "derived nocaps OOD classes after removing the readable "
+                                                          "extra in-domain classes and OI superclasses"}}
+    for n, cs in results.items():
+        if "nocaps_ood" not in cs:
+            continue
+        s = cs["nocaps_ood"].summary()
+        if s["per_million_median"] is None:
+            continue
+        numbers["Alttext" + letters(n.replace(":", "_")) + "NocapsMedianPerMillion"] = {
+            "value": s["per_million_median"], "format": "num:1",
+            "description": f"median nocaps-OOD mentions per 1M captions in {n}"}
+    return numbers
+
+
+def size_numbers(rows: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> Numbers:
+    """Each corpus's token/type ratio, raw (with its size) and size-matched."""
+    numbers: Numbers = {}
+    for r in rows:
+        key = "Alttext" + letters(str(r["corpus"]).replace(":", "_"))
+        if r["token_type_ratio"] is not None:
+            numbers[key + "TokenTypeRatio"] = {
+                "value": r["token_type_ratio"], "format": "num:1",
+                "description": f"token/type ratio of {r['corpus']} ({r['captions']:,} captions, {r['words']:,} tokens; "
+                               f"grows with corpus size)"}
+        if r["matched_token_type_ratio_mean"] is not None:
+            numbers[key + "TokenTypeRatioMatched"] = {
+                "value": r["matched_token_type_ratio_mean"], "format": "num:2",
+                "description": f"token/type ratio of {r['corpus']} on {r['matched_n']:,}-{r['matched_unit']} seeded "
+                               f"subsamples, mean over seeds {list(seeds)}"}
+    return numbers
+
+
+__all__ = ["STUDY_NOCAPS_OOD_CLASSES", "concept_numbers", "funnel_numbers", "letters", "person_numbers",
+           "size_numbers"]

@@ -1,0 +1,56 @@
+"""Size-dependent corpus statistics per corpus, raw (with the corpus size) and size-matched
+(params ``alttext.coverage.size_matched: {n, unit, seeds}``; :mod:`.sizematch`)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from capaudit.errors import InputError
+
+from .sizematch import SIZE_NOTE, SIZE_UNITS, corpus_size, matched_n, size_matched, size_stats
+
+
+def size_matched_options(csec: Mapping[str, Any], where: str) -> Tuple[str, List[int], Optional[int]]:
+    """``(unit, seeds, n)`` of ``alttext.coverage.size_matched`` (n ``None``: the smallest corpus), checked."""
+    sm = dict(csec.get("size_matched") or {})
+    unit = str(sm.get("unit", "tokens"))
+    if unit not in SIZE_UNITS:
+        raise InputError(f"{where}.unit {unit!r} is not one of {list(SIZE_UNITS)}", field="size_matched.unit")
+    seeds = sm.get("seeds", list(range(10)))
+    n = sm.get("n")
+    if (not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                             and x >= 0 for x in seeds)):
+        raise InputError(f"{where}.seeds must be a non-empty list of integers >= 0, got {seeds!r}",
+                         field="size_matched.seeds")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise InputError(f"{where}.n must be an integer >= 1 or null, got {n!r}", field="size_matched.n")
+    return unit, seeds, n
+
+
+def size_stat_rows(token_lists: Mapping[str, Sequence[Sequence[str]]], unit: str, seeds: Sequence[int],
+                   n: Optional[int]) -> Tuple[List[Dict[str, Any]], int]:
+    """One row per corpus (raw statistics with captions and words, size-matched mean and sd over
+    ``seeds``), and the ``n`` used."""
+    n_used = matched_n([corpus_size(v, unit) for v in token_lists.values()], n)
+    rows = []
+    for name, tl in token_lists.items():
+        raw = size_stats([w for t in tl for w in t])
+        m = size_matched(tl, n_used, seeds, unit)
+        rows.append({"corpus": name, "captions": len(tl), "words": raw["words"], "types": raw["types"],
+                     "singletons": raw["singletons"], "token_type_ratio": raw["token_type_ratio"],
+                     "matched_n": n_used, "matched_unit": unit, "draws": len(seeds),
+                     **{f"matched_{k}": m[k] for k in m if k.endswith(("_mean", "_sd"))},
+                     "note": m.get("reason", "")})
+    return rows, n_used
+
+
+def size_definition(n: int, unit: str, seeds: Sequence[int]) -> str:
+    """What the size-stats table shows (its note)."""
+    seeds = list(seeds)
+    seeds_txt = f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else str(seeds)
+    return (f"{SIZE_NOTE}; size-matched = the same statistic on seeded random subsamples of n = {n:,} {unit} "
+            f"per corpus (unit tokens: captions in a seeded random order, first n lexical units), mean and sd "
+            f"over seeds {seeds_txt}; token/type ratio = lower-cased lexical units / distinct ones")
+
+
+__all__ = ["size_definition", "size_matched_options", "size_stat_rows"]
