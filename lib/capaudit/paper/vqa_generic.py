@@ -309,6 +309,27 @@ def all_generic_tables(cells: CellsFile, layout: VqaLayout) -> Dict[str, str]:
     return out
 
 
-__all__ = ["ComparisonRow", "comparison_rows", "headline_tex", "excl_count_relation_tex", "vqa_by_type_tex",
+#: Table id → rows function of our own runs' layouts (``policy_control``: :func:`policy_rows`).
+GENERIC_ROWS = {
+    "cc12m_denominators": denominators_rows,
+    "excl_count_relation": excl_count_relation_rows,
+    "vqa_by_type": vqa_by_type_rows,
+    "vqa_mean_std": vqa_mean_std_rows,
+    "vqa_questions": vqa_questions_rows,
+}
+
+
+def all_generic_rows(cells: CellsFile, layout: VqaLayout) -> Dict[str, List[Dict[str, Any]]]:
+    """The rows of :func:`all_generic_tables` by table id (``policy_control`` only with a policy surface)."""
+    out = {k: fn(cells, layout) for k, fn in GENERIC_ROWS.items()}
+    pol = policy_rows(cells, layout)
+    if pol:
+        out["policy_control"] = [r.flat() for r in pol]
+    return out
+
+
+__all__ = ["GENERIC_ROWS", "all_generic_rows", "headline_table_rows", "excl_count_relation_rows", "vqa_by_type_rows",
+           "vqa_mean_std_rows", "vqa_questions_rows", "denominators_rows",
+           "ComparisonRow", "comparison_rows", "headline_tex", "excl_count_relation_tex", "vqa_by_type_tex",
            "vqa_mean_std_tex", "vqa_questions_tex", "denominators_tex", "PolicyRow", "policy_rows",
            "policy_control_tex", "all_generic_tables", "provenance_comment", "pooled_types", "agreement_of", "judge_pair", "tex_text"]

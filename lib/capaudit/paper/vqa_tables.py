@@ -253,3 +253,20 @@ def all_vqa_tables(cells: CellsFile, eligibility: Optional[Mapping[Tuple[str, st
     for name, fn in VQA_TABLES.items():
         out[name] = fn(cells, eligibility) if fn is vqa_questions_tex else fn(cells)  # type: ignore[operator]
     return out
+
+
+#: Table id → rows function (the rows :func:`all_vqa_tables` prints).
+VQA_ROWS = {
+    "cc12m_denominators": cc12m_denominators_rows,
+    "excl_count_relation": excl_count_relation_rows,
+    "vqa_by_type": vqa_by_type_rows,
+    "policy_control": policy_control_rows,
+    "vqa_mean_std": vqa_mean_std_rows,
+    "vqa_questions": vqa_questions_rows,
+}
+
+
+def all_vqa_rows(cells: CellsFile, eligibility: Optional[Mapping[Tuple[str, str], float]] = None) -> Dict[str, List[Dict[str, Any]]]:
+    """The rows of all six tables, keyed by table id."""
+    return {k: fn(cells, eligibility) if fn is vqa_questions_rows else fn(cells)  # type: ignore[operator]
+            for k, fn in VQA_ROWS.items()}
