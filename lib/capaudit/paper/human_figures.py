@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from capaudit.io.atomic import atomic_path, write_text_atomic  # noqa: E402
+from capaudit.paper.fmt import tex_escape  # noqa: E402
 
 HUMAN_LABELS = ("yes", "no", "uncertain", "not_visual", "image_unavailable", "prefer_not_to_answer")
 JUDGE_LABELS = ("yes", "no", "uncertain")
@@ -56,10 +57,6 @@ def plot_confusion(confusion: Mapping[str, Mapping[str, Mapping[str, int]]], ste
     return stem.with_name(f"{stem.name}.png")
 
 
-def _tex(text: str) -> str:
-    return str(text).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
-
-
 def agreement_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool) -> Path:
     """LaTeX tabular body: judge & surface group & agreement [95% interval] & records & images."""
     lines = ["% judge-human weighted exact agreement (image-cluster bootstrap, percentile 95% interval)"]
@@ -68,8 +65,8 @@ def agreement_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool
     lines.append("% columns: judge & surface group & agreement & interval & records & image clusters & labels")
     for r in rows:
         lines.append(" & ".join([
-            _tex(r["judge"]), _tex(r["surface_group"]), f"{r['estimate']:.3f}",
-            f"[{r['lower']:.3f}, {r['upper']:.3f}]", str(r["n_records"]), str(r["n_clusters"]), _tex(r["labels"]),
+            tex_escape(r["judge"]), tex_escape(r["surface_group"]), f"{r['estimate']:.3f}",
+            f"[{r['lower']:.3f}, {r['upper']:.3f}]", str(r["n_records"]), str(r["n_clusters"]), tex_escape(r["labels"]),
         ]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
@@ -95,9 +92,9 @@ def corrected_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool
         ok = r["status"] == "ok"
         est = [num(r["ppi_cap"]), f"[{r['ppi_cap_lo']:.2f}, {r['ppi_cap_hi']:.2f}]", num(r["human_cap"]),
                f"[{r['human_cap_lo']:.2f}, {r['human_cap_hi']:.2f}]", num(r["ppi_lam"])] if ok else \
-            ["--", _tex(r["status"].replace("_", " ")), "--", "--", "--"]
-        lines.append(" & ".join([_tex(r["judge"]), _tex(surface), num(r["judge_cap"]), *est, str(r["labelled"]),
-                                 str(r["excluded_total"]), _tex(r["labels"])]) + r" \\")
+            ["--", tex_escape(r["status"].replace("_", " ")), "--", "--", "--"]
+        lines.append(" & ".join([tex_escape(r["judge"]), tex_escape(surface), num(r["judge_cap"]), *est, str(r["labelled"]),
+                                 str(r["excluded_total"]), tex_escape(r["labels"])]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
 
