@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from capaudit.io.atomic import atomic_path, write_text_atomic  # noqa: E402
+from capaudit.paper.figure_files import FigureInfo, write_figure_data  # noqa: E402
 from capaudit.paper.fmt import tex_escape  # noqa: E402
 
 HUMAN_LABELS = ("yes", "no", "uncertain", "not_visual", "image_unavailable", "prefer_not_to_answer")
@@ -54,6 +55,11 @@ def plot_confusion(confusion: Mapping[str, Mapping[str, Mapping[str, int]]], ste
         with atomic_path(stem.with_name(f"{stem.name}.{ext}")) as tmp:
             fig.savefig(tmp, format=ext, dpi=200 if ext == "png" else None)
     plt.close(fig)
+    counts = [{"judge": j, "human": h, "judge_answer": a, "count": confusion[j].get(h, {}).get(a, 0)}
+              for j in judges for h in rows for a in JUDGE_LABELS]
+    write_figure_data(stem.parent, stem.name, counts,
+                      FigureInfo("Judge answer vs human image-support consensus (counts)", "human", "11_human_agreement",
+                                 f"{__name__}.plot_confusion", ("simulated annotators",) if simulated else ()))
     return stem.with_name(f"{stem.name}.png")
 
 

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from capaudit.io.atomic import write_text_atomic  # noqa: E402
 from capaudit.paper.element_models import write_model  # noqa: E402
-from capaudit.paper.figure_files import save_figure_files  # noqa: E402
+from capaudit.paper.figure_files import FigureInfo, save_figure_files  # noqa: E402
 from capaudit.paper.fmt import tex_escape  # noqa: E402
 from capaudit.paper.real_judges_models import CATEGORY  # noqa: E402
 from capaudit.paper.real_judges_models import SOURCE as MODEL_SOURCE  # noqa: E402
@@ -122,7 +122,9 @@ def plot_calibration(rows: Sequence[Mapping[str, Any]], stem: Path, level: float
     aw.legend(fontsize=6)
     fig.suptitle("Real VQA judge (DSG release) corrected with real Likert ratings", fontsize=9)
     fig.tight_layout()
-    paths = save_figure_files(fig, stem.parent, stem.name, rows)
+    info = FigureInfo("Calibrating a real VQA judge with real ratings: interval width and coverage against n",
+                      "real_judges", "paper_real_judges", f"{__name__}.plot_calibration", ("published answers",))
+    paths = save_figure_files(fig, stem.parent, stem.name, rows, info)
     plt.close(fig)
     return paths["png"]
 
