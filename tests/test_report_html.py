@@ -36,6 +36,7 @@ class _Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.ids: Set[str] = set()
+        self.duplicates: List[str] = []
         self.refs: List[Tuple[str, str]] = []
         self.tables: List[str] = []
         self.figures: List[str] = []
@@ -44,6 +45,8 @@ class _Links(HTMLParser):
     def handle_starttag(self, tag: str, attrs) -> None:
         a: Dict[str, str] = {k: v or "" for k, v in attrs}
         if "id" in a:
+            if a["id"] in self.ids:
+                self.duplicates.append(a["id"])
             self.ids.add(a["id"])
         for k in ("href", "src", "action", "srcset", "poster", "data"):
             if k in a:
@@ -100,7 +103,7 @@ def small_run(root: Path) -> Path:
 
 
 def _check_self_contained(page: _Links) -> None:
-    assert page.csp.startswith("default-src 'none'")
+    assert page.csp.startswith("default-src 'none'") and page.duplicates == []
     for tag, ref in page.refs:
         assert not re.match(r"\s*(https?:|//|file:|ftp:)", ref, re.I), (tag, ref[:80])  # nothing to fetch
         if tag == "img":
