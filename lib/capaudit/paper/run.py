@@ -16,6 +16,16 @@ import pandas as pd
 from ..io.atomic import write_text_atomic as write_text
 from ..summaries.numbers_fragments import read_numbers_fragments
 from . import checks as G
+from .element_models import (
+    element_provenance,
+    headline_model,
+    lexical_window_model,
+    policy_cbu_model,
+    reference_headline_rows,
+    remove_model,
+    vqa_models,
+    write_model,
+)
 from .figures import (
     budget_sweep_points,
     plot_budget_sweep,
@@ -28,6 +38,7 @@ from .figures import (
 )
 from .inputs import PaperInputs, paper_inputs
 from .numbers import build_numbers, write_numbers
+from .table_model import Provenance
 from .tables import (
     PolicyCbuRow,
     headline_rows,
@@ -36,16 +47,6 @@ from .tables import (
     lexical_window_tex,
     policy_cbu_rows,
     policy_cbu_tex,
-)
-from .element_models import (
-    element_provenance,
-    headline_model,
-    lexical_window_model,
-    policy_cbu_model,
-    reference_headline_rows,
-    remove_model,
-    vqa_models,
-    write_model,
 )
 from .vqa_generic import (
     GENERIC_ROWS,
@@ -59,6 +60,9 @@ from .vqa_generic import (
 )
 from .vqa_generic import headline_tex as generic_headline_tex
 from .vqa_tables import JUDGE_SHORT, VQA_ROWS, all_vqa_rows, all_vqa_tables
+
+#: the A and B judges of the reference run's columns
+REFERENCE_JUDGES = (JUDGE_SHORT[0][1], JUDGE_SHORT[1][1])
 
 
 @dataclass
@@ -90,7 +94,7 @@ def _inputs(cfg: Any) -> PaperInputs:
     return paper_inputs(cfg)
 
 
-def _provenance(cfg: Any, inp: PaperInputs, element: str, function: Callable[..., Any], keys: Sequence[str]) -> Any:
+def _provenance(cfg: Any, inp: PaperInputs, element: str, function: Callable[..., Any], keys: Sequence[str]) -> Provenance:
     """Provenance of an element's table: the files of the ``paper.inputs`` keys this run has."""
     present = [k for k in keys if inp.paths.get(k)]
     files: List[Path] = []
@@ -125,7 +129,7 @@ def run_vqa_tables(cfg: Any) -> ElementResult:
         keys: Tuple[str, ...] = ("cells", "vqa_layout")
     else:  # the reference layout, byte-identical to the published tables
         tables = all_vqa_tables(cells, inp.eligibility())
-        rows, judges, fns = all_vqa_rows(cells, inp.eligibility()), (JUDGE_SHORT[0][1], JUDGE_SHORT[1][1]), VQA_ROWS
+        rows, judges, fns = all_vqa_rows(cells, inp.eligibility()), REFERENCE_JUDGES, VQA_ROWS
         notes, caveats, keys = (), (), ("cells", "text_stats")
     paths = {name: write_text(dirs["tables"] / name, text) for name, text in tables.items()}
     for t in vqa_models(rows, judges, lambda tid: _provenance(cfg, inp, "vqa_tables", fns[tid], keys), notes, caveats):
@@ -159,7 +163,7 @@ def run_headline(cfg: Any) -> ElementResult:
     rows = headline_rows(inp.cells(), inp.claimed_rollup(), inp.frontier())
     path = write_text(tables / "headline.tex", headline_tex(rows))
     keys = ("cells", "claimed_rollup", "frontier")
-    write_model(headline_model(reference_headline_rows(rows), (JUDGE_SHORT[0][1], JUDGE_SHORT[1][1]),
+    write_model(headline_model(reference_headline_rows(rows), REFERENCE_JUDGES,
                                _provenance(cfg, inp, "headline", headline_rows, keys)),
                 tables)
     return ElementResult("headline", {"headline.tex": path}, _frame(rows))
