@@ -28,6 +28,7 @@ from _browser import CHROMIUM, FLAGS
 
 REPO = Path(__file__).resolve().parents[1]
 MAIN_TEX = REPO / "paper" / "main.tex"
+MAX_SHOT_HEIGHT = 16_000  # px: a very long page is kept from its top
 
 
 class _Links(HTMLParser):
@@ -254,7 +255,9 @@ def _browse(run: Path) -> Dict[str, object]:
             page.wait_for_selector(f"section#{pid}.active", state="visible", timeout=5_000)
             assert page.eval_on_selector_all(
                 "section.page", "ps => ps.filter(p => p.offsetParent !== null).length") == 1, pid
-            page.screenshot(path=str(shots / f"{pid[len('page-'):]}.png"), full_page=True)
+            height = min(page.evaluate("document.documentElement.scrollHeight"), MAX_SHOT_HEIGHT)
+            page.screenshot(path=str(shots / f"{pid[len('page-'):]}.png"), full_page=True,
+                            clip={"x": 0, "y": 0, "width": 1280, "height": height})
         out["pages"] = pages
         out["tables"] = page.eval_on_selector_all("[data-report-table]", "es => es.map(e => e.dataset.reportTable)")
         out["figures"] = page.eval_on_selector_all("[data-report-figure]", "es => es.map(e => e.dataset.reportFigure)")

@@ -95,7 +95,8 @@ SCRIPT = """
     rows.sort(function(a, b){
       var x = key(a.cells[col]), y = key(b.cells[col]);
       if (x === '' || y === '') { return (x === '') - (y === ''); }
-      if (numeric) { return dir * (parseFloat(x) - parseFloat(y)); }
+      var a = parseFloat(x), b = parseFloat(y);
+      if (numeric && !isNaN(a) && !isNaN(b)) { return dir * (a - b); }
       return dir * x.localeCompare(y, undefined, {numeric: true});
     });
     rows.forEach(function(r){ body.appendChild(r); });
