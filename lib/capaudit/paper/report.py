@@ -145,12 +145,13 @@ class Report:
         return out
 
     def provenance_page(self) -> str:
-        entries = [(t.id, "table", f"#table-{t.id}", t.provenance, t.provenance.notebook in self.ran)
+        entries = [(t.id, t.id, "table", f"#table-{t.id}", t.provenance, t.provenance.notebook in self.ran)
                    for t in sorted(self.c.tables, key=lambda t: t.id)]
-        entries += [(H.figure_data_id(f.stem), "figure", f"#figure-{f.stem}", f.data.provenance,
+        entries += [(H.figure_data_id(f.stem), f.stem, "figure", f"#figure-{f.stem}", f.data.provenance,
                      f.data.provenance.notebook in self.ran) for f in self.c.figures if f.data is not None]
         if self.c.numbers is not None:
-            entries.append(("numbers", "numbers", "#table-numbers", NUMBERS_PROVENANCE, "paper_numbers" in self.ran))
+            entries.append(("numbers", "numbers", "numbers", "#table-numbers", NUMBERS_PROVENANCE,
+                            "paper_numbers" in self.ran))
         nbs = "".join(f"<tr><td><code>{H.e(n.name)}</code></td><td>{H.e(n.date)}</td><td><code>{H.e(n.stamp[:16])}</code></td></tr>"
                       for n in self.c.notebooks)
         notebooks = ('<h3>Notebooks executed in this run</h3><table><thead><tr><th>Notebook</th><th>Executed</th>'

@@ -166,15 +166,15 @@ def page(page_id: str, title: str, body: str) -> str:
     return f'<section class="page" id="page-{e(page_id)}"><h2>{e(title)}</h2>{body}</section>'
 
 
-def provenance_rows(entries: Sequence[Tuple[str, str, str, Provenance, bool]]) -> str:
-    """One row ``id="prov-<anchor>"`` per element: (anchor, kind, href of the element shown, provenance,
-    whether its notebook was executed in this run)."""
+def provenance_rows(entries: Sequence[Tuple[str, str, str, str, Provenance, bool]]) -> str:
+    """One row ``id="prov-<anchor>"`` per element: (anchor, name, kind, href of the element shown,
+    provenance, whether its notebook was executed in this run)."""
     rows = []
-    for anchor, kind, shown, p, ran in entries:
+    for anchor, name, kind, shown, p, ran in entries:
         files = "<br>".join(f"<code>{e(f)}</code>" for f in p.files)
         inputs = "<br>".join(f"<code>{e(i)}</code>" for i in p.inputs) or '<span class="muted">none named</span>'
         nb = f"<code>{e(p.notebook)}</code>" + ("" if ran else ' <span class="muted">(not executed in this run)</span>')
-        rows.append(f'<tr id="prov-{e(anchor)}"><td data-sort="{e(anchor)}"><a href="{e(shown)}">{e(anchor)}</a></td>'
+        rows.append(f'<tr id="prov-{e(anchor)}"><td data-sort="{e(name)}"><a href="{e(shown)}">{e(name)}</a></td>'
                     f'<td data-sort="{e(kind)}">{e(kind)}</td><td data-sort="{e(p.element)}"><code>{e(p.element)}</code></td>'
                     f'<td>{files}</td><td data-sort="{e(p.notebook)}">{nb}</td>'
                     f'<td data-sort="{e(p.function)}"><code>{e(p.function)}</code></td><td>{inputs}</td></tr>')
