@@ -131,7 +131,8 @@ class Report:
         if absent:
             items = "".join(f"<li><code>{H.e(m.file)}</code> ({m.kind})</li>" for m in absent)
             out += (f"<h3>Not produced by this run</h3><p>{len(absent)} of the manuscript's {len(self.manuscript)} "
-                    f"tables and figures have no file in this run (the PDF leaves them out too):</p><ul>{items}</ul>")
+                    f"tables and figures have no file in this run (the PDF leaves them out too).</p>"
+                    f"<details><summary>The {len(absent)} files</summary><ul>{items}</ul></details>")
         if self.c.tex_without_model:
             items = "".join(f"<li><code>{H.e(n)}</code></li>" for n in self.c.tex_without_model)
             out += (f'<div class="warnbox"><b>Tables without a model:</b> these LaTeX tables of the run have no '
