@@ -2,7 +2,7 @@
 layout (:mod:`.vqa_tables`) and our own runs' layouts (:mod:`.vqa_generic`).
 
 A rows function computes plain values (``None`` where the table prints ``--``); the ``*_tex_rows``
-functions print them with ``paper.fmt``; :mod:`.vqa_models` makes the same rows table models.
+functions print them with ``paper.fmt``; :mod:`.element_models` makes the same rows table models.
 """
 
 from __future__ import annotations
