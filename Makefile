@@ -32,6 +32,7 @@ venv: $(VENV)/.installed
 paper: system-paper $(VENV)/.installed
 	@$(CAPAUDIT) notebook run-all --params $(PARAMS)
 	@$(MAKE) --no-print-directory paper-pdf PARAMS=$(PARAMS)
+	@$(MAKE) --no-print-directory report PARAMS=$(PARAMS)
 
 ## the manuscript PDF of PARAMS' run -> outputs/<run>/paper/main.pdf
 paper-pdf: $(VENV)/.installed
@@ -40,6 +41,12 @@ paper-pdf: $(VENV)/.installed
 	    -usepretex='\def\rundir{../outputs/$(RUN)}' main.tex >/dev/null \
 	  || { echo "[capaudit] latexmk failed: see outputs/$(RUN)/paper/main.log" >&2; exit 1; }
 	@echo "[capaudit] PDF: outputs/$(RUN)/paper/main.pdf"
+
+## the run's HTML report (self-contained: tables, figures with their data, provenance, caveats)
+## -> outputs/<run>/report/index.html, from the same table models and figures as the PDF
+.PHONY: report
+report: $(VENV)/.installed
+	@out=$$($(CAPAUDIT) report --params $(PARAMS)) && echo "[capaudit] HTML report: $$out"
 
 ## optional system resources: found / missing / what needs them / how to get them
 doctor: $(VENV)/.installed

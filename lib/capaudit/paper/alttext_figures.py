@@ -4,28 +4,44 @@ Figure 5), top-token bars and web-domain bars.  Every figure notes the offline b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .figure_files import FigureInfo, write_figure_data  # noqa: E402
+
 OFFLINE_NOTE = "offline backends (langid, VADER, spaCy sm, WordNet, COCO-MINI tags)"
 
 
-def _save(fig: "plt.Figure", stem: Path) -> "plt.Figure":
+def _info(title: str, notebook: str, function: str, offline: bool = False) -> FigureInfo:
+    return FigureInfo(title, "alttext", notebook, f"{__name__}.{function}", ("offline backends",) if offline else (),
+                      (OFFLINE_NOTE,) if offline else ())
+
+
+def _save(fig: "plt.Figure", stem: Path, rows: Sequence[Mapping[str, Any]], info: FigureInfo) -> "plt.Figure":
+    """``stem``.pdf and .png, and the plotted rows as ``stem``.table.json."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(f"{stem}.pdf")
     fig.savefig(f"{stem}.png", dpi=200)
     plt.close(fig)
+    write_figure_data(stem.parent, stem.name, rows, info)
     return fig
+
+
+def _frame_rows(frame: Any) -> List[Dict[str, Any]]:
+    return frame.to_dict("records") if len(frame) else []
 
 
 def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.Figure":
     """Per corpus, one horizontal bar panel per pipeline: rows dropped by each rule (kept at the end)."""
     panels = [(c, p, f) for c, fs in funnels.items() for p, f in fs.items()]
+    rows = [{"corpus": c, "pipeline": p, "step": r.rule, "rows": r.dropped, "input_rows": f.input_rows}
+            for c, p, f in panels for r in f.rows]
+    rows += [{"corpus": c, "pipeline": p, "step": "kept", "rows": f.kept, "input_rows": f.input_rows} for c, p, f in panels]
     n = max(1, len(panels))
     height = max(2.2, 0.22 * max((len(f.rows) + 1 for _, _, f in panels), default=8))
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, height), squeeze=False)
@@ -44,7 +60,8 @@ def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.F
         ax.set_xlabel("rows dropped by the rule (first drop) / kept", fontsize=6)
     fig.suptitle(f"Alt-text filter funnels — {OFFLINE_NOTE}", fontsize=7)
     fig.tight_layout()
-    return _save(fig, stem)
+    return _save(fig, stem, rows, _info("Alt-text filter funnels: rows dropped by each rule (first drop) and kept",
+                                        "10_alttext_filters", "plot_funnels", offline=True))
 
 
 def plot_coverage_curves(curves: Mapping[str, Mapping[str, Sequence[Sequence[float]]]], stem: Path) -> "plt.Figure":
@@ -64,7 +81,10 @@ def plot_coverage_curves(curves: Mapping[str, Mapping[str, Sequence[Sequence[flo
     axes[0][0].legend(fontsize=5, loc="upper right")
     fig.suptitle("Long-tail concept coverage (lexical mention matcher)", fontsize=7)
     fig.tight_layout()
-    return _save(fig, stem)
+    rows = [{"vocabulary": v, "corpus": c, "k": p[0], "classes": p[1]}
+            for v, per_corpus in curves.items() for c, pts in per_corpus.items() for p in pts]
+    return _save(fig, stem, rows, _info("Long-tail concept coverage: classes with at least K mentions per 1M captions",
+                                        "10b_concept_coverage", "plot_coverage_curves"))
 
 
 def plot_top_tokens(tokens: Any, stem: Path, top: int = 15) -> "plt.Figure":
@@ -77,15 +97,18 @@ def plot_top_tokens(tokens: Any, stem: Path, top: int = 15) -> "plt.Figure":
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.4 * rows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.axis("off")
+    rows: List[Dict[str, Any]] = []
     for ax, corpus in zip(axes.flat, corpora):
         sub = tokens[tokens["corpus"] == corpus].sort_values("rank").head(top)
+        rows += _frame_rows(sub[["corpus", "rank", "token", "count"]])
         ax.barh(list(range(len(sub)))[::-1], sub["count"], color="#4c72b0")
         ax.set_yticks(list(range(len(sub)))[::-1])
         ax.set_yticklabels(sub["token"], fontsize=5)
         ax.set_title(corpus, fontsize=7)
         ax.tick_params(axis="x", labelsize=5)
     fig.tight_layout()
-    return _save(fig, stem)
+    return _save(fig, stem, rows, _info(f"Most frequent lower-cased tokens per corpus (top {top})", "10b_concept_coverage",
+                                        "plot_top_tokens"))
 
 
 def plot_domains(domains: Any, stem: Path, top: int = 12) -> "plt.Figure":
@@ -96,8 +119,10 @@ def plot_domains(domains: Any, stem: Path, top: int = 12) -> "plt.Figure":
     if not corpora:
         axes[0][0].text(0.5, 0.5, "no URLs in the configured corpora", ha="center", va="center", fontsize=8)
         axes[0][0].axis("off")
+    rows: List[Dict[str, Any]] = []
     for ax, corpus in zip(axes[0], corpora):
         sub = domains[domains["corpus"] == corpus].head(top)
+        rows += _frame_rows(sub)
         ax.barh(list(range(len(sub)))[::-1], sub["share"], color="#8172b2")
         ax.set_yticks(list(range(len(sub)))[::-1])
         ax.set_yticklabels(sub["site"], fontsize=5)
@@ -107,7 +132,8 @@ def plot_domains(domains: Any, stem: Path, top: int = 12) -> "plt.Figure":
         ax.set_xlabel("share of URLs", fontsize=6)
         ax.tick_params(labelsize=5)
     fig.tight_layout()
-    return _save(fig, stem)
+    return _save(fig, stem, rows, _info(f"Web-domain (site) shares of URLs per corpus (top {top})", "10b_concept_coverage",
+                                        "plot_domains"))
 
 
 __all__ = ["plot_funnels", "plot_coverage_curves", "plot_top_tokens", "plot_domains"]

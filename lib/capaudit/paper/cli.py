@@ -1,4 +1,5 @@
-"""``capaudit paper`` subcommands: build tables/figures/numbers; verify the reference run."""
+"""``capaudit paper`` subcommands: build tables/figures/numbers; verify the reference run; and
+``capaudit report``: the run's self-contained HTML report."""
 
 from __future__ import annotations
 
@@ -29,8 +30,19 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from .report import build_report
+
+    cfg = load_config(args.params)
+    print(build_report(cfg.out_dir, params=str(args.params)))
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``capaudit paper {tables,check-reference}``."""
+    """Add ``capaudit paper {tables,check-reference}`` and ``capaudit report``."""
+    r = subparsers.add_parser("report", help="the run's HTML report: outputs/<run>/report/index.html (self-contained)")
+    r.add_argument("--params", default="params/demo.yaml")
+    r.set_defaults(func=_report)
     p = subparsers.add_parser("paper", help="paper tables, figures, numbers map and golden checks")
     sub = p.add_subparsers(dest="paper_command", metavar="SUBCOMMAND")
     t = sub.add_parser("tables", help="write tables, figures and numbers for a params file's paper: section")

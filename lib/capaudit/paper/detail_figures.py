@@ -24,7 +24,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .figure_files import FigureInfo  # noqa: E402
 from .figure_files import save_figure_files as _save  # noqa: E402
+from .table_model import caveats_in  # noqa: E402
 
 STYLE = {"font.size": 7, "axes.titlesize": 7, "axes.labelsize": 7, "legend.fontsize": 6, "xtick.labelsize": 6,
          "ytick.labelsize": 6, "axes.spines.top": False, "axes.spines.right": False, "pdf.fonttype": 42}
@@ -106,6 +108,17 @@ def itm_bin_rows(scores: Mapping[str, Sequence[Mapping[str, Any]]], bins: int = 
     return out
 
 
+def _info(title: str, function: str, backends: Optional[Mapping[str, str]],
+          measure_labels: Optional[Mapping[str, str]]) -> FigureInfo:
+    """The report's description of a detail figure: backends as notes, their caveats."""
+    texts = [*(backends or {}).values(), *(measure_labels or {}).values()]
+    caveats = caveats_in(texts)
+    if any("offline" in t.lower() or "heuristic" in t.lower() for t in texts):
+        caveats = ("offline backends", *caveats)
+    notes = tuple(f"{k}: {v}" for k, v in (backends or {}).items())
+    return FigureInfo(title, "detail", "09_detail", f"{__name__}.{function}", caveats, notes)
+
+
 def _footer(fig: Any, backends: Optional[Mapping[str, str]]) -> None:
     if backends:
         text = "; ".join(f"{k}: {v}" for k, v in backends.items())
@@ -137,7 +150,9 @@ def plot_length_scatter(points: Sequence[LengthPoint], out_dir: Path, backends: 
             axes[1, j].set_xlabel("length (lexical units)")
         _footer(fig, backends)
         fig.tight_layout()
-        _save(fig, out_dir, name, [asdict(p) for p in points])
+        _save(fig, out_dir, name, [asdict(p) for p in points],
+              _info("Detailness vs length: ICR and AOD against caption length", "plot_length_scatter", backends,
+                    measure_labels))
     plt.close(fig)
     return fig
 
@@ -164,7 +179,8 @@ def plot_itm_bins(bins_rows: Sequence[ITMBin], out_dir: Path, backends: Optional
             axes[0, 0].legend(loc="best")
         _footer(fig, backends)
         fig.tight_layout()
-        _save(fig, out_dir, name, [asdict(b) for b in bins_rows])
+        _save(fig, out_dir, name, [asdict(b) for b in bins_rows],
+              _info("Mean ITM in quantile bins of ICR and AOD", "plot_itm_bins", backends, measure_labels))
     plt.close(fig)
     return fig
 

@@ -22,11 +22,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .figure_files import FigureInfo  # noqa: E402
 from .figure_files import save_figure_files as _save  # noqa: E402
+from .table_model import caveats_in  # noqa: E402
 
 STYLE = {"font.size": 7, "axes.titlesize": 7, "axes.labelsize": 7, "legend.fontsize": 6, "xtick.labelsize": 6,
          "ytick.labelsize": 6, "axes.spines.top": False, "axes.spines.right": False, "pdf.fonttype": 42}
 LIMIT_MARKS = ((77, "CLIP 77"), (248, "LongCLIP 248"))
+
+
+def _info(title: str, notebook: str, function: str, footer: Optional[str]) -> FigureInfo:
+    """The report's description of an encoder-probe figure: the footer as a note, its caveats."""
+    return FigureInfo(title, "embed", notebook, f"{__name__}.{function}", caveats_in([footer or ""]),
+                      (footer,) if footer else ())
 
 
 def _footer(fig: Any, text: Optional[str]) -> None:
@@ -62,7 +70,8 @@ def plot_truncation_curves(curves: Sequence[Mapping[str, Any]], out_dir: Path, *
         ax.legend(loc="upper right", frameon=False)
         _footer(fig, backend)
         fig.tight_layout()
-        paths = _save(fig, out_dir, name, curves)
+        paths = _save(fig, out_dir, name, curves, _info("Share of captions over an encoder's token limit",
+                                                        "07_encoder_truncation", "plot_truncation_curves", backend))
     plt.close(fig)
     return paths
 
@@ -97,9 +106,11 @@ def plot_eigen_spectrum(spectra: Mapping[str, Sequence[float]], out_dir: Path, *
         ax.set_ylabel(r"$\lambda_i / \sum \lambda$")
         ax.grid(alpha=0.3, which="both")
         ax.legend(loc="lower left", frameon=False)
-        _footer(fig, f"covariance of centred L2-normalised embeddings; encoder: {model}" if model else None)
+        footer = f"covariance of centred L2-normalised embeddings; encoder: {model}" if model else None
+        _footer(fig, footer)
         fig.tight_layout()
-        paths = _save(fig, out_dir, name, rows)
+        paths = _save(fig, out_dir, name, rows, _info("Covariance eigenvalue share vs rank of caption embeddings",
+                                                      "08_embedding_probes", "plot_eigen_spectrum", footer))
     plt.close(fig)
     return paths
 
@@ -128,9 +139,11 @@ def plot_coverage_density(support: Sequence[Mapping[str, Any]], out_dir: Path, *
         axes[1].set_xticks(x)
         axes[1].set_xticklabels(pools, rotation=35, ha="right")
         axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-        _footer(fig, f"encoder: {model}" if model else None)
+        footer = f"encoder: {model}" if model else None
+        _footer(fig, footer)
         fig.tight_layout()
-        paths = _save(fig, out_dir, name, rows)
+        paths = _save(fig, out_dir, name, rows, _info("Coverage@k and Density@k of prompt pools in caption neighbourhoods",
+                                                      "08_embedding_probes", "plot_coverage_density", footer))
     plt.close(fig)
     return paths
 

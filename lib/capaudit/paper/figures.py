@@ -34,6 +34,7 @@ from ..summaries.prompt_support import (  # noqa: E402
     PromptSupportRow,
     seven_pool_means,
 )
+from .figure_files import FigureInfo, write_figure_data  # noqa: E402
 from .layout import BY_COMPARISON, CC12M_FRONTIER, PAIRINGS  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.3
@@ -62,7 +63,8 @@ JUDGE_MARKERS = {QWEN_JUDGE: "o", GEMMA_JUDGE: "^"}
 JUDGE_SHORT = {QWEN_JUDGE: "Qwen", GEMMA_JUDGE: "Gemma"}
 
 
-def _save(fig, out_dir: Path, name: str, rows: Sequence[object]) -> Dict[str, Path]:
+def _save(fig, out_dir: Path, name: str, rows: Sequence[object], info: Optional[FigureInfo] = None) -> Dict[str, Path]:
+    """PDF, PNG (the style's dpi), CSV of the plotted rows and, given ``info``, their table model."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"pdf": out_dir / f"{name}.pdf", "png": out_dir / f"{name}.png", "csv": out_dir / f"{name}.csv"}
@@ -75,6 +77,8 @@ def _save(fig, out_dir: Path, name: str, rows: Sequence[object]) -> Dict[str, Pa
         w.writeheader()
         for r in rows:
             w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in asdict(r).items()})  # type: ignore[call-overload]
+    if info is not None:
+        paths["model"] = write_figure_data(out_dir, name, rows, info)
     return paths
 
 
@@ -160,9 +164,12 @@ def plot_yield_risk(points: Sequence[YieldRiskPoint], out_dir: Path, name: str =
         ax.set_xlabel("risk (no / questions)")
         ax.set_ylabel("supported CBU per caption")
         ax.set_xlim(left=0)
-        if layout is not None and layout.any_offline:
+        offline = layout is not None and layout.any_offline
+        if offline:
             ax.set_title("offline judges (annotation-grounded heuristics, not VLMs)", fontsize=6)
-        return _save(fig, out_dir, name, points)
+        info = FigureInfo("Supported CBU per caption vs risk for every cell (filled: audited surface)", "judges",
+                          "paper_fig2", f"{__name__}.plot_yield_risk", ("offline judges",) if offline else ())
+        return _save(fig, out_dir, name, points, info)
 
 
 # -- Figure 2 right --------------------------------------------------------------------------
@@ -207,7 +214,9 @@ def plot_budget_sweep(points: Sequence[BudgetPoint], out_dir: Path, name: str = 
         ax.legend(loc="upper right", frameon=False, title="filled = Pareto-efficient at B", title_fontsize=5)
         ax.set_xlabel("CBU per 100 lex")
         ax.set_ylabel("CBU per caption")
-        return _save(fig, out_dir, name, points)
+        info = FigureInfo("Budget sweep: claimed CBU per caption vs CBU per 100 lex (filled: Pareto-efficient at B)",
+                          "claims", "paper_fig2", f"{__name__}.plot_budget_sweep")
+        return _save(fig, out_dir, name, points, info)
 
 
 # -- Figure 1 right and heatmap ------------------------------------------------------------
@@ -255,7 +264,9 @@ def plot_prompt_support(bars: Sequence[PoolMeanBar], out_dir: Path, name: str = 
         axes[0].invert_yaxis()  # shared y: invert once
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.98), ncol=2, frameon=False)
-        return _save(fig, out_dir, name, bars)
+        info = FigureInfo("Prompt-mass support and n-gram JSD at B = 64, mean over pools", "prompts",
+                          "paper_fig1_prompt_support", f"{__name__}.plot_prompt_support")
+        return _save(fig, out_dir, name, bars, info)
 
 
 @dataclass(frozen=True)
@@ -311,4 +322,6 @@ def plot_prompt_support_heatmap(cells: Sequence[HeatCell], out_dir: Path, name: 
         fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02).set_label("prompt-mass Δ (ours − ref)")
         for s in ("top", "right"):
             ax.spines[s].set_visible(True)
-        return _save(fig, out_dir, name, cells)
+        info = FigureInfo("Per-pool prompt-mass delta (first − second surface; \"sens.\": a pool not counted in pool-wins)",
+                          "prompts", "paper_fig1_prompt_support", f"{__name__}.plot_prompt_support_heatmap")
+        return _save(fig, out_dir, name, cells, info)

@@ -14,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from capaudit.io.atomic import atomic_path, write_text_atomic  # noqa: E402
+from capaudit.paper.figure_files import FigureInfo, write_figure_data  # noqa: E402
+from capaudit.paper.fmt import tex_escape  # noqa: E402
 
 HUMAN_LABELS = ("yes", "no", "uncertain", "not_visual", "image_unavailable", "prefer_not_to_answer")
 JUDGE_LABELS = ("yes", "no", "uncertain")
@@ -53,11 +55,12 @@ def plot_confusion(confusion: Mapping[str, Mapping[str, Mapping[str, int]]], ste
         with atomic_path(stem.with_name(f"{stem.name}.{ext}")) as tmp:
             fig.savefig(tmp, format=ext, dpi=200 if ext == "png" else None)
     plt.close(fig)
+    counts = [{"judge": j, "human": h, "judge_answer": a, "count": confusion[j].get(h, {}).get(a, 0)}
+              for j in judges for h in rows for a in JUDGE_LABELS]
+    write_figure_data(stem.parent, stem.name, counts,
+                      FigureInfo("Judge answer vs human image-support consensus (counts)", "human", "11_human_agreement",
+                                 f"{__name__}.plot_confusion", ("simulated annotators",) if simulated else ()))
     return stem.with_name(f"{stem.name}.png")
-
-
-def _tex(text: str) -> str:
-    return str(text).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
 
 
 def agreement_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool) -> Path:
@@ -68,8 +71,8 @@ def agreement_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool
     lines.append("% columns: judge & surface group & agreement & interval & records & image clusters & labels")
     for r in rows:
         lines.append(" & ".join([
-            _tex(r["judge"]), _tex(r["surface_group"]), f"{r['estimate']:.3f}",
-            f"[{r['lower']:.3f}, {r['upper']:.3f}]", str(r["n_records"]), str(r["n_clusters"]), _tex(r["labels"]),
+            tex_escape(r["judge"]), tex_escape(r["surface_group"]), f"{r['estimate']:.3f}",
+            f"[{r['lower']:.3f}, {r['upper']:.3f}]", str(r["n_records"]), str(r["n_clusters"]), tex_escape(r["labels"]),
         ]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
@@ -95,9 +98,9 @@ def corrected_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool
         ok = r["status"] == "ok"
         est = [num(r["ppi_cap"]), f"[{r['ppi_cap_lo']:.2f}, {r['ppi_cap_hi']:.2f}]", num(r["human_cap"]),
                f"[{r['human_cap_lo']:.2f}, {r['human_cap_hi']:.2f}]", num(r["ppi_lam"])] if ok else \
-            ["--", _tex(r["status"].replace("_", " ")), "--", "--", "--"]
-        lines.append(" & ".join([_tex(r["judge"]), _tex(surface), num(r["judge_cap"]), *est, str(r["labelled"]),
-                                 str(r["excluded_total"]), _tex(r["labels"])]) + r" \\")
+            ["--", tex_escape(r["status"].replace("_", " ")), "--", "--", "--"]
+        lines.append(" & ".join([tex_escape(r["judge"]), tex_escape(surface), num(r["judge_cap"]), *est, str(r["labelled"]),
+                                 str(r["excluded_total"]), tex_escape(r["labels"])]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
 

@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .figure_files import FigureInfo  # noqa: E402
 from .figures import COLUMN_WIDTH_IN, MARKERS, PALETTE, STYLE, _save  # noqa: E402
 
 
@@ -51,4 +52,7 @@ def plot_yes_bias(rows: Sequence[Any], out_dir: Path, name: str = "yes_bias_prob
         ax.legend(loc="upper left", frameon=False, fontsize=5)
         title = "yes-bias probe: SugarCrepe hard negatives on COCO-MINI, 95% pair-bootstrap intervals"
         ax.set_title(title + (" (offline judges, not VLMs)" if offline else ""), fontsize=6)
-        return _save(fig, out_dir, name, list(rows))
+        info = FigureInfo("Yes-bias probe: yes on true claims vs false yes on negative-only claims (SugarCrepe), "
+                          "95% pair-bootstrap intervals", "judges", "05b_yes_bias_probe", f"{__name__}.plot_yes_bias",
+                          ("offline judges",) if offline else ())
+        return _save(fig, out_dir, name, list(rows), info)

@@ -15,16 +15,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from capaudit.io.atomic import write_text_atomic  # noqa: E402
-from capaudit.paper.figure_files import save_figure_files  # noqa: E402
+from capaudit.paper.element_models import write_model  # noqa: E402
+from capaudit.paper.figure_files import FigureInfo, save_figure_files  # noqa: E402
+from capaudit.paper.fmt import tex_escape  # noqa: E402
+from capaudit.paper.real_judges_models import CATEGORY  # noqa: E402
+from capaudit.paper.real_judges_models import SOURCE as MODEL_SOURCE  # noqa: E402
+from capaudit.paper.real_judges_models import (  # noqa: E402
+    agreement_model,
+    correlation_model,
+    coverage_model,
+    dsg1k_model,
+    yes_rates_model,
+)
 
-SOURCE = "% source: DSG release (j-min/DSG 7330119a): real VQA answers and TIFA160 Likert ratings; no model run here"
+SOURCE = "% " + MODEL_SOURCE
 QSET = {"tifa": "TIFA", "vq2a": "VQ$^2$A", "dsg": "DSG", "dsg_no_dependency": "DSG w/o dep."}
-CATEGORY = {"tifa": "TIFA160", "paragraph": "Paragraph", "relation": "Relation", "count": "Count",
-            "real_user": "Real users", "pose": "Pose", "defying": "Defying", "text": "Text", "all": "All"}
-
-
-def _tex(text: Any) -> str:
-    return str(text).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
 
 
 def _f(v: Any, d: int = 3) -> str:
@@ -38,7 +43,7 @@ def reproduction_tex(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
              "% columns: VQA & questions & Spearman ours & published & Kendall ours & published & reproduced"]
     for r in rows:
         status = r"\checkmark" if r["equal"] else ("no answer key" if not r["reproducible"] else "differs")
-        lines.append(" & ".join([_tex(r["vqa"]), QSET.get(r["question_set"], _tex(r["question_set"])),
+        lines.append(" & ".join([tex_escape(r["vqa"]), QSET.get(r["question_set"], tex_escape(r["question_set"])),
                                  _f(r["spearman"]), _f(r["published_spearman"]), _f(r["kendall"]),
                                  _f(r["published_kendall"]), status]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
@@ -49,7 +54,7 @@ def dsg1k_tex(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     lines = [SOURCE, "% PaLI-17B on SD2.1 images, DSG questions, dependency on (DSG's scripts' quirks)",
              "% columns: category & images & ours & published & reproduced"]
     for r in rows:
-        lines.append(" & ".join([CATEGORY.get(r["category"], _tex(r["category"])), str(r["items"]),
+        lines.append(" & ".join([CATEGORY.get(r["category"], tex_escape(r["category"])), str(r["items"]),
                                  f"{r['score']:.2f}", f"{r['published_score']:.1f}",
                                  r"\checkmark" if r["equal"] else "differs"]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
@@ -63,7 +68,7 @@ def agreement_tex(agreement: Mapping[str, Any], path: Path) -> Path:
     by = slice_["by_type"]
     for cat in ["__all__"] + sorted(k for k in by if k != "__all__"):
         a = by[cat]
-        lines.append(" & ".join(["all" if cat == "__all__" else _tex(cat.replace("_", " ")), str(a["questions"]),
+        lines.append(" & ".join(["all" if cat == "__all__" else tex_escape(cat.replace("_", " ")), str(a["questions"]),
                                  _f(a["exact_all_rate"]), _f(a["fleiss_kappa"]), _f(a["gwet_ac1"]),
                                  _f(a["krippendorff_alpha"])]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
@@ -78,7 +83,7 @@ def yes_rates_tex(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
              "% columns: category & questions & " + " & ".join(judges)]
     for c in cats:
         n = by[(judges[0], c)]["questions"]
-        lines.append(" & ".join(["all" if c == "__all__" else _tex(c), str(n)]
+        lines.append(" & ".join(["all" if c == "__all__" else tex_escape(c), str(n)]
                                 + [_f(by[(j, c)]["yes_rate"]) for j in judges]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
 
@@ -88,7 +93,7 @@ def coverage_tex(rows: Sequence[Mapping[str, Any]], judge: str, path: Path) -> P
     lines = [SOURCE, f"% judge scores: {judge}; 95% intervals over random labelled subsets per model",
              "% columns: model & n & subsets & PPI coverage & human coverage & PPI width & human width & ratio"]
     for r in rows:
-        lines.append(" & ".join([_tex(r["group"]), str(r["n"]), str(r["subsets"]), _f(r["ppi_coverage"]),
+        lines.append(" & ".join([tex_escape(r["group"]), str(r["n"]), str(r["subsets"]), _f(r["ppi_coverage"]),
                                  _f(r["human_coverage"]), _f(r["ppi_width"]), _f(r["human_width"]),
                                  _f(r["relative_width"], 2)]) + r" \\")
     return write_text_atomic(path, "\n".join(lines) + "\n")
@@ -117,14 +122,19 @@ def plot_calibration(rows: Sequence[Mapping[str, Any]], stem: Path, level: float
     aw.legend(fontsize=6)
     fig.suptitle("Real VQA judge (DSG release) corrected with real Likert ratings", fontsize=9)
     fig.tight_layout()
-    paths = save_figure_files(fig, stem.parent, stem.name, rows)
+    info = FigureInfo("Calibrating a real VQA judge with real ratings: interval width and coverage against n",
+                      "real_judges", "paper_real_judges", f"{__name__}.plot_calibration", ("published answers",))
+    paths = save_figure_files(fig, stem.parent, stem.name, rows, info)
     plt.close(fig)
     return paths["png"]
 
 
 def render(summary: Mapping[str, Any], tables: Path, figures: Path) -> Dict[str, Path]:
-    """Every element of the section from the stage summary."""
+    """Every element of the section from the stage summary (each table's model beside its ``.tex``)."""
     cal = summary["calibration"]
+    for model, fn in ((correlation_model, reproduction_tex), (dsg1k_model, dsg1k_tex), (agreement_model, agreement_tex),
+                      (yes_rates_model, yes_rates_tex), (coverage_model, coverage_tex)):
+        write_model(model(summary, fn), tables)
     return {
         "reproduction": reproduction_tex(summary["reproduction"]["correlation"], tables / "real_judges_correlation.tex"),
         "dsg1k": dsg1k_tex(summary["reproduction"]["dsg1k"], tables / "real_judges_dsg1k.tex"),

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
 from ..io.atomic import write_text_atomic as write_text
 from ..summaries.numbers_fragments import read_numbers_fragments
 from . import checks as G
+from .element_models import (
+    element_provenance,
+    headline_model,
+    lexical_window_model,
+    policy_cbu_model,
+    reference_headline_rows,
+    remove_model,
+    vqa_models,
+    write_model,
+)
 from .figures import (
     budget_sweep_points,
     plot_budget_sweep,
@@ -28,6 +38,7 @@ from .figures import (
 )
 from .inputs import PaperInputs, paper_inputs
 from .numbers import build_numbers, write_numbers
+from .table_model import Provenance
 from .tables import (
     PolicyCbuRow,
     headline_rows,
@@ -37,9 +48,21 @@ from .tables import (
     policy_cbu_rows,
     policy_cbu_tex,
 )
-from .vqa_generic import all_generic_tables, comparison_rows, provenance_comment
+from .vqa_generic import (
+    GENERIC_ROWS,
+    all_generic_rows,
+    all_generic_tables,
+    comparison_rows,
+    headline_table_rows,
+    judge_pair,
+    policy_rows,
+    provenance_comment,
+)
 from .vqa_generic import headline_tex as generic_headline_tex
-from .vqa_tables import all_vqa_tables
+from .vqa_tables import JUDGE_SHORT, VQA_ROWS, all_vqa_rows, all_vqa_tables
+
+#: the A and B judges of the reference run's columns
+REFERENCE_JUDGES = (JUDGE_SHORT[0][1], JUDGE_SHORT[1][1])
 
 
 @dataclass
@@ -71,20 +94,49 @@ def _inputs(cfg: Any) -> PaperInputs:
     return paper_inputs(cfg)
 
 
+def _provenance(cfg: Any, inp: PaperInputs, element: str, function: Callable[..., Any], keys: Sequence[str]) -> Provenance:
+    """Provenance of an element's table: the files of the ``paper.inputs`` keys this run has."""
+    present = [k for k in keys if inp.paths.get(k)]
+    files: List[Path] = []
+    for k in present:
+        v = inp.paths[k]
+        files += [e["file"] for e in v] if isinstance(v, list) else [v]
+    return element_provenance(element, files, function, present, cfg.out_dir)
+
+
+def _layout_judges(layout: Any) -> Tuple[str, str]:
+    a, b = judge_pair(layout)
+    return a.short, (b.short if b is not None else "B")
+
+
+def _layout_notes(layout: Any) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """Notes (the judges line every table file opens with) and caveats of a layout's tables."""
+    return (provenance_comment(layout)[2:].strip(),), (("offline judges",) if layout.any_offline else ())
+
+
 def run_vqa_tables(cfg: Any) -> ElementResult:
     """The six VQA table bodies of §5.5 → ``tables/*.tex`` (our own runs: laid out by
-    ``paper.inputs.vqa_layout``, :mod:`.vqa_generic`; ``policy_control.tex`` only when a surface has a policy)."""
+    ``paper.inputs.vqa_layout``, :mod:`.vqa_generic`; ``policy_control.tex`` only when a surface has a policy),
+    and their models (``tables/<id>.csv``, ``<id>.table.json``)."""
     inp = _inputs(cfg)
     dirs = cfg.dirs()
     cells = inp.cells()
     layout = inp.vqa_layout()
     if layout is not None:  # our own run: every table names its judges
         tables = {k: provenance_comment(layout) + v for k, v in all_generic_tables(cells, layout).items()}
+        rows, judges, fns = all_generic_rows(cells, layout), _layout_judges(layout), {**GENERIC_ROWS, "policy_control": policy_rows}
+        notes, caveats = _layout_notes(layout)
+        keys: Tuple[str, ...] = ("cells", "vqa_layout")
     else:  # the reference layout, byte-identical to the published tables
         tables = all_vqa_tables(cells, inp.eligibility())
+        rows, judges, fns = all_vqa_rows(cells, inp.eligibility()), REFERENCE_JUDGES, VQA_ROWS
+        notes, caveats, keys = (), (), ("cells", "text_stats")
     paths = {name: write_text(dirs["tables"] / name, text) for name, text in tables.items()}
+    for t in vqa_models(rows, judges, lambda tid: _provenance(cfg, inp, "vqa_tables", fns[tid], keys), notes, caveats):
+        write_model(t, dirs["tables"])
     if layout is not None and "policy_control.tex" not in tables:
         (dirs["tables"] / "policy_control.tex").unlink(missing_ok=True)  # no policy surface in this run
+        remove_model("policy_control", dirs["tables"])
     frame = pd.DataFrame(
         [
             {"slice": c.slice, "judge": c.judge, "surface": c.surface, **{k: v for k, v in asdict(c.all_types).items()}}
@@ -95,32 +147,43 @@ def run_vqa_tables(cfg: Any) -> ElementResult:
 
 
 def run_headline(cfg: Any) -> ElementResult:
-    """Headline table → ``tables/headline.tex``: the reference's cross-corpus comparisons, or the
-    comparisons of ``vqa_layout`` (claimed CBU/cap from the judged slices' claimed summaries)."""
+    """Headline table → ``tables/headline.tex`` (and its model): the reference's cross-corpus comparisons,
+    or the comparisons of ``vqa_layout`` (claimed CBU/cap from the judged slices' claimed summaries)."""
     inp = _inputs(cfg)
+    tables = cfg.dirs()["tables"]
     layout = inp.vqa_layout()
     if layout is not None:
         cells = inp.cells()
-        path = write_text(cfg.dirs()["tables"] / "headline.tex",
-                          provenance_comment(layout) + generic_headline_tex(cells, layout))
+        path = write_text(tables / "headline.tex", provenance_comment(layout) + generic_headline_tex(cells, layout))
+        notes, caveats = _layout_notes(layout)
+        keys: Tuple[str, ...] = ("cells", "vqa_layout")
+        write_model(headline_model(headline_table_rows(cells, layout), _layout_judges(layout),
+                                   _provenance(cfg, inp, "headline", headline_table_rows, keys), notes, caveats), tables)
         return ElementResult("headline", {"headline.tex": path}, _frame(comparison_rows(cells, layout)))
     rows = headline_rows(inp.cells(), inp.claimed_rollup(), inp.frontier())
-    path = write_text(cfg.dirs()["tables"] / "headline.tex", headline_tex(rows))
+    path = write_text(tables / "headline.tex", headline_tex(rows))
+    keys = ("cells", "claimed_rollup", "frontier")
+    write_model(headline_model(reference_headline_rows(rows), REFERENCE_JUDGES,
+                               _provenance(cfg, inp, "headline", headline_rows, keys)),
+                tables)
     return ElementResult("headline", {"headline.tex": path}, _frame(rows))
 
 
 def run_lexical_window(cfg: Any) -> ElementResult:
-    """Lexical-window sensitivity (G7) → ``tables/lexical_window.tex``."""
+    """Lexical-window sensitivity (G7) → ``tables/lexical_window.tex`` (and its model)."""
     inp = _inputs(cfg)
+    tables = cfg.dirs()["tables"]
     rows = lexical_window_rows(inp.frontier(), inp.lexical_window())
-    path = write_text(cfg.dirs()["tables"] / "lexical_window.tex", lexical_window_tex(rows))
+    path = write_text(tables / "lexical_window.tex", lexical_window_tex(rows))
+    keys = ("frontier", "lexical_window")
+    write_model(lexical_window_model(rows, _provenance(cfg, inp, "lexical_window", lexical_window_rows, keys)), tables)
     frame = _frame(rows).assign(cbu_cap_change_pct=[r.cbu_cap_change_pct for r in rows], cbu100_change=[r.cbu100_change for r in rows])
     return ElementResult("lexical_window", {"lexical_window.tex": path}, frame)
 
 
 def run_policy_cbu(cfg: Any) -> ElementResult:
-    """Policy-control claimed density (G3) → ``tables/policy_cbu.tex``: the claimed summaries of
-    ``paper.inputs.policy_control_claimed`` and, in our own runs, every judged surface with a
+    """Policy-control claimed density (G3) → ``tables/policy_cbu.tex`` (and its model): the claimed
+    summaries of ``paper.inputs.policy_control_claimed`` and, in our own runs, every judged surface with a
     ``policy`` (claimed CBU/cap from its slice's claimed summary). No rows → no file."""
     inp = _inputs(cfg)
     rows = policy_cbu_rows(inp.policy_claimed(), inp.frontier() if inp.has("frontier") else None)
@@ -129,13 +192,18 @@ def run_policy_cbu(cfg: Any) -> ElementResult:
         rows += [PolicyCbuRow(s.corpus or sl.name, s.policy, int(s.claimed["captions"]), s.claimed["cbu_per_cap"],
                               s.claimed["cbu_per_100_lex"], f"{sl.name}/{s.name}")
                  for sl in layout.slices for s in sl.surfaces if s.policy is not None and s.claimed]
-    target = cfg.dirs()["tables"] / "policy_cbu.tex"
+    tables = cfg.dirs()["tables"]
+    target = tables / "policy_cbu.tex"
     if not rows:
         target.unlink(missing_ok=True)
+        remove_model("policy_cbu", tables)
         return ElementResult("policy_cbu", {}, _frame(rows))
     note = ("% claimed CBU of the judged slices' policy surfaces (their extractor is named in claims_summary.tex)\n"
             if layout is not None else "")  # the reference run stays byte-identical
     path = write_text(target, note + policy_cbu_tex(rows))
+    keys = ("policy_control_claimed", "frontier", "vqa_layout")
+    write_model(policy_cbu_model(rows, _provenance(cfg, inp, "policy_cbu", policy_cbu_rows, keys), notes=(note[2:].strip(),) if note else ()),
+                tables)
     return ElementResult("policy_cbu", {"policy_cbu.tex": path}, _frame(rows))
 
 

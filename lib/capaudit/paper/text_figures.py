@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .figure_files import FigureInfo, write_figure_data  # noqa: E402
+
 PANELS = (
     ("eligibility", "B-eligibility"),
     ("opener_rate", "opener rate"),
@@ -27,7 +29,10 @@ def _value(block: Mapping[str, object], key: str) -> float:
 
 
 def plot_budget_curves(results: Dict[str, Dict[str, object]], stem: Path) -> "plt.Figure":
-    """Metric vs budget B (log2 axis), one line per surface; writes ``stem``.pdf and .png."""
+    """Metric vs budget B (log2 axis), one line per surface; writes ``stem``.pdf and .png (and the plotted
+    values as ``stem``.table.json)."""
+    rows = [{"surface": name, "budget": int(b), **{key: _value(r["budgets"][str(b)], key) for key, _ in PANELS}}
+            for name, r in results.items() for b in r["budgets"] if b != "full"]
     fig, axes = plt.subplots(2, 2, figsize=(6.8, 4.6), sharex=True)
     for ax, (key, label) in zip(axes.flat, PANELS):
         for name, r in results.items():
@@ -47,4 +52,7 @@ def plot_budget_curves(results: Dict[str, Dict[str, object]], stem: Path) -> "pl
     fig.savefig(f"{stem}.pdf")
     fig.savefig(f"{stem}.png", dpi=200)
     plt.close(fig)
+    write_figure_data(stem.parent, stem.name, rows,
+                      FigureInfo("Text-budget curves: B-eligibility, opener rate, Distinct-3 and rep-4 vs budget B", "text",
+                                 "02_text_stats", f"{__name__}.plot_budget_curves"))
     return fig

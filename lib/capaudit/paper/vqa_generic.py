@@ -12,21 +12,27 @@ label printed carries the layout's label (offline judges say "offline").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..summaries.cells import AGREEMENT_ALL, CellsFile, CellStats, SliceAgreement
 from ..summaries.vqa_layout import LayoutJudge, VqaLayout
-from .fmt import ADDLINESPACE, body, row, tex_arrow, tex_int, tex_num, tex_pct, tex_pm, tex_signed
+from .fmt import body, row
+from .vqa_rows import (
+    arrow_or_dash,
+    by_type_all_row,
+    by_type_row,
+    cell_value,
+    denominators_tex_rows,
+    excl_count_relation_tex_rows,
+    mean_std_row,
+    policy_control_tex_rows,
+    questions_row,
+    tex_text,
+    vqa_by_type_tex_rows,
+    vqa_mean_std_tex_rows,
+    vqa_questions_tex_rows,
+)
 from .vqa_tables import TABLE_TYPES
-
-DASH = "--"
-
-
-def tex_text(s: str) -> str:
-    """Escape a label for a LaTeX table cell."""
-    for a, b in (("\\", "\\textbackslash{}"), ("&", "\\&"), ("%", "\\%"), ("#", "\\#"), ("_", "\\_"), ("$", "\\$")):
-        s = s.replace(a, b)
-    return s
 
 
 def judge_pair(layout: VqaLayout) -> Tuple[LayoutJudge, Optional[LayoutJudge]]:
@@ -43,22 +49,6 @@ def _stats(cells: CellsFile, slice_: str, judge: Optional[LayoutJudge], surface:
     except KeyError:
         return None
     return c.excluding_count_relation if excl else c.all_types
-
-
-def _num(s: Optional[CellStats], attr: str, d: int) -> str:
-    return DASH if s is None or (attr != "responses" and s.responses == 0) else tex_num(getattr(s, attr), d)
-
-
-def _pm(s: Optional[CellStats], attr: str, d: int) -> str:
-    if s is None or s.responses == 0:
-        return DASH
-    return tex_pm(getattr(s, attr), getattr(s, attr + "_std"), d)
-
-
-def _arrow(r: Optional[CellStats], o: Optional[CellStats], attr: str, d: int) -> str:
-    if r is None or o is None or not r.responses or not o.responses:
-        return DASH
-    return tex_arrow(getattr(r, attr), getattr(o, attr), d)
 
 
 @dataclass(frozen=True)
@@ -104,33 +94,59 @@ def comparison_rows(cells: CellsFile, layout: VqaLayout) -> List[ComparisonRow]:
     return out
 
 
-def headline_tex(cells: CellsFile, layout: VqaLayout) -> str:
-    """``headline.tex``: comparison & claimed & A sup & A risk & B sup & B risk (ref → ours)."""
+def _pair(r: Optional[CellStats], o: Optional[CellStats], attr: str) -> Tuple[Optional[float], Optional[float]]:
+    """(ref, ours) values of ``attr``, both ``None`` unless both cells exist and have responses (``--``)."""
+    if r is None or o is None or not r.responses or not o.responses:
+        return None, None
+    return getattr(r, attr), getattr(o, attr)
+
+
+def headline_table_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
+    """Per layout comparison: claimed CBU/cap and, per judge A/B, supported CBU/cap and risk (ref, ours)."""
     a, b = judge_pair(layout)
-    lines = []
+    out = []
     for c in layout.comparisons:
         sl = layout.slice(c.slice)
         cr, co = sl.surface(c.ref).claimed, sl.surface(c.ours).claimed
-        claimed = tex_arrow(cr["cbu_per_cap"], co["cbu_per_cap"], 2) if cr and co else DASH
-        cols = [tex_text(c.label), claimed]
-        for j in (a, b):
+        out_row: Dict[str, Any] = {"comparison": c.label, "claimed_ref": cr["cbu_per_cap"] if cr and co else None,
+                                   "claimed_ours": co["cbu_per_cap"] if cr and co else None}
+        for k, j in (("a", a), ("b", b)):
             r, o = _stats(cells, c.slice, j, c.ref), _stats(cells, c.slice, j, c.ours)
-            cols += [_arrow(r, o, "supported_cap", 2), _arrow(r, o, "risk", 3)]
-        lines.append(row(cols))
-    return body(lines)
+            out_row[f"sup_{k}_ref"], out_row[f"sup_{k}_ours"] = _pair(r, o, "supported_cap")
+            out_row[f"risk_{k}_ref"], out_row[f"risk_{k}_ours"] = _pair(r, o, "risk")
+        out.append(out_row)
+    return out
+
+
+def headline_tex(cells: CellsFile, layout: VqaLayout) -> str:
+    """``headline.tex``: comparison & claimed & A sup & A risk & B sup & B risk (ref → ours)."""
+    return body(row([tex_text(r["comparison"]), arrow_or_dash(r["claimed_ref"], r["claimed_ours"], 2),
+                     *(arrow_or_dash(r[f"{m}_{k}_ref"], r[f"{m}_{k}_ours"], d)
+                       for k in "ab" for m, d in (("sup", 2), ("risk", 3)))])
+                for r in headline_table_rows(cells, layout))
+
+
+def excl_count_relation_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
+    """Per comparison × judge: supported CBU/cap with and without count/relation (ref, ours), the
+    change of the latter and the risk without count/relation."""
+    out = []
+    for c in layout.comparisons:
+        for j in layout.judges:
+            r, o = _stats(cells, c.slice, j, c.ref), _stats(cells, c.slice, j, c.ours)
+            re_, oe = _stats(cells, c.slice, j, c.ref, True), _stats(cells, c.slice, j, c.ours, True)
+            sup = _pair(r, o, "supported_cap")
+            esup = _pair(re_, oe, "supported_cap")
+            erisk = _pair(re_, oe, "risk")
+            out.append({"comparison": c.label, "judge": j.short, "sup_ref": sup[0], "sup_ours": sup[1],
+                        "excl_sup_ref": esup[0], "excl_sup_ours": esup[1],
+                        "excl_delta": None if esup[0] is None else esup[1] - esup[0],
+                        "excl_risk_ref": erisk[0], "excl_risk_ours": erisk[1]})
+    return out
 
 
 def excl_count_relation_tex(cells: CellsFile, layout: VqaLayout) -> str:
     """``excl_count_relation.tex``: per comparison × judge, ref → ours with/without count and relation."""
-    lines = []
-    for c in layout.comparisons:
-        for i, j in enumerate(layout.judges):
-            r, o = _stats(cells, c.slice, j, c.ref), _stats(cells, c.slice, j, c.ours)
-            re_, oe = _stats(cells, c.slice, j, c.ref, True), _stats(cells, c.slice, j, c.ours, True)
-            diff = tex_signed(oe.supported_cap - re_.supported_cap, 2) if oe and re_ and oe.responses and re_.responses else DASH
-            lines.append(row([tex_text(c.label) if i == 0 else "", tex_text(j.short), _arrow(r, o, "supported_cap", 2),
-                              _arrow(re_, oe, "supported_cap", 2), diff, _arrow(re_, oe, "risk", 3)]))
-    return body(lines)
+    return excl_count_relation_tex_rows(excl_count_relation_rows(cells, layout))
 
 
 def pooled_types(cells: CellsFile, layout: VqaLayout, judge: str, role: str) -> Dict[str, Tuple[int, int, int]]:
@@ -155,79 +171,79 @@ def agreement_of(cells: CellsFile, layout: VqaLayout) -> Optional[SliceAgreement
     return cells.judge_agreement.get(layout.agreement_slice)
 
 
+def vqa_by_type_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
+    """Per claim type: yes/no rates of A-Ours, A-Refs, B-Ours, B-Refs and the judges' exact agreement."""
+    a, b = judge_pair(layout)
+    pools = [pooled_types(cells, layout, j.name, role) if j is not None else None
+             for j in (a, b) for role in ("ours", "ref")]
+    ag = agreement_of(cells, layout)
+    rows = [by_type_row(name, [p[t] if p is not None else None for p in pools],
+                        ag.by_type[t].exact_rate if ag is not None and t in ag.by_type else None)
+            for t, name in TABLE_TYPES]
+    rows.append(by_type_all_row(ag.by_type[AGREEMENT_ALL].exact_rate
+                                if ag is not None and AGREEMENT_ALL in ag.by_type else None))
+    return rows
+
+
 def vqa_by_type_tex(cells: CellsFile, layout: VqaLayout) -> str:
     """``vqa_by_type.tex``: yes/no rates per type for A-Ours, A-Refs, B-Ours, B-Refs and the agreement."""
+    return vqa_by_type_tex_rows(vqa_by_type_rows(cells, layout))
+
+
+def vqa_mean_std_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
+    """Every (slice, surface): A and B sup/cap and risk, mean ± bootstrap std."""
     a, b = judge_pair(layout)
-    pools = []
-    for j in (a, b):
-        for role in ("ours", "ref"):
-            pools.append(pooled_types(cells, layout, j.name, role) if j is not None else None)
-    ag = agreement_of(cells, layout)
-    lines = []
-    for t, name in TABLE_TYPES:
-        cols = [name]
-        for p in pools:
-            y, n, u = p[t] if p is not None else (0, 0, 0)
-            q = y + n + u
-            cols += [tex_num(y / q, 3), tex_num(n / q, 3)] if q else [DASH, DASH]
-        cols.append(tex_pct(ag.by_type[t].exact_rate) if ag is not None and t in ag.by_type else DASH)
-        lines.append(row(cols))
-    lines.append("\\midrule")
-    allag = tex_pct(ag.by_type[AGREEMENT_ALL].exact_rate) if ag is not None and AGREEMENT_ALL in ag.by_type else DASH
-    lines.append(row(["all types", "\\multicolumn{8}{c}{}", allag]))
-    return body(lines)
+    return [mean_std_row(sl.name, s.label, _stats(cells, sl.name, a, s.name), _stats(cells, sl.name, b, s.name))
+            for sl in layout.slices for s in sl.surfaces]
 
 
 def vqa_mean_std_tex(cells: CellsFile, layout: VqaLayout) -> str:
     """``vqa_mean_std.tex``: every (slice, surface): A and B sup/cap and risk, mean ± bootstrap std."""
-    a, b = judge_pair(layout)
-    lines: List[str] = []
-    for gi, sl in enumerate(layout.slices):
-        if gi:
-            lines.append(ADDLINESPACE)
-        for i, s in enumerate(sl.surfaces):
-            sa, sb = _stats(cells, sl.name, a, s.name), _stats(cells, sl.name, b, s.name)
-            lines.append(row([tex_text(sl.name) if i == 0 else "", tex_text(s.label), _pm(sa, "supported_cap", 2),
-                              _pm(sa, "risk", 3), _pm(sb, "supported_cap", 2), _pm(sb, "risk", 3)]))
-    return body(lines)
+    return vqa_mean_std_tex_rows(vqa_mean_std_rows(cells, layout))
+
+
+def vqa_questions_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
+    """Per (slice, surface) judged by A: B-eligibility and A's denominators."""
+    a, _ = judge_pair(layout)
+    out = []
+    for sl in layout.slices:
+        for s in sl.surfaces:
+            c = _stats(cells, sl.name, a, s.name)
+            if c is not None:
+                out.append(questions_row(sl.name, s.label, s.eligibility, c))
+    return out
 
 
 def vqa_questions_tex(cells: CellsFile, layout: VqaLayout) -> str:
     """``vqa_questions.tex``: per (slice, surface) with judge A: B-eligibility, responses, questions,
     questions per response, risk."""
-    a, _ = judge_pair(layout)
-    lines = []
-    for sl in layout.slices:
-        for s in sl.surfaces:
-            c = _stats(cells, sl.name, a, s.name)
-            elig = tex_num(s.eligibility, 2) if s.eligibility is not None else DASH
-            if c is None:
-                continue
-            qpr = tex_num(c.questions / c.responses, 2) if c.responses else DASH
-            lines.append(row([tex_text(sl.name), tex_text(s.label), elig, tex_int(c.responses), tex_int(c.questions),
-                              qpr, _num(c, "risk", 3)]))
-    return body(lines)
+    return vqa_questions_tex_rows(vqa_questions_rows(cells, layout))
 
 
-def denominators_tex(cells: CellsFile, layout: VqaLayout) -> str:
-    """``cc12m_denominators.tex`` for the layout's denominators slice: extraction requests, valid, at
-    the token cap, zero-claim, judged captions, questions, A risk, B risk."""
+def denominators_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
+    """The denominators slice's surfaces judged by A: extraction requests, valid, at the token cap,
+    zero-claim (``None`` without an extraction record), judged captions, questions, A and B risk."""
     sl_name = layout.denominators_slice or layout.slices[0].name
     sl = layout.slice(sl_name)
     a, b = judge_pair(layout)
     ext = cells.extraction.get(sl_name, {})
-    lines = []
+    out = []
     for s in sl.surfaces:
         e = ext.get(s.name)
         ca, cb = _stats(cells, sl_name, a, s.name), _stats(cells, sl_name, b, s.name)
         if ca is None:
             continue
-        cols = [tex_text(s.label)]
-        cols += [tex_int(e.requests), tex_int(e.valid), tex_int(e.invalid_at_token_cap), tex_int(e.valid_zero_claims)] \
-            if e is not None else [DASH] * 4
-        cols += [tex_int(ca.responses), tex_int(ca.questions), _num(ca, "risk", 3), _num(cb, "risk", 3)]
-        lines.append(row(cols))
-    return body(lines)
+        out.append({"surface": s.label, "requests": e.requests if e else None, "valid": e.valid if e else None,
+                    "at_cap": e.invalid_at_token_cap if e else None, "zero_claim": e.valid_zero_claims if e else None,
+                    "judged": ca.responses, "questions": ca.questions, "risk_a": cell_value(ca, "risk"),
+                    "risk_b": cell_value(cb, "risk"), "short_captions": False})
+    return out
+
+
+def denominators_tex(cells: CellsFile, layout: VqaLayout) -> str:
+    """``cc12m_denominators.tex`` for the layout's denominators slice: extraction requests, valid, at
+    the token cap, zero-claim, judged captions, questions, A risk, B risk."""
+    return denominators_tex_rows(denominators_rows(cells, layout), lambda r: tex_text(r["surface"]))
 
 
 @dataclass(frozen=True)
@@ -240,6 +256,12 @@ class PolicyRow:
     questions: int
     sup: Tuple[Optional[float], Optional[float]]
     risk: Tuple[Optional[float], Optional[float]]
+
+    def flat(self) -> Dict[str, Any]:
+        """The row as the policy-control table's columns."""
+        return {"corpus": self.corpus, "policy": self.policy, "responses": self.responses, "questions": self.questions,
+                "sup_a": self.sup[0], "risk_a": self.risk[0], "sup_b": self.sup[1], "risk_b": self.risk[1],
+                "slice": self.slice, "surface": self.surface}
 
 
 def policy_rows(cells: CellsFile, layout: VqaLayout) -> List[PolicyRow]:
@@ -261,17 +283,7 @@ def policy_rows(cells: CellsFile, layout: VqaLayout) -> List[PolicyRow]:
 
 def policy_control_tex(rows: Sequence[PolicyRow]) -> str:
     """``policy_control.tex`` rows: corpus & policy & responses & questions & A sup & A risk & B sup & B risk."""
-    lines: List[str] = []
-    prev = None
-    for r in rows:
-        if prev is not None and r.corpus != prev:
-            lines.append(ADDLINESPACE)
-        lines.append(row([tex_text(r.corpus) if r.corpus != prev else "", tex_text(r.policy), tex_int(r.responses),
-                          tex_int(r.questions),
-                          *(tex_num(v, d) if v is not None else DASH for v, d in
-                            ((r.sup[0], 2), (r.risk[0], 3), (r.sup[1], 2), (r.risk[1], 3)))]))
-        prev = r.corpus
-    return body(lines)
+    return policy_control_tex_rows([r.flat() for r in rows])
 
 
 def provenance_comment(layout: VqaLayout) -> str:
@@ -297,6 +309,27 @@ def all_generic_tables(cells: CellsFile, layout: VqaLayout) -> Dict[str, str]:
     return out
 
 
-__all__ = ["ComparisonRow", "comparison_rows", "headline_tex", "excl_count_relation_tex", "vqa_by_type_tex",
+#: Table id → rows function of our own runs' layouts (``policy_control``: :func:`policy_rows`).
+GENERIC_ROWS = {
+    "cc12m_denominators": denominators_rows,
+    "excl_count_relation": excl_count_relation_rows,
+    "vqa_by_type": vqa_by_type_rows,
+    "vqa_mean_std": vqa_mean_std_rows,
+    "vqa_questions": vqa_questions_rows,
+}
+
+
+def all_generic_rows(cells: CellsFile, layout: VqaLayout) -> Dict[str, List[Dict[str, Any]]]:
+    """The rows of :func:`all_generic_tables` by table id (``policy_control`` only with a policy surface)."""
+    out = {k: fn(cells, layout) for k, fn in GENERIC_ROWS.items()}
+    pol = policy_rows(cells, layout)
+    if pol:
+        out["policy_control"] = [r.flat() for r in pol]
+    return out
+
+
+__all__ = ["GENERIC_ROWS", "all_generic_rows", "headline_table_rows", "excl_count_relation_rows", "vqa_by_type_rows",
+           "vqa_mean_std_rows", "vqa_questions_rows", "denominators_rows",
+           "ComparisonRow", "comparison_rows", "headline_tex", "excl_count_relation_tex", "vqa_by_type_tex",
            "vqa_mean_std_tex", "vqa_questions_tex", "denominators_tex", "PolicyRow", "policy_rows",
            "policy_control_tex", "all_generic_tables", "provenance_comment", "pooled_types", "agreement_of", "judge_pair", "tex_text"]
