@@ -129,3 +129,14 @@ def test_fragment_refuses_printed_text_and_missing_values(tmp_path):
         write_numbers_fragment(tmp_path, "s", {"X": {"value": 1, "format": "num"}})
     with pytest.raises(InputError, match="no value"):
         fragment_text({"value": float("nan"), "format": "num:2"}, "X")
+
+
+def test_ci_kind_prints_the_interval_small_and_never_invents_bounds():
+    col = Column("m", "Mean", "ci", 2, lo_key="lo", hi_key="hi")
+    t = Table(id="c", title="C", axis="detail", columns=(col,), provenance=PROV,
+              rows=[{"m": 0.5, "lo": 0.41, "hi": 0.6}, {"m": 0.5, "lo": None, "hi": 0.6}, {"m": None, "lo": 0.1, "hi": 0.2}])
+    body = [ln for ln in to_latex(t).splitlines() if not ln.startswith("%")]
+    assert body == [r"$0.50$ {\scriptsize [0.41, 0.60]} \\", r"$0.50$ \\", r"-- \\"]
+    assert "0.50 [0.41, 0.60]" in to_html(t)
+    with pytest.raises(ValueError, match="lo_key"):
+        Column("m", "M", "ci")

@@ -36,7 +36,8 @@ def test_surfaces_table(tmp_path):
     assert "% parser: p_1 (heuristic baseline)" in tex and "% grounding: coco-instance-masks" in tex
     assert any(line.startswith("% offline backends:") for line in tex)
     assert "% columns: surface & captions & things-only ICR & AOD & CD & length" in tex
-    assert r"COCO human & $1{,}234$ & $0.225$ & $0.94$ & $0.0209$ & $10.6$ \\" in tex
+    # an interval is printed small after its estimate; no bounds, the estimate alone
+    assert r"COCO human & $1{,}234$ & $0.225$ {\scriptsize [0.200, 0.250]} & $0.94$ & $0.0209$ & $10.6$ \\" in tex
     assert r"b\_x & $3$ & -- & $1.00$ & -- & $4.0$ \\" in tex  # missing ICR and CD: "--", never 0
     assert to_csv(t).splitlines()[0].startswith("surface,label,captions,images,icr_mean,icr_lower,icr_upper")
     assert t.provenance.function == "capaudit.detail.x.detail_surfaces" and t.provenance.notebook == "09_detail"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,9 @@ def test_delta_heatmap_shows_each_pool_and_comparison(tmp_path: Path) -> None:
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["p1", "p2"]
     for suffix in ("pdf", "png"):
         assert (tmp_path / f"prompt_support_pool_heatmap.{suffix}").stat().st_size > 1000
+    model = json.loads((tmp_path / "prompt_support_pool_heatmap.table.json").read_text())
+    assert model["axis"] == "prompts" and sorted(r["delta_mean_local_minus_reference"] for r in model["rows"]
+                                                  if r["metric"] == PROMPT_MASS) == [-0.4, 0.2]
 
 
 def test_figures_refuse_an_empty_run(tmp_path: Path) -> None:

@@ -22,17 +22,21 @@ import pandas as pd  # noqa: E402
 
 from capaudit.summaries.prompt_support import JSD, PROMPT_MASS, PoolMeans, PromptSupportRow, rows_to_records  # noqa: E402
 
+from .figure_files import FigureInfo, write_figure_data  # noqa: E402
+
 MEANS_NAME = "prompt_support_pool_means"
 HEATMAP_NAME = "prompt_support_pool_heatmap"
 DPI = 150
 
 
-def _save(fig: "plt.Figure", out_dir: Path, name: str) -> None:
+def _save(fig: "plt.Figure", out_dir: Path, name: str, frame: pd.DataFrame, info: FigureInfo) -> None:
+    """The figure's PDF and PNG, and its plotted rows as a table model (the report shows them)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_dir / f"{name}.pdf")
     fig.savefig(out_dir / f"{name}.png", dpi=DPI)
     plt.close(fig)
+    write_figure_data(out_dir, name, frame.to_dict("records"), info)
 
 
 def _dumbbell(ax: "plt.Axes", frame: pd.DataFrame, xlabel: str) -> None:
@@ -57,7 +61,9 @@ def plot_pool_means(means: Sequence[PoolMeans], out_dir: Path) -> "plt.Figure":
     ax_mass.legend(loc="best", fontsize=8)
     fig.suptitle(f"Prompt-pool support, mean over {int(mass['pools'].iloc[0])} pools")
     fig.tight_layout()
-    _save(fig, out_dir, MEANS_NAME)
+    _save(fig, out_dir, MEANS_NAME, frame, FigureInfo(
+        title="Prompt-pool support: mean over pools, local vs reference", axis="prompts",
+        notebook="03_prompt_support", function=f"{__name__}.plot_pool_means"))
     return fig
 
 
@@ -85,5 +91,8 @@ def plot_pool_delta_heatmap(rows: Sequence[PromptSupportRow], out_dir: Path) -> 
     fig.colorbar(im_m, ax=ax_m, shrink=0.8)
     fig.colorbar(im_j, ax=ax_j, shrink=0.8)
     fig.tight_layout()
-    _save(fig, out_dir, HEATMAP_NAME)
+    _save(fig, out_dir, HEATMAP_NAME, frame[["prompt_pool", "metric", "comparison",
+                                              "delta_mean_local_minus_reference"]], FigureInfo(
+        title="Per-pool block-delta mean (local - reference)", axis="prompts",
+        notebook="03_prompt_support", function=f"{__name__}.plot_pool_delta_heatmap"))
     return fig

@@ -46,6 +46,9 @@ def _number(col: Column, v: Any, row: Mapping[str, Any]) -> Optional[str]:
     if col.kind == "pm":
         s = row.get(col.std_key or "")
         return f"{float(v):.{d}f}" + ("" if missing(s) else f" ± {float(s):.{d}f}")
+    if col.kind == "ci":
+        lo, hi = row.get(col.lo_key or ""), row.get(col.hi_key or "")
+        return f"{float(v):.{d}f}" + ("" if missing(lo) or missing(hi) else f" [{float(lo):.{d}f}, {float(hi):.{d}f}]")
     if col.kind == "count_of":
         n = row.get(col.std_key or "")
         return f"{int(v):,}" + ("" if missing(n) else f"/{int(n):,}")
@@ -63,6 +66,9 @@ def tex_cell(col: Column, row: Mapping[str, Any]) -> str:
             text = MISSING_TEX
         elif col.kind in ("int", "count_of"):
             text = "$" + n.replace(",", "{,}") + "$"
+        elif col.kind == "ci":
+            est, _, interval = n.partition(" ")
+            text = f"${est}$" + (rf" {{\scriptsize {interval}}}" if interval else "")
         else:
             text = "$" + n.replace("%", r"\%").replace(" ± ", r" \pm ").replace("e+", r"\mathrm{e}{+}").replace("e-", r"\mathrm{e}{-}") + "$"
     if col.mark_key and row.get(col.mark_key):

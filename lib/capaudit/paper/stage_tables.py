@@ -25,7 +25,8 @@ _LOADED = False
 
 
 def builder(table_id: str, notebook: str) -> Callable[[Builder], Builder]:
-    """Register ``fn`` as the builder of ``table_id`` (rows written by ``notebook``)."""
+    """Register ``fn`` as the builder of ``table_id`` (rows written by ``notebook``); an id ending in
+    ``*`` is a prefix (``alttext_funnel_*``: one table per corpus) used when no exact id matches."""
     def register(fn: Builder) -> Builder:
         if table_id in _BUILDERS:
             raise ValueError(f"table {table_id!r} has two builders")
@@ -45,6 +46,14 @@ def _load() -> None:
     _LOADED = True
 
 
+def _entry(table: str) -> Optional[Tuple[Builder, str]]:
+    """The builder of ``table``: its exact id, else the longest matching prefix pattern."""
+    if table in _BUILDERS:
+        return _BUILDERS[table]
+    prefixes = [k for k in _BUILDERS if k.endswith("*") and table.startswith(k[:-1])]
+    return _BUILDERS[max(prefixes, key=len)] if prefixes else None
+
+
 def known_tables() -> Dict[str, str]:
     """Table id → the notebook whose stage writes its rows."""
     _load()
@@ -61,7 +70,7 @@ def provenance(data: Mapping[str, Any], run_dir: Optional[Path] = None, extra_fi
             path = path.resolve().relative_to(Path(run_dir).resolve())
         except ValueError:
             pass
-    return Provenance(element=table, files=(str(path), *extra_files), notebook=_BUILDERS[table][1],
+    return Provenance(element=table, files=(str(path), *extra_files), notebook=(_entry(table) or (None, "?"))[1],
                       function=str(data["function"]), inputs=tuple(str(i) for i in data.get("inputs", ())))
 
 
@@ -69,10 +78,11 @@ def build_table(data: Mapping[str, Any], run_dir: Optional[Path] = None) -> Tabl
     """The table model of one rows file."""
     _load()
     table = str(data["table"])
-    if table not in _BUILDERS:
+    entry = _entry(table)
+    if entry is None:
         raise InputError(f"no paper builder for table {table!r} (known: {', '.join(sorted(_BUILDERS))})",
                          path=data.get("path"), field="table")
-    fn, _ = _BUILDERS[table]
+    fn, _ = entry
     return fn({**data, "provenance": provenance(data, run_dir)})
 
 

@@ -14,8 +14,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: number formats: text (escaped), int (thousands separator), num (fixed decimals), pm (mean ± std,
 #: the std from ``std_key``), pct (a rate printed as a percentage), signed (``+1.23``), count_of
-#: (``k/n`` from ``std_key`` as the denominator)
-KINDS = ("text", "int", "num", "pm", "pct", "signed", "count_of", "sci")
+#: (``k/n`` from ``std_key`` as the denominator), ci (an estimate and its interval ``[lo, hi]`` from
+#: ``lo_key``/``hi_key``, the interval printed small in LaTeX)
+KINDS = ("text", "int", "num", "pm", "pct", "signed", "count_of", "sci", "ci")
 
 #: caveats that travel with the data: a table carrying one is shown with its explanation
 CAVEATS: Dict[str, str] = {
@@ -43,12 +44,16 @@ class Column:
     mark_key: Optional[str] = None
     group: bool = False
     tex_label: Optional[str] = None
+    lo_key: Optional[str] = None
+    hi_key: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"column {self.key!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.kind in ("pm", "count_of") and not self.std_key:
             raise ValueError(f"column {self.key!r}: kind {self.kind!r} needs std_key")
+        if self.kind == "ci" and not (self.lo_key and self.hi_key):
+            raise ValueError(f"column {self.key!r}: kind 'ci' needs lo_key and hi_key")
 
     @property
     def numeric(self) -> bool:

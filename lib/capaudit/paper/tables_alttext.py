@@ -17,8 +17,6 @@ from .stage_tables import builder, columns
 from .table_model import Column, Table
 
 FILTERS, COVERAGE = "10_alttext_filters", "10b_concept_coverage"
-#: corpora whose side-by-side funnel the manuscript shows (``alttext_funnel_<corpus>``)
-FUNNEL_CORPORA = ("alttext_raw", "coco_mini")
 SHARE = ("pct", 2)
 
 
@@ -49,6 +47,7 @@ def alttext_funnel(data: Mapping[str, Any]) -> Table:
     return _tabular(data, "Every rule of the alt-text cascades", cols)
 
 
+@builder("alttext_funnel_*", notebook=FILTERS)
 def alttext_funnel_side_by_side(data: Mapping[str, Any]) -> Table:
     """One corpus's pipelines side by side: per rule, rows each pipeline drops and keeps (``--`` where
     the rule is not part of the pipeline)."""
@@ -56,9 +55,6 @@ def alttext_funnel_side_by_side(data: Mapping[str, Any]) -> Table:
     cols = _named(("rule", "text"), *[(f"{p} {what}", "int") for p in pipes for what in ("dropped", "kept")])
     return _tabular(data, f"Filter funnel on {_meta(data, 'corpus')}", cols, "--: the rule is not part of that cascade")
 
-
-for _corpus in FUNNEL_CORPORA:
-    builder(f"alttext_funnel_{_corpus}", notebook=FILTERS)(alttext_funnel_side_by_side)
 
 
 @builder("alttext_transform_examples", notebook=FILTERS)
@@ -138,6 +134,6 @@ def alttext_nocaps_classes(data: Mapping[str, Any]) -> Table:
     return _tabular(data, "The nocaps out-of-domain vocabulary", _named(("step", "text"), ("classes", "int")))
 
 
-__all__ = ["FUNNEL_CORPORA", "alttext_coverage", "alttext_domains", "alttext_funnel", "alttext_funnel_side_by_side",
+__all__ = ["alttext_coverage", "alttext_domains", "alttext_funnel", "alttext_funnel_side_by_side",
            "alttext_hypernym_check", "alttext_lvis_groups", "alttext_nocaps_classes", "alttext_person_substitution",
            "alttext_size_stats", "alttext_top_tokens", "alttext_transform_examples"]

@@ -49,18 +49,22 @@ def _table(data: Mapping[str, Any], title: str, cols: Any, notes: List[str]) -> 
                  provenance=data["provenance"], notes=tuple(notes), caveats=_caveats(data["meta"]))
 
 
+def _ci(measure: str) -> Dict[str, str]:
+    return {"lo_key": f"{measure}_lower", "hi_key": f"{measure}_upper"}
+
+
 @builder("detail_surfaces", notebook=NOTEBOOK)
 def detail_surfaces(data: Mapping[str, Any]) -> Table:
     """One row per surface: captions, mean ICR, AOD, CD and length (the CSV adds the image-cluster
     bootstrap intervals, images and the definitions)."""
     meta = _meta(data)
     icr, be = meta["icr"]["name"], meta["backends"]
-    notes = [f"per-surface mean {icr} (Eq. 2), AOD (Eq. 4), CD (Eq. 5); their 95% image-cluster bootstrap "
-             "intervals are in the table's CSV (icr_lower, icr_upper, ...)",
+    notes = [f"per-surface mean {icr} (Eq. 2), AOD (Eq. 4), CD (Eq. 5) with their 95% image-cluster bootstrap "
+             "intervals [lo, hi]",
              *definition_notes(meta, meta.get("length_unit")),
              f"parser: {be['parser']}", f"grounding: {be['grounding']}"]
-    cols = columns(("label", "surface", "text"), ("captions", "captions", "int"), ("icr_mean", icr, "num", 3),
-                   ("aod_mean", "AOD", "num", 2), ("cd_mean", "CD", "num", 4), ("length_mean", "length", "num", 1))
+    cols = columns(("label", "surface", "text"), ("captions", "captions", "int"), ("icr_mean", icr, "ci", 3, _ci("icr")),
+                   ("aod_mean", "AOD", "ci", 2, _ci("aod")), ("cd_mean", "CD", "ci", 4, _ci("cd")), ("length_mean", "length", "num", 1))
     return _table(data, "Detailness per surface", cols, notes)
 
 
