@@ -97,7 +97,7 @@ def test_stage_rows_to_table_files(tmp_path):
     art, tables = tmp_path / "artifacts", tmp_path / "tables"
     rows = [{"judge": "j", "judge_label": "Judge_1 (offline)", "surface_label": "S", "responses": 3, "questions": 10,
              "supported_cap": 1.5, "supported_cap_std": 0.2, "risk": 0.1, "risk_std": 0.01, "uncertain_rate": 0.0}]
-    p = write_table_rows(art, "judges_summary", "judges", rows, function="capaudit.judges.stage.summary_rows",
+    p = write_table_rows(art, "judges_summary", "judges", rows, function="capaudit.judges.stage_report.summary_rows",
                          inputs=["artifacts/judges/cells.json"], meta={"offline_judges": ["j"]})
     assert read_table_rows(p)["rows"] == rows
     out = render_stage_tables(art, tables, run_dir=tmp_path)

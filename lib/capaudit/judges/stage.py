@@ -35,101 +35,23 @@ resumable: answered requests are never asked again.
 
 from __future__ import annotations
 
-import re
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic, write_text_atomic
 from capaudit.io.canonical_json import dumps_line
-from capaudit.summaries.cells import CellsFile, format_cells, merge_cells_files
+from capaudit.summaries.cells import format_cells, merge_cells_files
 from capaudit.summaries.vqa import format_vqa_summary
 from capaudit.summaries.vqa_layout import (Comparison, LayoutJudge, LayoutSlice, LayoutSurface, VqaLayout,
                                           write_vqa_layout)
 
 from .slices import SurfaceSpec, surface_rows
-
-SECTION = "judges"
-DEFAULT_JUDGES = ("capaudit-offline-annotation-judge", "capaudit-offline-refcaption-judge")
-
-
-@dataclass(frozen=True)
-class JudgeSpec:
-    """One judge of the stage: cell name, model sent, endpoint (``None`` = in-process), revision."""
-
-    name: str
-    model: str
-    url: Optional[str]
-    revision: Optional[str]
-    label: str
-    short: str
-    offline: bool
-    dialect: str = "vllm"
-
-
-def slug(name: str) -> str:
-    """A file-name-safe form of a judge or slice name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "x"
-
-
-def judge_specs(section: Mapping[str, Any], where: str) -> List[JudgeSpec]:
-    from capaudit.llm.backends import backend_names
-
-    from .offline import JUDGE_LABELS, JUDGE_SHORT, JUDGE_VERSIONS
-
-    items = section.get("judges") or [{"name": n} for n in DEFAULT_JUDGES]
-    offline_names = set(backend_names())
-    out = []
-    for i, j in enumerate(items):
-        if isinstance(j, str):
-            j = {"name": j}
-        if not isinstance(j, Mapping) or not j.get("name"):
-            raise InputError(f"judges.judges[{i}] needs a 'name'", path=where, field="judges")
-        model = str(j.get("model", j["name"]))
-        url = j.get("url")
-        offline = url is None
-        if offline and model not in offline_names:
-            raise InputError(f"judges.judges[{i}]: {model!r} has no url and is not an offline backend "
-                             f"(known: {', '.join(sorted(offline_names))})", path=where, field="url")
-        revision = j.get("revision", JUDGE_VERSIONS.get(model))
-        out.append(JudgeSpec(str(j["name"]), model, url, None if revision is None else str(revision),
-                             str(j.get("label", JUDGE_LABELS.get(model, j["name"]))),
-                             str(j.get("short", JUDGE_SHORT.get(model, j["name"]))), offline,
-                             str(j.get("dialect", "vllm"))))
-    if len({j.name for j in out}) != len(out):
-        raise InputError("judge names must be distinct", path=where, field="judges")
-    return out
-
-
-def _expand(value: Any, placeholders: Mapping[str, str]) -> Any:
-    if isinstance(value, str):
-        for k, v in placeholders.items():
-            value = value.replace("{" + k + "}", v)
-    return value
-
-
-def slice_specs(section: Mapping[str, Any], where: str,
-                placeholders: Optional[Mapping[str, str]] = None) -> List[Tuple[str, List[SurfaceSpec]]]:
-    """Judged slices of the params; ``{run_dir}``/``{artifacts}`` in a surface's ``path`` expand."""
-    slices = section.get("slices")
-    if not isinstance(slices, list) or not slices:
-        raise InputError("judges.slices must list at least one slice", path=where, field="slices")
-    out = []
-    for i, sl in enumerate(slices):
-        if not isinstance(sl, Mapping) or not sl.get("name") or not isinstance(sl.get("surfaces"), list):
-            raise InputError(f"judges.slices[{i}] needs 'name' and a 'surfaces' list", path=where, field="slices")
-        surfaces = [{**s, "path": _expand(s["path"], placeholders or {})} if isinstance(s, Mapping) and "path" in s
-                    else s for s in sl["surfaces"]]
-        specs = [SurfaceSpec.from_params(s, f"{where}: judges.slices[{i}].surfaces[{k}]")
-                 for k, s in enumerate(surfaces)]
-        if len({s.name for s in specs}) != len(specs):
-            raise InputError(f"judges.slices[{i}]: surface names must be distinct", path=where, field="surfaces")
-        out.append((str(sl["name"]), specs))
-    return out
+from .stage_params import SECTION, JudgeSpec, judge_specs, slice_specs, slug
+from .stage_report import agreement_frame, extraction_frame, judges_numbers, summary_rows, write_summary_rows
 
 
 def _run_store(req: Path, resp: Path, model: str, url: str, section: Mapping[str, Any], dialect: str = "vllm",
@@ -283,49 +205,6 @@ def build_layout(section: Mapping[str, Any], judges: Sequence[JudgeSpec], slices
     return layout
 
 
-def summary_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
-    """One row per cell: judge (label, backend), surface (label, role), counts, rates and stds."""
-    out = []
-    for c in cells.cells:
-        j = layout.judge(c.judge)
-        s = layout.slice(c.slice).surface(c.surface)
-        a = c.all_types
-        out.append({"slice": c.slice, "judge": c.judge, "judge_label": j.label, "backend": j.backend,
-                    "surface": c.surface, "surface_label": s.label, "role": s.role,
-                    "claimed_cbu_per_cap": (s.claimed or {}).get("cbu_per_cap"),
-                    "responses": a.responses, "questions": a.questions, "yes": a.yes, "no": a.no,
-                    "uncertain": a.uncertain, "supported_cap": a.supported_cap, "supported_cap_std": a.supported_cap_std,
-                    "risk": a.risk, "risk_std": a.risk_std, "uncertain_rate": a.uncertain_rate})
-    return out
-
-
-def write_summary_rows(rows: List[Dict[str, Any]], artifacts: Path, judges: Sequence[JudgeSpec],
-                       inputs: Sequence[str] = ()) -> Path:
-    """The summary table's rows (``artifacts/tables/judges_summary.json``; ``paper.tables_judges``
-    renders it): one row per (slice, judge, surface) cell, and which judges are offline heuristics."""
-    from capaudit.summaries.table_rows import write_table_rows
-
-    return write_table_rows(artifacts, "judges_summary", "judges", rows, function=f"{__name__}.summary_rows",
-                            inputs=inputs, meta={"offline_judges": [j.name for j in judges if j.offline]})
-
-
-def judges_numbers(captions: int, questions: int, failures: int, bad: int,
-                   judges: Sequence[JudgeSpec]) -> Dict[str, Dict[str, Any]]:
-    """The stage's quoted numbers (fragment ``judges``)."""
-    return {
-        "JudgesCaptions": {"value": captions, "format": "int",
-                           "description": "captions answered by every judge (all judged slices)"},
-        "JudgesQuestions": {"value": questions, "format": "int",
-                            "description": f"judged questions (raw claims) of those captions, {judges[0].name}"},
-        "JudgesImageFailures": {"value": failures, "format": "int",
-                                "description": "captions not judged: image missing or unreadable"},
-        "JudgesBadResponses": {"value": bad, "format": "int",
-                               "description": "judge responses failed or with ids not matching their questions"},
-        "JudgesNames": {"value": [j.label for j in judges], "format": "list",
-                        "description": "the judges of this run"},
-    }
-
-
 def run(cfg: RunConfig) -> Dict[str, Any]:
     """Run the judges stage for the params file (module docstring); returns cells, layout and tables."""
     import pandas as pd
@@ -381,26 +260,6 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     return {"cells": cells, "layout": layout, "table": pd.DataFrame(rows), "tables": table_paths,
             "agreement": agreement_frame(cells), "extraction": extraction_frame(cells),
             "results": results, "manifest": manifest, "artifacts": art}
-
-
-def agreement_frame(cells: CellsFile) -> Any:
-    """Exact judge agreement per slice (rows) and claim type (columns), with ``joined`` counts."""
-    import pandas as pd
-
-    rows = []
-    for sl, ag in cells.judge_agreement.items():
-        for t, a in ag.by_type.items():
-            rows.append({"slice": sl, "judges": " vs ".join(ag.judges), "type": t, "joined": a.joined, "exact": a.exact,
-                         "exact_rate": a.exact_rate})
-    return pd.DataFrame(rows)
-
-
-def extraction_frame(cells: CellsFile) -> Any:
-    """Extraction accounting per slice and surface."""
-    import pandas as pd
-
-    return pd.DataFrame([{"slice": sl, "surface": n, **e.to_dict()} for sl, block in cells.extraction.items()
-                         for n, e in block.items()])
 
 
 __all__ = ["JudgeSpec", "judge_specs", "judges_numbers", "agreement_frame", "extraction_frame", "slice_specs", "run_slice", "build_layout", "summary_rows",
