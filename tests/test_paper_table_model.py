@@ -140,3 +140,19 @@ def test_ci_kind_prints_the_interval_small_and_never_invents_bounds():
     assert "0.50 [0.41, 0.60]" in to_html(t)
     with pytest.raises(ValueError, match="lo_key"):
         Column("m", "M", "ci")
+
+
+def test_a_table_without_rows_is_not_rendered_and_its_old_files_go(tmp_path):
+    art, tables = tmp_path / "artifacts", tmp_path / "tables"
+    tables.mkdir()
+    (tables / "judges_summary.tex").write_text("stale\n")
+    write_table_rows(art, "judges_summary", "judges", [], function="m.f", meta={"offline_judges": []})
+    assert render_stage_tables(art, tables, run_dir=tmp_path) == []
+    assert not (tables / "judges_summary.tex").exists()
+
+
+def test_table_ids_may_name_corpora_with_dots_and_dashes(tmp_path):
+    p = write_table_rows(tmp_path, "alttext_funnel_my-corpus.v2", "alttext", [{"rule": "r"}], function="m.f")
+    assert p.name == "alttext_funnel_my-corpus.v2.json"
+    with pytest.raises(InputError, match="table ids"):
+        write_table_rows(tmp_path, "../x", "alttext", [{"rule": "r"}], function="m.f")

@@ -132,8 +132,9 @@ def cmd_eval_dsg(args: argparse.Namespace) -> int:
     result, paths = run_dsg_eval(out, out, Path(args.dsg) if args.dsg else None)
     table = write_table(stage_table(paths["rows"], run_dir=out), out)
     overall = result.rows()[-1]
-    print(f"capaudit claims eval-dsg: {result.extractor}: P {overall['precision']:.3f} R {overall['recall']:.3f} "
-          f"F1 {overall['f1']:.3f} -> {table['csv']}", file=sys.stderr)
+    shown = {k: "n/a" if overall[k] is None else f"{overall[k]:.3f}" for k in ("precision", "recall", "f1")}
+    print(f"capaudit claims eval-dsg: {result.extractor}: P {shown['precision']} R {shown['recall']} "
+          f"F1 {shown['f1']} -> {table['csv']}", file=sys.stderr)
     return 0
 
 

@@ -6,16 +6,15 @@ Every element built from simulated annotators says so in its title / caption com
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from capaudit.io.atomic import atomic_path, write_text_atomic  # noqa: E402
+from capaudit.io.atomic import atomic_path  # noqa: E402
 from capaudit.paper.figure_files import FigureInfo, write_figure_data  # noqa: E402
-from capaudit.paper.fmt import tex_escape  # noqa: E402
 
 HUMAN_LABELS = ("yes", "no", "uncertain", "not_visual", "image_unavailable", "prefer_not_to_answer")
 JUDGE_LABELS = ("yes", "no", "uncertain")
@@ -63,45 +62,4 @@ def plot_confusion(confusion: Mapping[str, Mapping[str, Mapping[str, int]]], ste
     return stem.with_name(f"{stem.name}.png")
 
 
-def agreement_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool) -> Path:
-    """LaTeX tabular body: judge & surface group & agreement [95% interval] & records & images."""
-    lines = ["% judge-human weighted exact agreement (image-cluster bootstrap, percentile 95% interval)"]
-    if simulated:
-        lines.append("% SIMULATED annotators: demo only, not human evidence")
-    lines.append("% columns: judge & surface group & agreement & interval & records & image clusters & labels")
-    for r in rows:
-        lines.append(" & ".join([
-            tex_escape(r["judge"]), tex_escape(r["surface_group"]), f"{r['estimate']:.3f}",
-            f"[{r['lower']:.3f}, {r['upper']:.3f}]", str(r["n_records"]), str(r["n_clusters"]), tex_escape(r["labels"]),
-        ]) + r" \\")
-    return write_text_atomic(path, "\n".join(lines) + "\n")
-
-
-def corrected_tex(rows: Sequence[Mapping[str, Any]], path: Path, simulated: bool) -> Path:
-    """LaTeX tabular body of the human-corrected supported CBU per caption (flat rows of
-    :meth:`capaudit.human.corrected.CorrectedRow.flat`): judge & surface & judge CBU/cap & corrected
-    CBU/cap & interval & human-only & interval & λ & labelled & left out & labels. A row without an
-    estimate shows "--" and its status."""
-    level = next((r["level"] for r in rows), 0.95)
-    lines = [f"% supported CBU per caption corrected by people: weighted PPI++ (tuned lambda) and human-only "
-             f"weighted estimates, {100 * level:g}% t intervals; CBU/cap = share x claims / captions with a judged claim"]
-    if simulated:
-        lines.append("% SIMULATED annotators: demo only, not human evidence")
-    lines.append("% columns: judge & surface & judge CBU/cap & corrected CBU/cap & interval & human-only CBU/cap & "
-                 "interval & lambda & labelled & left out & labels")
-
-    def num(x: Any) -> str:
-        return "--" if x is None else f"{x:.2f}"
-
-    for r in rows:
-        surface = r["surface"] if r["scope"] == "surface" else f"{r['surface_group']} (all)"
-        ok = r["status"] == "ok"
-        est = [num(r["ppi_cap"]), f"[{r['ppi_cap_lo']:.2f}, {r['ppi_cap_hi']:.2f}]", num(r["human_cap"]),
-               f"[{r['human_cap_lo']:.2f}, {r['human_cap_hi']:.2f}]", num(r["ppi_lam"])] if ok else \
-            ["--", tex_escape(r["status"].replace("_", " ")), "--", "--", "--"]
-        lines.append(" & ".join([tex_escape(r["judge"]), tex_escape(surface), num(r["judge_cap"]), *est, str(r["labelled"]),
-                                 str(r["excluded_total"]), tex_escape(r["labels"])]) + r" \\")
-    return write_text_atomic(path, "\n".join(lines) + "\n")
-
-
-__all__ = ["HUMAN_LABELS", "JUDGE_LABELS", "agreement_tex", "corrected_tex", "plot_confusion"]
+__all__ = ["HUMAN_LABELS", "JUDGE_LABELS", "plot_confusion"]

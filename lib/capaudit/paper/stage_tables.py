@@ -92,9 +92,15 @@ def stage_table(path: Path, run_dir: Optional[Path] = None) -> Table:
 
 
 def render_stage_tables(artifacts_dir: Path, tables_dir: Path, run_dir: Optional[Path] = None) -> List[Table]:
-    """Render every stage table of a run (CSV, LaTeX, model JSON); returns the models."""
+    """Render every stage table of a run (CSV, LaTeX, model JSON); returns the models. A table whose
+    stage computed no rows is not rendered (an empty table is not a result), and its files of an
+    earlier run are removed so the paper never shows them."""
     out = []
     for data in iter_table_rows(artifacts_dir):
+        if not data["rows"]:
+            for suffix in (".csv", ".tex", ".table.json"):
+                (Path(tables_dir) / f"{data['table']}{suffix}").unlink(missing_ok=True)
+            continue
         t = build_table(data, run_dir)
         write_table(t, tables_dir)
         out.append(t)

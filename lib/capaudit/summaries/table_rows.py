@@ -18,7 +18,7 @@ from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic
 
 PathLike = Union[str, Path]
-_ID = re.compile(r"^[A-Za-z0-9_]+$")
+_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 def rows_path(artifacts_dir: PathLike, table: str) -> Path:
@@ -41,7 +41,7 @@ def write_table_rows(artifacts_dir: PathLike, table: str, stage: str, rows: Sequ
                      function: str, inputs: Sequence[str] = (), meta: Optional[Mapping[str, Any]] = None) -> Path:
     """Write one table's rows (atomically); ``function`` is the dotted name that computed them."""
     if not _ID.match(table):
-        raise InputError("table ids are letters, digits and '_' (they name files)", field=table)
+        raise InputError("table ids are letters, digits, '_', '.' and '-' (they name files)", field=table)
     payload = {"table": table, "stage": stage, "function": function, "inputs": [str(i) for i in inputs],
                "rows": [_plain(dict(r)) for r in rows], "meta": _plain(dict(meta or {}))}
     return write_json_atomic(rows_path(artifacts_dir, table), payload)
