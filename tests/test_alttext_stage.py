@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import yaml
 
-from capaudit.alttext.quoted_numbers import letters
+from capaudit.summaries.numbers_fragments import macro_word as letters
 from capaudit.alttext.stage import run_coverage, run_filters
 from capaudit.config import load_config
 from capaudit.paper.stage_tables import render_stage_tables

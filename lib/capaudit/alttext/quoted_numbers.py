@@ -3,28 +3,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Dict, Iterable, Mapping, Sequence
+
+from capaudit.summaries.numbers_fragments import macro_word
 
 from .coverage import CoverageCounter
 from .funnel import Funnel
 
 #: nocaps out-of-domain classes used by the CC12M study (Changpinyo et al. 2021, published)
 STUDY_NOCAPS_OOD_CLASSES = 394
-_DIGIT_WORDS = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five", "6": "Six", "7": "Seven",
-                "8": "Eight", "9": "Nine"}
 Numbers = Dict[str, Dict[str, Any]]
-
-
-def letters(name: str) -> str:
-    """``cc3m`` → ``CcThreem``: a letters-only piece of a number name."""
-    out = []
-    for part in re.split(r"[^A-Za-z0-9]+", name):
-        if not part:
-            continue
-        s = "".join(_DIGIT_WORDS.get(ch, ch) for ch in part)
-        out.append(s[:1].upper() + s[1:])
-    return "".join(out)
 
 
 def funnel_numbers(funnels: Mapping[str, Mapping[str, Funnel]]) -> Numbers:
@@ -32,7 +20,7 @@ def funnel_numbers(funnels: Mapping[str, Mapping[str, Funnel]]) -> Numbers:
     numbers: Numbers = {}
     for corpus, fs in funnels.items():
         for pname, f in fs.items():
-            key = "Alttext" + letters(corpus) + letters(pname)
+            key = "Alttext" + macro_word(corpus) + macro_word(pname)
             if f.input_rows:
                 numbers[key + "KeptPct"] = {"value": 100 * f.kept / f.input_rows, "format": "num:1",
                                             "description": f"% of {corpus} rows kept by the {pname}-style pipeline"}
@@ -47,7 +35,7 @@ def person_numbers(rows: Iterable[Mapping[str, Any]]) -> Numbers:
     for r in rows:
         if r["split"] != "held_out":
             continue
-        key = "Alttext" + letters(r["pipeline"]) + "Person" + letters(r["name_filter"])
+        key = "Alttext" + macro_word(r["pipeline"]) + "Person" + macro_word(r["name_filter"])
         for m in [m for m in ("precision", "recall") if r[m] is not None]:
             numbers[key + m.capitalize()] = {
                 "value": r[m], "format": "num:2",
@@ -73,7 +61,7 @@ def concept_numbers(accounting: Mapping[str, int],
         s = cs["nocaps_ood"].summary()
         if s["per_million_median"] is None:
             continue
-        numbers["Alttext" + letters(n.replace(":", "_")) + "NocapsMedianPerMillion"] = {
+        numbers["Alttext" + macro_word(n.replace(":", "_")) + "NocapsMedianPerMillion"] = {
             "value": s["per_million_median"], "format": "num:1",
             "description": f"median nocaps-OOD mentions per 1M captions in {n}"}
     return numbers
@@ -83,7 +71,7 @@ def size_numbers(rows: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> Num
     """Each corpus's token/type ratio, raw (with its size) and size-matched."""
     numbers: Numbers = {}
     for r in rows:
-        key = "Alttext" + letters(str(r["corpus"]).replace(":", "_"))
+        key = "Alttext" + macro_word(str(r["corpus"]).replace(":", "_"))
         if r["token_type_ratio"] is not None:
             numbers[key + "TokenTypeRatio"] = {
                 "value": r["token_type_ratio"], "format": "num:1",
@@ -97,5 +85,5 @@ def size_numbers(rows: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> Num
     return numbers
 
 
-__all__ = ["STUDY_NOCAPS_OOD_CLASSES", "concept_numbers", "funnel_numbers", "letters", "person_numbers",
+__all__ = ["STUDY_NOCAPS_OOD_CLASSES", "concept_numbers", "funnel_numbers", "person_numbers",
            "size_numbers"]

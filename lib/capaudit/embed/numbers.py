@@ -4,24 +4,11 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Dict, Iterable, Mapping, Optional
 
-_DIGIT_WORDS = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five", "6": "Six",
-                "7": "Seven", "8": "Eight", "9": "Nine"}
+from capaudit.summaries.numbers_fragments import macro_word
 
 Numbers = Dict[str, Dict[str, Any]]
-
-
-def number_name(*parts: str) -> str:
-    """Letters-only CamelCase for number names (``iiw400_human`` → ``IiwFourZeroZeroHuman``)."""
-    out = []
-    for name in parts:
-        for part in re.split(r"[^A-Za-z0-9]+", str(name)):
-            if part:
-                s = "".join(_DIGIT_WORDS.get(ch, ch) for ch in part)
-                out.append(s[:1].upper() + s[1:])
-    return "".join(out)
 
 
 def _put(numbers: Numbers, name: str, value: Any, fmt: str, description: str) -> None:
@@ -38,9 +25,9 @@ def truncation_numbers(rows: Iterable[Mapping[str, Any]], empty: str) -> Numbers
     for r in rows:
         if r["truncated_rate"] is None:
             continue
-        _put(numbers, number_name("enc", "trunc", r["encoder"], r["surface"]), r["truncated_rate"], "pct:1",
+        _put(numbers, macro_word("enc", "trunc", r["encoder"], r["surface"]), r["truncated_rate"], "pct:1",
              f"share of {r['surface']} captions over {r['max_length']} {r['encoder']} tokens ({r['tokenizer']})")
-        _put(numbers, number_name("enc", "tokens", r["encoder"], r["surface"]), r["mean"], "num:1",
+        _put(numbers, macro_word("enc", "tokens", r["encoder"], r["surface"]), r["mean"], "num:1",
              f"mean {r['encoder']} tokens per {r['surface']} caption (with special tokens; {r['tokenizer']}; "
              f"empty={empty})")
     return numbers
@@ -52,20 +39,20 @@ def probe_numbers(summary: Iterable[Mapping[str, Any]], support: Iterable[Mappin
     image-to-text R@1 per surface."""
     numbers: Numbers = {}
     for r in summary:
-        _put(numbers, number_name("embed", "vendi", r["surface"]), r["vendi_mean"], "num:1",
+        _put(numbers, macro_word("embed", "vendi", r["surface"]), r["vendi_mean"], "num:1",
              f"mean Vendi of {r['surface']} ({model_label})")
-        _put(numbers, number_name("embed", "erank", r["surface"]), r["erank"], "num:1",
+        _put(numbers, macro_word("embed", "erank", r["surface"]), r["erank"], "num:1",
              f"eRank of {r['surface']} ({model_label})")
     for r in support:
-        _put(numbers, number_name("embed", "coverage", r["surface"], r["pool"]), r["coverage"], "num:3",
+        _put(numbers, macro_word("embed", "coverage", r["surface"], r["pool"]), r["coverage"], "num:3",
              f"Coverage@{r['k']} (query in gallery, not PRDC) of pool {r['pool']} in {r['surface']} ({model_label})")
     if retrieval is not None:
         rm = retrieval["model"]
         for k, v in retrieval["surfaces"].items():
-            _put(numbers, number_name("embed", "retrieval", k, "image", "to", "text", "recall", "at", "one"),
+            _put(numbers, macro_word("embed", "retrieval", k, "image", "to", "text", "recall", "at", "one"),
                  v["i2t_r1"], "num:3", f"i2t R@1 of {k} with {rm['name']}"
                  + (" (RANDOM-INIT model: code-path check)" if rm["random_init"] else ""))
     return numbers
 
 
-__all__ = ["Numbers", "number_name", "probe_numbers", "truncation_numbers"]
+__all__ = ["Numbers", "probe_numbers", "truncation_numbers"]

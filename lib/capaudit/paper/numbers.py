@@ -17,6 +17,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 from ..errors import InputError
 from .fmt import tex_escape
 from ..summaries.agreement import JudgeAgreement
+from ..summaries.numbers_fragments import macro_word
 from ..summaries.cells import GEMMA_JUDGE, QWEN_JUDGE, CellsFile
 from ..summaries.claimed import ClaimedSummary
 from ..summaries.frontier import FrontierRow, by_budget
@@ -37,7 +38,6 @@ from .tables import (
 
 PREFIX = "ca"
 _NAME_RE = re.compile(r"^[A-Za-z]+$")
-_DIGIT_WORDS = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five", "6": "Six", "7": "Seven", "8": "Eight", "9": "Nine"}
 JUDGES: Tuple[Tuple[str, str], ...] = ((QWEN_JUDGE, "Qwen"), (GEMMA_JUDGE, "Gemma"))
 NAIVE_POLICIES: Tuple[str, ...] = ("Naive", "Naive (greedy)")
 POLICY_CORPORA: Tuple[Tuple[str, str, str], ...] = (("CC", "CC12M", "CC12M-control"), ("DC", "DataComp-control", "DataComp-control"))
@@ -52,17 +52,6 @@ class Number:
     text: str
     source: str
     description: str
-
-
-def macro_word(s: str) -> str:
-    """Letters-only CamelCase word for a macro name (``"Naive (greedy)"`` → ``NaiveGreedy``, 64 → SixFour)."""
-    out = []
-    for part in re.split(r"[^A-Za-z0-9]+", s):
-        if not part:
-            continue
-        part = "".join(_DIGIT_WORDS.get(ch, ch) for ch in part)
-        out.append(part[0].upper() + part[1:])
-    return "".join(out)
 
 
 def fmt_int(n: int) -> str:

@@ -24,6 +24,21 @@ _NAME = re.compile(r"^[A-Za-z]+$")
 FORMATS = re.compile(r"^(int|text|list|(num|pct|signed):[0-9])$")
 
 
+_DIGIT_WORDS = {"0": "Zero", "1": "One", "2": "Two", "3": "Three", "4": "Four", "5": "Five", "6": "Six",
+                "7": "Seven", "8": "Eight", "9": "Nine"}
+
+
+def macro_word(*parts: object) -> str:
+    """Letters-only CamelCase for number names, digits spelled out: ``("iiw400_human",)`` →
+    ``IiwFourZeroZeroHuman``, ``"Naive (greedy)"`` → ``NaiveGreedy``."""
+    out = []
+    for part in re.split(r"[^A-Za-z0-9]+", "_".join(str(p) for p in parts)):
+        if part:
+            s = "".join(_DIGIT_WORDS.get(ch, ch) for ch in part)
+            out.append(s[:1].upper() + s[1:])
+    return "".join(out)
+
+
 def fragment_path(artifacts_dir: PathLike, stage: str) -> Path:
     return Path(artifacts_dir) / "numbers" / f"{stage}.json"
 
@@ -59,4 +74,4 @@ def read_numbers_fragments(artifacts_dir: PathLike) -> Dict[str, Dict[str, Any]]
     return out
 
 
-__all__ = ["FORMATS", "fragment_path", "write_numbers_fragment", "read_numbers_fragments"]
+__all__ = ["FORMATS", "fragment_path", "macro_word", "write_numbers_fragment", "read_numbers_fragments"]
