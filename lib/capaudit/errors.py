@@ -26,6 +26,7 @@ class InputError(CapauditError, ValueError):
 
     def __init__(self, message: str, *, path: Optional[PathLike] = None, line: Optional[int] = None,
                  field: Optional[str] = None):
+        self.message = message
         self.path = str(path) if path is not None else None
         self.line = line
         self.field = field

@@ -230,6 +230,7 @@ class StudyConfig:
     judges: List[str] = field(default_factory=list)
     image_root: str = ""
     session_ttl_hours: float = 12.0
+    batch_size: int = 10
     consent_version: str = "v1"
     readiness: Readiness = field(default_factory=Readiness)
 
@@ -244,7 +245,7 @@ class StudyConfig:
         for name in ("claims_per_stratum", "labels_per_item", "target_items", "max_items", "participants"):
             if int(getattr(self, name)) < 1:
                 raise InputError(f"{where}: must be >= 1", field=name)
-        for name in ("overlap_per_stratum", "extension_batch"):
+        for name in ("overlap_per_stratum", "extension_batch", "batch_size"):
             if int(getattr(self, name)) < 0:
                 raise InputError(f"{where}: must be >= 0", field=name)
         if self.max_items < self.target_items:

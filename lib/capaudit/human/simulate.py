@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from capaudit.io.atomic import write_text_atomic
 
 from .export import disagreements
-from .protocol import CATEGORIES, REASON_TAGS
+from .protocol import CATEGORIES, PHASES, REASON_TAGS
 from .study import AnnotatorSession, Study
 
 PathLike = Union[str, Path]
@@ -74,7 +74,8 @@ def run_simulated_session(session: AnnotatorSession, seed: int, accuracy: float 
         session.give_consent()
     rng = random.Random(f"{seed}:{session.pseudonym}")
     n = 0
-    for t in session.tasks(refresh=True):
+    # phase by phase, whatever the batch size, so the simulated labels do not depend on it
+    for t in sorted(session.tasks(refresh=True), key=lambda t: (PHASES.index(t.phase), t.position)):
         if limit is not None and n >= limit:
             break
         if session.saved(t.item_id, t.phase) is not None:

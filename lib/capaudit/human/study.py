@@ -7,9 +7,10 @@ item, overlap items first, hidden repeats to a holder of the original) → ``ope
 ``close``. :class:`AnnotatorSession` is the only way judgments are written, by people (through the
 widgets) and by the simulated annotators alike.
 
-Phases are worked in blocks: a participant's queue is every assigned item's caption phase, then
-every image phase (in another order), then every whole-pair step; an item's image phase is only
-accepted after that participant's caption phase, its pair step only after its image phase.
+Phases are worked in batches of ``batch_size`` items (0: one batch of every item): a participant's
+queue is, batch by batch, the batch's caption phases, then its image phases (in another order), then
+its whole-pair steps; an item's image phase is only accepted after that participant's caption phase,
+its pair step only after its image phase, so blinding holds per item.
 """
 
 from __future__ import annotations
@@ -73,12 +74,19 @@ class Invite:
 
 @dataclass(frozen=True)
 class Task:
-    """One (item, phase) of a participant's queue; ``position`` counts within the phase block."""
+    """One (item, phase) of a participant's queue.
+
+    ``position`` counts within the phase over the whole queue, ``index`` within the queue; ``batch``
+    is the 0-based batch, ``in_batch`` the position within the batch's phase of ``batch_items`` items.
+    """
 
     item_id: str
     phase: str
     position: int
     index: int
+    batch: int = 0
+    in_batch: int = 0
+    batch_items: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,10 +122,13 @@ class RecordResult:
 
 @dataclass(frozen=True)
 class Progress:
+    """Judgments done / assigned: overall, per phase and per batch (``by_batch[k]``)."""
+
     done: int
     assigned: int
     by_phase: Dict[str, Tuple[int, int]]
     mean_seconds: Optional[float]
+    by_batch: Tuple[Tuple[int, int], ...] = ()
 
 
 def _values_of(row: Mapping[str, Any]) -> Dict[str, Any]:
@@ -586,13 +597,29 @@ class AnnotatorSession:
 
     # -- queue -----------------------------------------------------------------------------------------
     def tasks(self, refresh: bool = False) -> List[Task]:
-        """Phase blocks (caption, image, pair), each in assignment position order."""
+        """Batch by batch: the batch's caption, image and pair phases, each in assignment position order.
+
+        Batch membership follows the caption phase's positions (``batch_size`` items per batch).
+        """
         if self._tasks is None or refresh:
             rows = self.study.store.read("SELECT item_id, phase, position FROM assignments WHERE participant_id = ?",
                                          (self.participant_id,))
-            ordered = sorted(rows, key=lambda r: (PHASES.index(r["phase"]), r["position"]))
-            self._tasks = [Task(r["item_id"], r["phase"], i_in, i) for i, (r, i_in) in
-                           enumerate(zip(ordered, _positions(ordered)))]
+            size = int(self.study.config.batch_size)
+            captions = sorted((r for r in rows if r["phase"] == PHASES[0]), key=lambda r: r["position"])
+            batch_of = {r["item_id"]: (i // size if size else 0) for i, r in enumerate(captions)}
+            ordered = sorted(rows, key=lambda r: (batch_of.get(r["item_id"], 0), PHASES.index(r["phase"]),
+                                                  r["position"]))
+            sizes: Dict[Tuple[int, str], int] = {}
+            for r in ordered:
+                key = (batch_of.get(r["item_id"], 0), r["phase"])
+                sizes[key] = sizes.get(key, 0) + 1
+            tasks: List[Task] = []
+            seen: Dict[Tuple[int, str], int] = {}
+            for i, (r, pos) in enumerate(zip(ordered, _positions(ordered))):
+                key = (batch_of.get(r["item_id"], 0), r["phase"])
+                tasks.append(Task(r["item_id"], r["phase"], pos, i, key[0], seen.get(key, 0), sizes[key]))
+                seen[key] = seen.get(key, 0) + 1
+            self._tasks = tasks
         return self._tasks
 
     def answers(self) -> Dict[Tuple[str, str], Saved]:
@@ -624,9 +651,15 @@ class AnnotatorSession:
         for ph in PHASES:
             ts = [t for t in tasks if t.phase == ph]
             by_phase[ph] = (sum((t.item_id, ph) in done for t in ts), len(ts))
+        batches: Dict[int, List[int]] = {}
+        for t in tasks:
+            b = batches.setdefault(t.batch, [0, 0])
+            b[0] += (t.item_id, t.phase) in done
+            b[1] += 1
         el = [s.elapsed_ms for s in done.values() if s.elapsed_ms is not None]
         return Progress(done=sum(d for d, _ in by_phase.values()), assigned=len(tasks), by_phase=by_phase,
-                        mean_seconds=(sum(el) / len(el) / 1000.0) if el else None)
+                        mean_seconds=(sum(el) / len(el) / 1000.0) if el else None,
+                        by_batch=tuple((d, n) for _, (d, n) in sorted(batches.items())))
 
     def view(self, item_id: str, phase: str) -> ItemView:
         """The blinded view of an item: caption phase without the image, image phase without the caption."""

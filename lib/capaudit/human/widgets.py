@@ -1,21 +1,27 @@
 """The annotation notebook front end (ipywidgets + one small anywidget for the keyboard).
 
-One item at a time: the caption phase shows the caption window with the claim highlighted by its
-span offsets (no image); the image phase shows the image scaled to fit and the claim (no caption);
-the whole-pair step shows both. Large buttons, plus keyboard shortcuts (``1``–``9`` pick an option of
-the current question, ``Backspace``/``←`` go back within the phase, ``Enter``/``→`` keep a saved answer
-and go on). Keys are captured by :class:`KeyCapture`, whose element and the whole annotator carry
-``data-lm-suppress-shortcuts`` — set on the annotator and, on ``focusin``, on every element that takes
-focus inside it, because Lumino matches a shortcut's selector on the focused element before walking
-to its ancestors — so JupyterLab's notebook shortcuts (number keys → headings, ``b``/``a`` insert a
-cell, ``m`` markdown …) stay off while the annotator has focus; handled keys also stop propagating.
+One screen per item, sized for a 1280×800 window: the caption or the image on the left, the claim,
+its questions, the optional confidence / reasons / note and the navigation on the right. The caption
+step shows the caption window with the claim highlighted by its span offsets (no image); the image
+step shows the image scaled to fit and the claim (no caption); the whole-pair step shows the whole
+caption and the image, rated on two 5-point scales. Definitions of "atomic", "visual" and the
+claim's type, each with an example, sit beside the questions; the instructions panel opens from the
+header (text: ``human/data/guidance.yaml``).
 
-Every judgment is committed through :meth:`AnnotatorSession.record` the moment its last question is
-answered; the screen says when it is saved. After a kernel restart, page reload or in a second
-browser the participant logs in again with the invite code and the UI resumes at the first
-unanswered item, rebuilt from the store. A missing or unreadable image offers ``image_unavailable``
-instead of failing; a double click records one judgment (clicks carry the screen they were made on,
-and clicks within ``debounce_s`` of a new screen are ignored). Errors are shown, never raised.
+Keys (captured by :class:`KeyCapture`): ``1``–``9`` answer the current question (the required ones,
+then the optional confidence), ``↑``/``↓`` move between questions, ``Enter``/``→`` save and go on,
+``Backspace``/``←`` go back one item. Answering does not save: the optional fields stay reachable,
+and Enter (or "Save and next") commits the judgment through :meth:`AnnotatorSession.record`. The
+key pad and the whole annotator carry ``data-lm-suppress-shortcuts`` — set on the annotator and, on
+``focusin``, on every element that takes focus inside it, because Lumino matches a shortcut's
+selector on the focused element before walking to its ancestors — so JupyterLab's notebook shortcuts
+stay off while the annotator has focus; handled keys also stop propagating.
+
+After a kernel restart, page reload or in a second browser the participant logs in again with the
+invite code (Enter in the field starts) and the UI resumes at the first unanswered item, rebuilt from
+the store. The "image unavailable" answer is offered only when the image did not load. A double
+click records one judgment (events carry the screen they were made on, and events within
+``debounce_s`` of a new screen are ignored). Errors are shown in the annotator's words, never raised.
 """
 
 from __future__ import annotations
@@ -35,20 +41,19 @@ import traitlets
 
 from capaudit.errors import InputError
 
-from .protocol import (
-    CATEGORIES, LABELS, PHASE_FIELDS, REASON_TAGS, SCALE_FIELDS, UNAVAILABLE_IMAGE_CHOICES, option_label,
-)
+from .guidance import load_guidance
+from .protocol import CATEGORIES, LABELS, PHASE_FIELDS, REASON_TAGS, SCALE_FIELDS, UNAVAILABLE_IMAGE_CHOICES, option_label
 from .study import AnnotatorSession, ItemView, Saved, StaleJudgmentError, Study, Task
 
 PathLike = Union[str, Path]
 log = logging.getLogger(__name__)
 
-PHASE_TITLES = {
-    "caption": ("Caption phase", "Read the caption text. The highlighted part is the claim. The image is hidden."),
-    "image": ("Image phase", "Look at the image. Is the claim visible in it? The caption is hidden."),
-    "pair": ("Whole pair", "Caption and image together."),
-}
+PHASE_TITLES = {"caption": "Caption step", "image": "Image step", "pair": "Whole-pair step"}
 MAX_IMAGE_SIDE = 1024
+CONFIDENCE = "confidence"
+#: image_support answers offered when the image loaded ("image unavailable" only when it did not)
+IMAGE_LOADED_CHOICES: Tuple[str, ...] = tuple(v for v in PHASE_FIELDS["image"]["image_support"]
+                                              if v != "image_unavailable")
 
 _KEYS_JS = r"""
 function render({ model, el }) {
@@ -100,20 +105,32 @@ export default { render };
 """
 
 _CSS = """
-.capaudit-annotator { max-width: 1100px; font-size: 15px; }
-.capaudit-annotator .capaudit-caption { font-size: 17px; line-height: 1.5; padding: 10px 14px;
+.capaudit-annotator { width: 100%; max-width: 1260px; font-size: 14px; box-sizing: border-box; }
+.capaudit-annotator h2 { font-size: 18px; margin: 0; }
+.capaudit-annotator p { margin: 2px 0; }
+.capaudit-annotator .capaudit-header { align-items: center; gap: 12px; border-bottom: 1px solid #ddd;
+  padding-bottom: 4px; margin-bottom: 6px; }
+.capaudit-annotator .capaudit-left { flex: 1 1 54%; min-width: 0; padding-right: 14px; }
+.capaudit-annotator .capaudit-right { flex: 1 1 46%; min-width: 0; }
+.capaudit-annotator .capaudit-caption { font-size: 16px; line-height: 1.5; padding: 8px 12px;
   border: 1px solid #ccc; border-radius: 6px; background: #fafafa; }
 .capaudit-annotator mark.capaudit-claim { background: #ffe066; padding: 0 2px; border-radius: 3px; }
-.capaudit-annotator .capaudit-claimbox { font-size: 17px; padding: 6px 0; }
-.capaudit-annotator .capaudit-current { border-left: 5px solid #1976d2; padding-left: 8px; }
-.capaudit-annotator .capaudit-done { border-left: 5px solid #9e9e9e; padding-left: 8px; }
+.capaudit-annotator .capaudit-claimbox { font-size: 16px; padding: 2px 0; }
+.capaudit-annotator .capaudit-help { font-size: 12px; color: #555; line-height: 1.35; }
+.capaudit-annotator .capaudit-q { padding: 1px 0 1px 8px; margin: 2px 0; border-left: 4px solid transparent; }
+.capaudit-annotator .capaudit-current { border-left-color: #1976d2; background: #f3f8fd; }
+.capaudit-annotator .capaudit-anchor { font-size: 12px; color: #555; align-self: center; padding: 0 6px; }
 .capaudit-annotator .capaudit-saved { color: #1b5e20; font-weight: bold; }
 .capaudit-annotator .capaudit-error { color: #b71c1c; font-weight: bold; }
 .capaudit-annotator .capaudit-unavailable { padding: 40px; border: 2px dashed #b71c1c; color: #b71c1c;
   font-size: 18px; text-align: center; }
-.capaudit-keys { font-size: 12px; color: #555; padding: 4px 8px; border: 1px dashed #bbb; border-radius: 4px;
-  outline: none; margin-top: 6px; }
+.capaudit-annotator .capaudit-image img, .capaudit-annotator img.capaudit-image { max-width: 100%;
+  max-height: calc(100vh - 110px); object-fit: contain; }
+.capaudit-keys { font-size: 12px; color: #555; padding: 2px 8px; border: 1px dashed #bbb; border-radius: 4px;
+  outline: none; margin-top: 4px; }
+.capaudit-keys:empty { display: none; }
 .capaudit-keys:focus { border-color: #1976d2; color: #1976d2; }
+.capaudit-annotator .widget-html:empty, .capaudit-annotator .widget-html-content:empty { display: none; }
 """
 
 
@@ -154,21 +171,41 @@ def load_image(path: Optional[str], max_side: int = MAX_IMAGE_SIDE) -> Optional[
         return None
 
 
+def annotator_message(exc: InputError) -> str:
+    """A refusal in the annotator's words (the field's message of the guidance; never a field name)."""
+    return load_guidance().message(exc.field, getattr(exc, "message", ""))
+
+
+def _e(text: str) -> str:
+    return html.escape(text)
+
+
 class AnnotationApp:
     """The annotator UI for one study; :attr:`root` is the widget to display."""
 
     def __init__(self, study: Study, *, invite_code: Optional[str] = None,
                  clock: Callable[[], float] = time.monotonic, debounce_s: float = 0.35):
         self.study = study
+        self.guide = load_guidance()
         self.clock = clock
         self.debounce_s = debounce_s
         self.session: Optional[AnnotatorSession] = None
         self.keys = KeyCapture(hint="")
         self.keys.on_msg(self._on_msg)
         self.title = W.HTML("<h2>Claim verification</h2>")
+        self.where = W.HTML("")
+        self.bar = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px", display="none"))
+        self.help_btn = W.ToggleButton(value=False, description="Instructions", icon="question-circle",
+                                       layout=W.Layout(width="130px", height="30px"))
+        self.help_btn.add_class("capaudit-help-toggle")
+        self.help_btn.observe(self._toggle_help, "value")
+        self.help_panel = W.HTML(self._instructions_html(), layout=W.Layout(display="none"))
+        self.help_panel.add_class("capaudit-instructions")
+        header = W.HBox([self.title, self.where, self.bar, self.help_btn])
+        header.add_class("capaudit-header")
         self.status = W.HTML("")
         self.body = W.VBox([])
-        self.root = W.VBox([self.title, self.body, self.status, self.keys])
+        self.root = W.VBox([header, self.help_panel, self.body, self.status, self.keys])
         self.root.add_class("capaudit-annotator")
         self.screen_token = ""
         self.shown_at = 0.0
@@ -182,10 +219,39 @@ class AnnotationApp:
         self.cursor = 0
         self.image_ok = True
         self.option_buttons: Dict[str, List[W.Button]] = {}
+        self.field_boxes: Dict[str, W.Widget] = {}
         self.ignored = 0
         self._show_login()
         if invite_code:
             self.login(invite_code)
+
+    # -- guidance --------------------------------------------------------------------------------------
+    def _instructions_html(self) -> str:
+        g = self.guide
+        items = "".join(f"<li>{_e(x)}</li>" for x in g.instructions)
+        terms = "".join(
+            f"<li><b>{_e(t.name)}</b>: {_e(t.definition)} <i>Example:</i> “{_e(t.example_claim)}” in "
+            f"“{_e(t.example_caption)}”. {_e(t.example_note)}</li>" for t in g.terms.values())
+        cats = "".join(
+            f"<li><b>{_e(c.replace('_', ' '))}</b>: {_e(t.definition)} <i>Example:</i> “{_e(t.example_claim)}” "
+            f"in “{_e(t.example_caption)}”.</li>" for c, t in g.categories.items())
+        return (f'<div class="capaudit-help"><b>How to judge</b><ul>{items}</ul><b>Words we use</b><ul>{terms}</ul>'
+                f"<b>Claim types</b><ul>{cats}</ul></div>")
+
+    def _toggle_help(self, change: Dict[str, Any]) -> None:
+        self.help_panel.layout.display = "" if change["new"] else "none"
+
+    def _type_help(self, category: str) -> str:
+        t = self.guide.categories.get(category)
+        if t is None:
+            return ""
+        return (f'<div class="capaudit-help"><b>{_e(category.replace("_", " "))}</b>: {_e(t.definition)} '
+                f"e.g. “{_e(t.example_claim)}” in “{_e(t.example_caption)}”.</div>")
+
+    def _terms_help(self) -> str:
+        a, v = self.guide.terms["atomic"], self.guide.terms["visual"]
+        return (f'<div class="capaudit-help"><b>atomic</b>: {_e(a.definition)} e.g. “{_e(a.example_claim)}”. '
+                f"<b>visual</b>: {_e(v.definition)}</div>")
 
     # -- screens -----------------------------------------------------------------------------------------
     def _begin_screen(self) -> str:
@@ -201,31 +267,51 @@ class AnnotationApp:
         self.keys.focus_token += 1
 
     def _error(self, msg: str) -> None:
-        self.status.value = f'<span class="capaudit-error">{html.escape(msg)}</span>'
+        self.status.value = f'<span class="capaudit-error">{_e(msg)}</span>'
 
-    def _show_login(self, message: str = "") -> None:
-        self._begin_screen()
-        self.code = W.Text(placeholder="invite code, e.g. ABCD-EFGH-JKLM-NPQR", description="Invite code:",
-                           layout=W.Layout(width="420px"), continuous_update=False)
+    def _refused(self, exc: InputError) -> None:
+        self._error(annotator_message(exc))
+
+    def _set_where(self, text: str, done: int = 0, total: int = 0) -> None:
+        self.where.value = f'<span class="capaudit-progress">{_e(text)}</span>' if text else ""
+        self.bar.layout.display = "" if total else "none"
+        if total:
+            self.bar.max = total
+            self.bar.value = done
+
+    def _show_login(self, message: str = "", typed: str = "") -> None:
+        token = self._begin_screen()
+        self._set_where("")
+        self.code = W.Text(value=typed, placeholder="e.g. ABCD-EFGH-JKLM-NPQR", description="Invite code:",
+                           layout=W.Layout(width="420px"), continuous_update=True)
         self.code.add_class("capaudit-code")
-        self.start = W.Button(description="Start", button_style="primary", layout=W.Layout(width="160px", height="44px"))
+        self.code.on_msg(self._code_msg_handler(token))  # Enter in the field sends {"event": "submit"}
+        self.start = W.Button(description="Start", button_style="primary", layout=W.Layout(width="160px", height="36px"))
         self.start.add_class("capaudit-start")
-        self.start.on_click(lambda _b: self._guard(lambda: self.login(self.code.value)))
-        self.body.children = [W.HTML("<p>Enter the invite code you were given. Your judgments are saved as you go; "
-                                     "you can close the page and come back with the same code.</p>"),
-                              W.HBox([self.code, self.start])]
+        self.start.on_click(self._nav_handler("login"))
+        self.body.children = [W.HTML("<p>Enter the invite code you were given, then press Enter or Start. Your "
+                                     "answers are saved item by item; you can close the page and come back with the "
+                                     "same code.</p>"), W.HBox([self.code, self.start])]
         self._publish_keys([], "")
+        self.status.value = ""
         if message:
             self._error(message)
+
+    def _code_msg_handler(self, token: str) -> Callable[[Any, Dict[str, Any], Any], None]:
+        def handler(_w: Any, content: Dict[str, Any], _buffers: Any) -> None:
+            if isinstance(content, dict) and content.get("event") == "submit" and token == self.screen_token:
+                self._guard(lambda: self.login(self.code.value))
+        return handler
 
     def login(self, invite_code: str) -> bool:
         """Log in with an invite code; shows consent or the first unanswered item."""
         try:
             self.session = self.study.login(invite_code)
         except InputError as exc:
-            self._show_login(str(exc).split(": ", 1)[-1] if "invite_code" in str(exc) else str(exc))
+            msg = ("Please enter your invite code." if not (invite_code or "").strip() else annotator_message(exc))
+            self._show_login(msg, typed=invite_code or "")
             return False
-        self.title.value = f"<h2>Claim verification</h2><p>Participant <b>{html.escape(self.session.pseudonym)}</b></p>"
+        self.title.value = f"<h2>Claim verification · {_e(self.session.pseudonym)}</h2>"
         self.status.value = ""
         if self.session.needs_consent():
             self._show_consent()
@@ -235,13 +321,14 @@ class AnnotationApp:
 
     def _show_consent(self) -> None:
         self._begin_screen()
-        agree = W.Button(description="I agree — start", button_style="success", layout=W.Layout(width="220px", height="44px"))
+        agree = W.Button(description="I agree — start", button_style="success", layout=W.Layout(width="220px", height="40px"))
         agree.add_class("capaudit-consent")
-        agree.on_click(lambda _b: self._guard(self._consent))
+        agree.on_click(self._nav_handler("consent"))
         self.body.children = [W.HTML(
             "<h3>Before you start</h3><p>You will judge short claims about images. We store your answers under a "
             "pseudonym only: no name, e-mail address, IP address or browser details. Please do not write personal "
-            "or contact information in notes. You can stop at any time; answers given so far are kept.</p>"), agree]
+            "or contact information in notes. You can stop at any time; answers given so far are kept.</p>"),
+            W.HTML(self._instructions_html()), agree]
         self._publish_keys([], "")
 
     def _consent(self) -> None:
@@ -253,11 +340,11 @@ class AnnotationApp:
         """Rebuild from the store and go to the first unanswered item (or the end screen)."""
         assert self.session is not None
         self.tasks = self.session.tasks(refresh=True)
-        status = self.study.status
-        if status != "open":
+        if self.study.status != "open":
             self._begin_screen()
             self.task = None
-            self.body.children = [W.HTML(f"<h3>The study is not open for annotation ({html.escape(status)}).</h3>"
+            self._set_where("")
+            self.body.children = [W.HTML("<h3>The study is not open for answers right now.</h3>"
                                          "<p>Please come back later; your saved answers are kept.</p>")]
             self._publish_keys([], "")
             return
@@ -272,21 +359,20 @@ class AnnotationApp:
         p = self.session.progress()
         self._begin_screen()
         self.task = None
-        self.body.children = [self._progress_widget(p, None),
-                              W.HTML(f"<h3>All done — thank you!</h3><p>{p.done} of {p.assigned} judgments are saved.</p>")]
+        self._set_where(f"{p.done} of {p.assigned} answers saved", p.done, p.assigned)
+        self.body.children = [W.HTML(f"<h3>All done — thank you!</h3><p>All {p.done} answers are saved. "
+                                     "You can close this page.</p>")]
         self._publish_keys([], "")
 
-    def _progress_widget(self, p: Any, task: Optional[Task]) -> W.Widget:
-        bar = W.IntProgress(value=p.done, min=0, max=max(p.assigned, 1), layout=W.Layout(width="420px"))
-        parts = []
-        if task is not None:
-            n_phase = p.by_phase[task.phase][1]
-            parts.append(f"{PHASE_TITLES[task.phase][0]} · item {task.position + 1} of {n_phase}")
-        parts.append(f"{p.done} / {p.assigned} judgments done")
+    def _update_where(self) -> None:
+        assert self.session is not None and self.task is not None
+        t, p = self.task, self.session.progress()
+        done, total = p.by_batch[t.batch] if t.batch < len(p.by_batch) else (p.done, p.assigned)
+        parts = [f"Batch {t.batch + 1} of {len(p.by_batch) or 1}", f"{PHASE_TITLES[t.phase]} · item {t.in_batch + 1} "
+                 f"of {t.batch_items}", f"{done} of {total} answers in this batch"]
         if p.mean_seconds is not None:
-            parts.append(f"{p.mean_seconds:.1f} s per judgment")
-        label = W.HTML(f'<span class="capaudit-progress">{" · ".join(parts)}</span>')
-        return W.HBox([bar, label])
+            parts.append(f"{p.mean_seconds:.0f} s per answer")
+        self._set_where(" · ".join(parts), done, total)
 
     def show(self, index: int) -> None:
         """Show task ``index`` of the participant's queue."""
@@ -294,13 +380,13 @@ class AnnotationApp:
         self.task = t = self.tasks[index]
         self.view = self.session.view(t.item_id, t.phase)
         self.saved = self.session.saved(t.item_id, t.phase)
-        self.draft = dict(self.saved.values) if self.saved else {}
-        self.draft = {k: (str(v) if k in SCALE_FIELDS else v) for k, v in self.draft.items()
-                      if v not in (None, [], 0) or k == "image_unavailable"}
+        draft = dict(self.saved.values) if self.saved else {}
+        self.draft = {k: (str(v) if k in SCALE_FIELDS + (CONFIDENCE,) else v) for k, v in draft.items()
+                      if v not in (None, [], 0, "") or k == "image_unavailable"}
         self.image_bytes = load_image(self.view.image_path) if t.phase in ("image", "pair") else None
         self.image_ok = self.image_bytes is not None
         self._set_order()
-        self.cursor = 0
+        self.cursor = self._first_open()
         self.item_shown_at = self.clock()
         self._render()
 
@@ -314,14 +400,25 @@ class AnnotationApp:
         if ph == "caption" and self.draft.get("category_check") == "incorrect":
             self.order.append("corrected_category")
 
+    @property
+    def questions(self) -> List[str]:
+        """The keyboard's questions: the required ones, then the optional confidence."""
+        return self.order + ([CONFIDENCE] if self.order != ["image_unavailable"] else [])
+
+    def _first_open(self) -> int:
+        todo = [i for i, f in enumerate(self.order) if f not in self.draft]
+        return todo[0] if todo else len(self.order) - 1 if self.saved else len(self.order)
+
     def _choices(self, name: str) -> Tuple[str, ...]:
         assert self.task is not None
         if name == "image_unavailable":
             return ("image_unavailable",)
+        if name == CONFIDENCE:
+            return ("1", "2", "3", "4", "5")
         if name == "corrected_category":
-            return tuple(c for c in CATEGORIES if self.view is None or c != self._item_category())
-        if self.task.phase == "image" and name == "image_support" and not self.image_ok:
-            return UNAVAILABLE_IMAGE_CHOICES
+            return tuple(c for c in CATEGORIES if c != self._item_category())
+        if self.task.phase == "image" and name == "image_support":
+            return IMAGE_LOADED_CHOICES if self.image_ok else UNAVAILABLE_IMAGE_CHOICES
         return PHASE_FIELDS[self.task.phase][name]
 
     def _item_category(self) -> str:
@@ -331,11 +428,48 @@ class AnnotationApp:
     def _shared(self) -> None:
         """Layouts and styles shared by every button (fewer widget models per screen)."""
         if not hasattr(self, "_opt_layout"):
-            self._opt_layout = W.Layout(width="auto", min_width="120px", height="46px")
-            self._opt_style = W.ButtonStyle(font_size="15px")
-            self._row_layout = W.Layout(flex_flow="row wrap")
-            self._nav_layout = W.Layout(width="110px", height="40px")
-            self._tag_layout = W.Layout(width="auto")
+            self._opt_layout = W.Layout(width="auto", min_width="44px", height="34px", margin="2px")
+            self._opt_style = W.ButtonStyle(font_size="14px")
+            self._row_layout = W.Layout(flex_flow="row wrap", align_items="center")
+            self._nav_layout = W.Layout(width="150px", height="36px")
+            self._tag_layout = W.Layout(width="auto", height="28px", margin="1px")
+
+    def _question(self, name: str) -> W.Widget:
+        """One question: its label and a row of buttons (5-point scales: "1" … "5" between anchors)."""
+        choices = self._choices(name)
+        btns = []
+        scale = name in SCALE_FIELDS or name == CONFIDENCE
+        for i, val in enumerate(choices):
+            if name == "image_unavailable":
+                label = "1  The image did not load — go on"
+            elif scale:
+                label = val
+            else:
+                label = f"{i + 1}  {option_label(val).replace('_', ' ')}"
+            b = W.Button(description=label, layout=self._opt_layout, style=self._opt_style,
+                         tooltip=f"key {i + 1}" if i < 9 else "")
+            b.add_class(f"capaudit-opt-{name}")
+            b.on_click(self._click_handler(name, val))
+            btns.append(b)
+        self.option_buttons[name] = btns
+        row: List[W.Widget] = list(btns)
+        if name in SCALE_FIELDS:
+            low, high = self.guide.scales[name]
+            row = [self._anchor(f"1 = {low}")] + row + [self._anchor(f"5 = {high}")]
+        elif name == CONFIDENCE:
+            row = [self._anchor("1 = guessing")] + row + [self._anchor("5 = certain")]
+        if name == CONFIDENCE:
+            question = "Confidence (optional)"
+        else:
+            question = LABELS.get(name, "The image could not be shown.")
+        box = W.VBox([W.HTML(f"<b>{_e(question)}</b>"), W.HBox(row, layout=self._row_layout)])
+        box.add_class("capaudit-q")
+        self.field_boxes[name] = box
+        return box
+
+    def _anchor(self, text: str) -> W.HTML:
+        a = W.HTML(f'<span class="capaudit-anchor">{_e(text)}</span>')
+        return a
 
     def _render(self, keep_screen: bool = False) -> None:
         """Build the item screen (``keep_screen``: same item, its events stay valid)."""
@@ -344,99 +478,117 @@ class AnnotationApp:
         self._shared()
         if not keep_screen:
             self._begin_screen()
-        title, help_text = PHASE_TITLES[t.phase]
-        kids: List[W.Widget] = [self._progress_widget(self.session.progress(), t),
-                                W.HTML(f"<h3>{title}</h3><p>{help_text}</p>")]
-        if v.caption_window is not None:
-            kids.append(W.HTML(f'<div class="capaudit-caption">{highlight_caption(v.caption_window, v.span_offsets)}</div>'))
-        if t.phase in ("image", "pair"):
+        self._update_where()
+        left: List[W.Widget] = []
+        right: List[W.Widget] = [W.HTML(f"<p><b>{PHASE_TITLES[t.phase]}.</b> {_e(self.guide.phases[t.phase])}</p>")]
+        if t.phase == "caption":
+            window = v.caption_window or ""
+            left.append(W.HTML(f'<div class="capaudit-caption">{highlight_caption(window, v.span_offsets)}</div>'))
+        else:
             if self.image_ok:
                 img = W.Image(value=self.image_bytes, format="jpeg",
-                              layout=W.Layout(max_width="100%", max_height="55vh", width="auto", height="auto",
-                                              object_fit="contain"))
+                              layout=W.Layout(max_width="100%", max_height="calc(100vh - 110px)", width="auto",
+                                              height="auto", object_fit="contain"))
                 img.add_class("capaudit-image")
-                kids.append(img)
+                left.append(img)
             else:
-                kids.append(W.HTML('<div class="capaudit-unavailable">Image unavailable — it could not be loaded. '
-                                   'Please answer “image unavailable”.</div>'))
-        claim = f'Claim: <b>{html.escape(v.claim)}</b>'
-        if v.category:
-            claim += f' &nbsp;·&nbsp; claim type: <i>{html.escape(v.category.replace("_", " "))}</i>'
-        kids.append(W.HTML(f'<div class="capaudit-claimbox">{claim}</div>'))
+                left.append(W.HTML('<div class="capaudit-unavailable">The image could not be loaded.</div>'))
+        if t.phase == "pair":
+            right.append(W.HTML(f'<div class="capaudit-caption"><b>Caption:</b> {_e(v.caption_window or "")}</div>'))
+        else:
+            right.append(W.HTML(f'<div class="capaudit-claimbox">Claim: <b class="capaudit-claimtext">'
+                                f"{_e(v.claim)}</b></div>"))
+        if t.phase == "caption" and v.category:
+            right.append(W.HTML(f'<div class="capaudit-claimbox">Claim type: <i>{_e(v.category.replace("_", " "))}'
+                                f"</i></div>{self._type_help(v.category)}"))
         self.option_buttons = {}
-        self.field_boxes: Dict[str, W.VBox] = {}
+        self.field_boxes = {}
         for name in self.order:
-            choices = self._choices(name)
-            row_btns = []
-            for i, val in enumerate(choices):
-                label = "image unavailable — skip" if name == "image_unavailable" else option_label(val)
-                b = W.Button(description=f"{i + 1}  {label}", layout=self._opt_layout, style=self._opt_style)
-                b.add_class(f"capaudit-opt-{name}")
-                b.on_click(self._click_handler(name, val))
-                row_btns.append(b)
-            self.option_buttons[name] = row_btns
-            question = LABELS.get(name, "The image could not be shown.")
-            box = W.VBox([W.HTML(f"<b>{html.escape(question)}</b>"), W.HBox(row_btns, layout=self._row_layout)])
-            self.field_boxes[name] = box
-            kids.append(box)
-        self._refresh()
-        if t.phase == "image":
-            kids.append(self._optional_widgets())
-        self.back_btn = W.Button(description="◀ Back", layout=self._nav_layout, disabled=self._prev_index() is None)
+            right.append(self._question(name))
+            if name == "atomic_visual_claim":
+                right.append(W.HTML(self._terms_help()))
+        if self.order != ["image_unavailable"]:
+            right.append(self._question(CONFIDENCE))
+            right.append(self._optional_widgets(t.phase))
+        self.back_btn = W.Button(description="◀ Previous item", layout=self._nav_layout,
+                                 disabled=self._prev_index() is None)
+        self.back_btn.add_class("capaudit-back")
         self.back_btn.on_click(self._nav_handler("back"))
-        self.next_btn = W.Button(description="Next ▶", layout=self._nav_layout,
-                                 disabled=self.saved is None)
+        self.next_btn = W.Button(description="Save and next ▶", button_style="primary", layout=self._nav_layout)
+        self.next_btn.add_class("capaudit-next")
         self.next_btn.on_click(self._nav_handler("next"))
-        state = (f'<span class="capaudit-saved">✓ saved</span> (revision {self.saved.revision})' if self.saved
-                 else '<span class="capaudit-unsaved">not answered yet</span>')
-        self.item_state = W.HTML(state)
+        self.item_state = W.HTML("")
         self.item_state.add_class("capaudit-item-state")
-        kids.append(W.HBox([self.back_btn, self.next_btn, self.item_state]))
-        self.body.children = kids
-        n = max((len(self._choices(f)) for f in self.order), default=0)
-        keys = [str(i) for i in range(1, min(n, 9) + 1)] + ["Backspace", "ArrowLeft", "Enter", "ArrowRight"]
-        self._publish_keys(keys, "Keys: 1–9 answer the highlighted question · Backspace/← back · Enter/→ next (when saved)")
+        right.append(W.HBox([self.back_btn, self.next_btn, self.item_state], layout=W.Layout(align_items="center")))
+        lbox, rbox = W.VBox(left), W.VBox(right)
+        lbox.add_class("capaudit-left")
+        rbox.add_class("capaudit-right")
+        self.body.children = [W.HBox([lbox, rbox], layout=W.Layout(width="100%", align_items="flex-start"))]
+        self._refresh()
+        n = max((len(self._choices(f)) for f in self.questions), default=0)
+        keys = [str(i) for i in range(1, min(n, 9) + 1)] + ["Backspace", "ArrowLeft", "Enter", "ArrowRight",
+                                                            "ArrowUp", "ArrowDown"]
+        self._publish_keys(keys, "Keys: 1–9 answer the marked question · ↑/↓ other question · Enter save and next · "
+                                 "Backspace previous item")
 
     def _refresh(self) -> None:
-        """Show the current answers and the current question without rebuilding the screen."""
-        current = self.order[self.cursor] if self.cursor < len(self.order) else None
+        """Show the current answers, the current question and the save state without rebuilding."""
+        qs = self.questions
+        current = qs[self.cursor] if self.cursor < len(qs) else None
         for name, btns in self.option_buttons.items():
             for b, val in zip(btns, self._choices(name)):
                 chosen = self.draft.get(name) == val or (name == "image_unavailable" and bool(self.draft.get(name)))
                 b.button_style = "primary" if chosen else ""
             box = self.field_boxes[name]
-            want = "capaudit-current" if name == current else "capaudit-done"
-            if want not in box._dom_classes:
-                box._dom_classes = tuple(c for c in box._dom_classes
-                                         if c not in ("capaudit-current", "capaudit-done")) + (want,)
+            cls = tuple(c for c in box._dom_classes if c != "capaudit-current")
+            box._dom_classes = cls + (("capaudit-current",) if name == current else ())
+        ready = self._ready()
+        self.next_btn.disabled = not ready
+        if self.saved is not None:
+            state = '<span class="capaudit-saved">✓ saved</span> · Enter keeps or saves changes'
+        elif ready:
+            state = "Press Enter to save"
+        else:
+            missing = len([f for f in self.order if f not in self.draft])
+            state = f"{missing} question{'s' if missing != 1 else ''} left"
+        self.item_state.value = state
 
-    def _optional_widgets(self) -> W.Widget:
-        conf_opts = [("–", 0)] + [(str(i), i) for i in range(1, 6)]
-        self.confidence = W.ToggleButtons(options=conf_opts, value=int(self.draft.get("confidence") or 0),
-                                          description="Confidence (optional):", style={"description_width": "initial",
-                                                                                       "button_width": "44px"})
-        tags = set(self.draft.get("reason_tags") or [])
-        self.tag_buttons = {t: W.ToggleButton(value=t in tags, description=t.replace("_", " "),
-                                              layout=self._tag_layout) for t in REASON_TAGS}
-        self.note = W.Textarea(value=self.draft.get("note") or "", placeholder=(
-            "Optional note (no names, e-mail addresses, phone numbers or links)"), layout=W.Layout(width="520px",
-                                                                                                   height="48px"))
-        return W.VBox([self.confidence, W.HBox([W.HTML("Reasons (optional): ")] + list(self.tag_buttons.values()),
-                                               layout=W.Layout(flex_flow="row wrap")), self.note])
+    def _ready(self) -> bool:
+        return self.order == ["image_unavailable"] or all(f in self.draft for f in self.order)
+
+    def _optional_widgets(self, phase: str) -> W.Widget:
+        self.tag_buttons = {}
+        kids: List[W.Widget] = []
+        if phase == "image":
+            tags = set(self.draft.get("reason_tags") or [])
+            self.tag_buttons = {t: W.ToggleButton(value=t in tags, description=t.replace("_", " "),
+                                                  layout=self._tag_layout) for t in REASON_TAGS}
+            for b in self.tag_buttons.values():
+                b.add_class("capaudit-tag")
+            kids.append(W.HBox([self._anchor("Reasons (optional):")] + list(self.tag_buttons.values()),
+                               layout=self._row_layout))
+        self.note = W.Text(value=self.draft.get("note") or "", placeholder=(
+            "Note (optional; no names, e-mail addresses, phone numbers or links)"), layout=W.Layout(width="98%"))
+        self.note.add_class("capaudit-note")
+        kids.append(self.note)
+        box = W.VBox(kids)
+        box.add_class("capaudit-optional")
+        return box
 
     # -- events --------------------------------------------------------------------------------------
     def _guard(self, fn: Callable[[], Any]) -> None:
         try:
             fn()
         except InputError as exc:
-            self._error(str(exc))
-        except Exception as exc:  # never let a handler crash the UI
+            self._refused(exc)
+        except Exception:  # never let a handler crash the UI
             log.exception("annotation UI error")
-            self._error(f"Something went wrong ({type(exc).__name__}: {exc}). Your saved answers are safe; reload the page.")
+            self._error("Something went wrong on our side. Your saved answers are safe; please reload the page.")
 
-    def _fresh(self, token: str) -> bool:
-        """Is an event made on the screen ``token`` and not within the debounce window of a new screen?"""
-        if token != self.screen_token or self.clock() - self.shown_at < self.debounce_s:
+    def _fresh(self, token: str, debounce: bool = True) -> bool:
+        """Is an event made on the screen ``token`` and (``debounce``) not within the debounce window of
+        a new screen?"""
+        if token != self.screen_token or (debounce and self.clock() - self.shown_at < self.debounce_s):
             self.ignored += 1
             return False
         return True
@@ -452,10 +604,12 @@ class AnnotationApp:
 
     def _nav_handler(self, action: str) -> Callable[[W.Button], None]:
         token = self.screen_token
+        act = {"back": self.back, "next": self.next, "consent": self._consent,
+               "login": lambda: self.login(self.code.value)}[action]
 
-        def handler(_b: W.Button) -> None:
-            if self._fresh(token):
-                self._guard(self.back if action == "back" else self.next)
+        def handler(_b: W.Button) -> None:  # login and consent screens: a double click's second half is stale
+            if self._fresh(token, debounce=action not in ("login", "consent")):
+                self._guard(act)
 
         return handler
 
@@ -470,121 +624,118 @@ class AnnotationApp:
         """Act on a key of the current screen."""
         if self.task is None:
             return
+        qs = self.questions
         if key in ("Backspace", "ArrowLeft"):
             self.back()
         elif key in ("Enter", "ArrowRight"):
             self.next()
-        elif key.isdigit() and self.cursor < len(self.order):
-            name = self.order[self.cursor]
+        elif key in ("ArrowUp", "ArrowDown"):
+            step = -1 if key == "ArrowUp" else 1
+            self.cursor = max(0, min(len(qs) - 1, self.cursor + step))
+            self._refresh()
+        elif key.isdigit() and self.cursor < len(qs):
+            name = qs[self.cursor]
             choices = self._choices(name)
             i = int(key) - 1
             if 0 <= i < len(choices):
                 self.choose(name, choices[i])
 
     def choose(self, name: str, value: str) -> None:
-        """Answer question ``name``; the judgment is committed when the last question is answered."""
+        """Answer question ``name`` (nothing is saved until Enter / "Save and next")."""
         if self.task is None:
             return
         if name == "image_unavailable":
             self.draft = {"image_unavailable": True}
             self._commit()
             return
-        self.draft[name] = value
+        if name == CONFIDENCE and self.draft.get(CONFIDENCE) == value:
+            self.draft.pop(CONFIDENCE)  # a second press clears the optional confidence
+        else:
+            self.draft[name] = value
+        before = list(self.order)
         if name == "category_check":
             if value != "incorrect":
                 self.draft.pop("corrected_category", None)
             self._set_order()
-        filled = all(f in self.draft for f in self.order)
-        i = self.order.index(name)
-        if self.saved is None:
-            if filled:
-                self._commit()
-                return
-            todo = [k for k in range(len(self.order)) if self.order[k] not in self.draft]
-            self.cursor = next((k for k in todo if k > i), todo[0])
-        else:  # a saved screen is walked question by question; the last answer saves a revision
-            self.cursor = i + 1
-            if self.cursor >= len(self.order) and filled:
-                self._commit()
-                return
-        if list(self.option_buttons) != self.order:  # a question appeared or went away
+        qs = self.questions
+        i = qs.index(name)
+        todo = [k for k, f in enumerate(self.order) if f not in self.draft]
+        self.cursor = next((k for k in todo if k > i), todo[0] if todo else len(self.order))
+        self.status.value = ""
+        if self.order != before:  # a question appeared or went away
             self._render(keep_screen=True)
         else:
             self._refresh()
 
     def _collect(self) -> Dict[str, Any]:
         assert self.task is not None
-        values: Dict[str, Any] = {}
         if self.task.phase == "pair" and self.draft.get("image_unavailable"):
             return {"image_unavailable": True}
+        values: Dict[str, Any] = {}
         for f in self.order:
-            values[f] = int(self.draft[f]) if f in ("salient_coverage", "control_usefulness") else self.draft[f]
-        if self.task.phase == "image":
-            if self.confidence.value:
-                values["confidence"] = int(self.confidence.value)
-            tags = [t for t, b in self.tag_buttons.items() if b.value]
-            if tags:
-                values["reason_tags"] = tags
-            if self.note.value.strip():
-                values["note"] = self.note.value
+            values[f] = int(self.draft[f]) if f in SCALE_FIELDS else self.draft[f]
+        if self.draft.get(CONFIDENCE):
+            values[CONFIDENCE] = int(self.draft[CONFIDENCE])
+        tags = [t for t, b in self.tag_buttons.items() if b.value]
+        if tags:
+            values["reason_tags"] = tags
+        if self.note.value.strip():
+            values["note"] = self.note.value
         return values
 
     def _commit(self) -> None:
         assert self.session is not None and self.task is not None
         t = self.task
         values = self._collect()
-        if t.phase == "image":  # keep what was typed if the judgment is refused (e.g. a screened note)
-            for k in ("confidence", "reason_tags", "note"):
-                self.draft.pop(k, None)
-                if k in values:
-                    self.draft[k] = values[k]
         elapsed = int(max(0.0, self.clock() - self.item_shown_at) * 1000)
         try:
             res = self.session.record(t.item_id, t.phase, values, expected_revision=self.saved.revision if self.saved else 0,
                                       elapsed_ms=elapsed)
-        except StaleJudgmentError:
+        except StaleJudgmentError as exc:
             self.show(t.index)
-            self._error("This item was answered in another window; showing the saved answer.")
+            self._refused(exc)
             return
-        except InputError as exc:
-            self._render()
-            self._error(str(exc))
-            return
-        what = "unchanged" if res.duplicate else f"saved (revision {res.revision})"
-        self.status.value = (f'<span class="capaudit-saved">✓ {PHASE_TITLES[t.phase][0]}, item {t.position + 1}: '
-                             f'{what}</span>')
+        what = "Kept the saved answer" if res.duplicate else "Saved"
+        self.status.value = f'<span class="capaudit-saved">✓ {what}: {PHASE_TITLES[t.phase]}, item {t.in_batch + 1}.</span>'
         self._advance(t)
 
     def _advance(self, t: Task) -> None:
         assert self.session is not None
         nxt = t.index + 1
-        if nxt < len(self.tasks) and self.tasks[nxt].phase == t.phase and \
+        if nxt < len(self.tasks) and (self.tasks[nxt].phase, self.tasks[nxt].batch) == (t.phase, t.batch) and \
                 self.session.saved(self.tasks[nxt].item_id, t.phase) is not None:
             self.show(nxt)
             return
+        status = self.status.value
         self.resume()
+        if self.task is not None and (self.task.phase, self.task.batch) != (t.phase, t.batch):
+            status += f" Now the {PHASE_TITLES[self.task.phase].lower()} of batch {self.task.batch + 1}."
+        self.status.value = status
 
     def _prev_index(self) -> Optional[int]:
         t = self.task
-        if t is None or t.index == 0 or self.tasks[t.index - 1].phase != t.phase:
+        if t is None or t.index == 0:
             return None
-        return t.index - 1
+        p = self.tasks[t.index - 1]
+        return p.index if (p.phase, p.batch) == (t.phase, t.batch) else None
 
     def back(self) -> None:
-        """Previous item within the phase (its saved answer is shown and can be changed)."""
+        """Previous item within the step of this batch (its saved answer is shown and can be changed)."""
         i = self._prev_index()
         if i is not None:
             self.status.value = ""
             self.show(i)
 
     def next(self) -> None:
-        """Save this screen's answers if they changed (else keep them) and go on; only on answered screens."""
-        if self.task is None or self.saved is None:
+        """Save this screen's answers (unchanged: keep them) and go on; refused until every question is answered."""
+        if self.task is None:
             return
-        if all(f in self.draft for f in self.order):
+        if self._ready():
             self._commit()
         else:
-            self._error("Answer every question of this item first.")
+            self.cursor = self._first_open()
+            self._refresh()
+            self._error("Please answer every question first (the marked one is next).")
 
 
 def resolve_study_path(params_path: Optional[PathLike] = None, study: Optional[PathLike] = None) -> Path:
@@ -611,7 +762,7 @@ def annotation_app(params_path: Optional[PathLike] = None, study: Optional[PathL
         st = Study.load(path)
     except Exception as exc:
         box = W.VBox([W.HTML("<h2>Claim verification</h2>"),
-                      W.HTML(f'<p class="capaudit-error">The study cannot be opened: {html.escape(str(exc))}</p>')])
+                      W.HTML(f'<p class="capaudit-error">The study cannot be opened: {_e(str(exc))}</p>')])
         box.add_class("capaudit-annotator")
         return box
     app = AnnotationApp(st, invite_code=invite_code)
@@ -619,4 +770,5 @@ def annotation_app(params_path: Optional[PathLike] = None, study: Optional[PathL
     return app.root
 
 
-__all__ = ["AnnotationApp", "KeyCapture", "annotation_app", "highlight_caption", "load_image", "resolve_study_path"]
+__all__ = ["AnnotationApp", "IMAGE_LOADED_CHOICES", "KeyCapture", "annotation_app", "annotator_message",
+           "highlight_caption", "load_image", "resolve_study_path"]
