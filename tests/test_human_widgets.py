@@ -255,7 +255,7 @@ def test_pair_step_is_about_the_whole_caption(app_env) -> None:
     assert "Claim:" not in texts and "Caption:" in texts
     assert [b.description for b in app.option_buttons["salient_coverage"]] == ["1", "2", "3", "4", "5"]
     row = app.field_boxes["salient_coverage"].children[1].children
-    assert "1 = covers little" in row[0].value and "5 = covers everything important" in row[-1].value
+    assert "1 = covers little" in row[0].value and "5 = covers all" in row[-1].value
 
 
 def test_annotation_app_never_raises(tmp_path: Path) -> None:
@@ -270,3 +270,20 @@ def test_closed_study_is_announced(app_env) -> None:
     st.close_study()
     _login(app, code)
     assert "not open for answers" in app.body.children[0].value and app.task is None
+
+
+def test_keyboard_only_start_instructions_and_no_empty_boxes(app_env) -> None:
+    st, code, app, clock = app_env
+    assert app.keys.hint == "" and app.keys.capture_keys == []  # login: no key pad box (CSS :empty hides it)
+    app.code.value = code
+    app.code._handle_custom_msg({"event": "submit"}, [])  # Enter in the invite field
+    assert app.keys.capture_keys == ["Enter"] and "How to judge" in app.body.children[1].value
+    _key(app, "Enter", clock)  # consent by keyboard
+    assert app.task is not None and app.task.phase == "caption"
+    assert app.help_panel.layout.display == "none"
+    app.help_btn.value = True
+    assert app.help_panel.layout.display == "" and "Claim types" in app.help_panel.value
+    right = app.body.children[0].children[1].children
+    texts = [getattr(w, "value", None) for w in right if isinstance(w, W.HTML)]
+    assert all(t and t.strip() for t in texts)  # no empty boxes
+    assert any("e.g." in t and app.view.category.replace("_", " ") in t for t in texts)  # the type's definition

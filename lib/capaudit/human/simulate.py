@@ -126,16 +126,33 @@ def _offsets(window: str, span: str, unit: str) -> Optional[List[int]]:
     return None
 
 
+_EXTRACTOR: List[Any] = []
+
+
+def _extracted_units(window: str) -> List[Dict[str, str]]:
+    """The heuristic claims extractor's units of ``window`` (one extractor per process)."""
+    if not _EXTRACTOR:
+        from capaudit.claims.offline import HeuristicExtractor
+
+        _EXTRACTOR.append(HeuristicExtractor())
+    return _EXTRACTOR[0].extract(window)
+
+
 def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a", "judge_b"),
                             surfaces: Sequence[str] = ("coco_caption_a", "coco_caption_b"), slice_name: str = "coco_mini_demo",
-                            n_images: Optional[int] = None, seed: int = 0, missing_images: int = 0) -> Path:
+                            n_images: Optional[int] = None, seed: int = 0, missing_images: int = 0,
+                            claims: str = "templates") -> Path:
     """Write judged claims in the judges stage's exact schema from COCO-MINI (real image paths).
 
-    Surface ``k`` uses each image's ``k``-th COCO caption as its caption window. Objects and counts
-    come from the COCO instances of the image, the other six claim types from small templates; judge
-    answers are COCO-grounded (``yes`` for present categories) with seeded noise. The first
-    ``missing_images`` images get a path that does not exist (to exercise ``image_unavailable``).
+    Surface ``k`` uses each image's ``k``-th COCO caption as its caption window. ``claims``:
+    ``templates`` — objects and counts from the COCO instances of the image, the other six claim
+    types from small templates (some not stated by the caption); ``extractor`` — the heuristic claims
+    extractor's units of the caption (real spans). Judge answers are COCO-grounded (``yes`` for
+    present categories) with seeded noise. The first ``missing_images`` images get a path that does
+    not exist (to exercise ``image_unavailable``).
     """
+    if claims not in ("templates", "extractor"):
+        raise ValueError(f"claims must be 'templates' or 'extractor', got {claims!r}")
     from capaudit.data.coco import coco_mini
 
     idx = coco_mini()
@@ -158,12 +175,14 @@ def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a"
             window = " ".join(str(img.captions[si]["caption"]).split())
             caption_id = f"{surface}:{img.id}"
             units: List[Dict[str, str]] = []
-            for name in present[:3]:
+            if claims == "extractor":
+                units = _extracted_units(window)
+            for name in (present[:3] if claims == "templates" else ()):
                 units.append({"category": "object", "unit": name, "target": name, "span": name})
-            if rng.random() < 0.5 and absent:
+            if claims == "templates" and rng.random() < 0.5 and absent:
                 name = rng.choice(absent)
                 units.append({"category": "object", "unit": name, "target": name, "span": ""})
-            if present:
+            if claims == "templates" and present:
                 top = max(present, key=lambda n: (counts[n], n))
                 k = counts[top]
                 units.append({"category": "count", "unit": f"{_NUM.get(k, str(k)) if k > 1 else 'one'} {top}",
@@ -173,7 +192,7 @@ def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a"
                     units.append({"category": "relation", "unit": f"{present[0]} near {present[1]}",
                                   "target": present[1], "span": ""})
             for cat, pool in (("style", _STYLE), ("camera", _CAMERA), ("lighting", _LIGHTING), ("text_rendering", _TEXT)):
-                if rng.random() < 0.35:
+                if claims == "templates" and rng.random() < 0.35:
                     u = rng.choice(pool)
                     units.append({"category": cat, "unit": u, "target": "scene", "span": ""})
             for ui, u in enumerate(units):
@@ -197,10 +216,12 @@ def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a"
 
 
 def fixture_study(folder: PathLike, *, n_images: int = 20, humans: int = 1, simulated: int = 0,
-                  missing_images: int = 0, seed: int = 0, open_study: bool = True, **config: Any):
+                  missing_images: int = 0, seed: int = 0, open_study: bool = True, claims: str = "templates",
+                  **config: Any):
     """A small sealed, assigned (and open) study from synthetic judged claims, for tests and trials.
 
-    Returns ``(study, human_invites, simulated_invites)``. ``config`` overrides
+    Returns ``(study, human_invites, simulated_invites)``. ``claims``: see
+    :func:`synthetic_judged_claims`. ``config`` overrides
     :class:`~capaudit.human.protocol.StudyConfig` fields (defaults: 2 claims per stratum, strata
     present only, a 30-item cap).
     """
@@ -208,7 +229,7 @@ def fixture_study(folder: PathLike, *, n_images: int = 20, humans: int = 1, simu
 
     folder = Path(folder)
     jc = synthetic_judged_claims(folder / "judged_claims.jsonl", n_images=n_images, seed=seed,
-                                 missing_images=missing_images)
+                                 missing_images=missing_images, claims=claims)
     settings: Dict[str, Any] = {"study_id": "fixture-study", "claims_per_stratum": 2, "require_all_strata": False,
                                 "target_items": 30, "max_items": 40}
     settings.update(config)

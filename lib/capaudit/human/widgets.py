@@ -108,6 +108,7 @@ _CSS = """
 .capaudit-annotator { width: 100%; max-width: 1260px; font-size: 14px; box-sizing: border-box; }
 .capaudit-annotator h2 { font-size: 18px; margin: 0; }
 .capaudit-annotator p { margin: 2px 0; }
+.capaudit-annotator .widget-html, .capaudit-annotator .widget-html-content { line-height: 1.35; height: auto; }
 .capaudit-annotator .capaudit-header { align-items: center; gap: 12px; border-bottom: 1px solid #ddd;
   padding-bottom: 4px; margin-bottom: 6px; }
 .capaudit-annotator .capaudit-left { flex: 1 1 54%; min-width: 0; padding-right: 14px; }
@@ -125,7 +126,7 @@ _CSS = """
 .capaudit-annotator .capaudit-unavailable { padding: 40px; border: 2px dashed #b71c1c; color: #b71c1c;
   font-size: 18px; text-align: center; }
 .capaudit-annotator .capaudit-image img, .capaudit-annotator img.capaudit-image { max-width: 100%;
-  max-height: calc(100vh - 110px); object-fit: contain; }
+  max-height: calc(100vh - 150px); object-fit: contain; }
 .capaudit-keys { font-size: 12px; color: #555; padding: 2px 8px; border: 1px dashed #bbb; border-radius: 4px;
   outline: none; margin-top: 4px; }
 .capaudit-keys:empty { display: none; }
@@ -329,7 +330,7 @@ class AnnotationApp:
             "pseudonym only: no name, e-mail address, IP address or browser details. Please do not write personal "
             "or contact information in notes. You can stop at any time; answers given so far are kept.</p>"),
             W.HTML(self._instructions_html()), agree]
-        self._publish_keys([], "")
+        self._publish_keys(["Enter"], "Enter: I agree — start")
 
     def _consent(self) -> None:
         assert self.session is not None
@@ -428,7 +429,7 @@ class AnnotationApp:
     def _shared(self) -> None:
         """Layouts and styles shared by every button (fewer widget models per screen)."""
         if not hasattr(self, "_opt_layout"):
-            self._opt_layout = W.Layout(width="auto", min_width="44px", height="34px", margin="2px")
+            self._opt_layout = W.Layout(width="auto", min_width="44px", height="32px", margin="1px 2px")
             self._opt_style = W.ButtonStyle(font_size="14px")
             self._row_layout = W.Layout(flex_flow="row wrap", align_items="center")
             self._nav_layout = W.Layout(width="150px", height="36px")
@@ -460,8 +461,8 @@ class AnnotationApp:
             row = [self._anchor("1 = guessing")] + row + [self._anchor("5 = certain")]
         if name == CONFIDENCE:
             question = "Confidence (optional)"
-        else:
-            question = LABELS.get(name, "The image could not be shown.")
+        else:  # the scales' anchors sit beside their buttons, not in the question
+            question = LABELS.get(name, "The image could not be shown.").split(" (1 = ")[0]
         box = W.VBox([W.HTML(f"<b>{_e(question)}</b>"), W.HBox(row, layout=self._row_layout)])
         box.add_class("capaudit-q")
         self.field_boxes[name] = box
@@ -487,7 +488,7 @@ class AnnotationApp:
         else:
             if self.image_ok:
                 img = W.Image(value=self.image_bytes, format="jpeg",
-                              layout=W.Layout(max_width="100%", max_height="calc(100vh - 110px)", width="auto",
+                              layout=W.Layout(max_width="100%", max_height="calc(100vh - 150px)", width="auto",
                                               height="auto", object_fit="contain"))
                 img.add_class("capaudit-image")
                 left.append(img)
@@ -623,6 +624,8 @@ class AnnotationApp:
     def key(self, key: str) -> None:
         """Act on a key of the current screen."""
         if self.task is None:
+            if key == "Enter" and self.session is not None and self.session.needs_consent():
+                self._consent()
             return
         qs = self.questions
         if key in ("Backspace", "ArrowLeft"):
