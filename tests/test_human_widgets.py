@@ -62,8 +62,8 @@ def test_login_errors_are_shown_not_raised(app_env) -> None:
     app.start.click()
     assert app.status.value.endswith("Please check it and try again.</span>") and app.session is None
     assert "invite_code" not in app.status.value and "field" not in app.status.value
-    app.code._handle_custom_msg({"event": "submit"}, [])  # Enter in the field
-    assert "not valid" in app.status.value
+    app._on_msg(app.keys, {"kind": "code", "value": "ALSO-WRONG", "screen": app.keys.screen}, [])  # Enter
+    assert "not valid" in app.status.value and app.code.value == "ALSO-WRONG"
     _login(app, code)
     assert app.task is not None and app.task.phase == "caption" and app.task.position == 0
 
@@ -275,8 +275,7 @@ def test_closed_study_is_announced(app_env) -> None:
 def test_keyboard_only_start_instructions_and_no_empty_boxes(app_env) -> None:
     st, code, app, clock = app_env
     assert app.keys.hint == "" and app.keys.capture_keys == []  # login: no key pad box (CSS :empty hides it)
-    app.code.value = code
-    app.code._handle_custom_msg({"event": "submit"}, [])  # Enter in the invite field
+    app._on_msg(app.keys, {"kind": "code", "value": code, "screen": app.keys.screen}, [])  # Enter in the field
     assert app.keys.capture_keys == ["Enter"] and "How to judge" in app.body.children[1].value
     _key(app, "Enter", clock)  # consent by keyboard
     assert app.task is not None and app.task.phase == "caption"

@@ -70,6 +70,14 @@ function render({ model, el }) {
   let tries = 0;
   const mark = (n) => { if (n && n.setAttribute) n.setAttribute("data-lm-suppress-shortcuts", "true"); };
   const onFocus = (e) => mark(e.target);
+  function onCode(e) {
+    // Enter in the invite-code field (capture phase: the text widget stops the key's propagation);
+    // the field's own value is sent, as a state sync queued behind the widget throttle may lag it
+    const t = e.target;
+    if (e.key !== "Enter" || !(t && t.closest && t.closest(".capaudit-code"))) return;
+    e.preventDefault();
+    model.send({ kind: "code", value: t.value || "", screen: model.get("screen") });
+  }
   function onKey(e) {
     const t = e.target;
     if (t && t.closest && t.closest("input, textarea, select, [contenteditable='true']")) return;
@@ -85,6 +93,7 @@ function render({ model, el }) {
     host = el.closest(".capaudit-annotator") || pad;
     host.setAttribute("data-lm-suppress-shortcuts", "true");
     host.addEventListener("keydown", onKey);
+    host.addEventListener("keydown", onCode, true);
     // Lumino matches a shortcut's selector on the focused element before it looks at its
     // ancestors, so the attribute must sit on whatever takes focus (buttons, inputs) too.
     host.addEventListener("focusin", onFocus);
@@ -98,14 +107,21 @@ function render({ model, el }) {
     if (!(a && a.closest && a.closest("input, textarea"))) pad.focus({ preventScroll: true });
   });
   return () => {
-    if (host) { host.removeEventListener("keydown", onKey); host.removeEventListener("focusin", onFocus); }
+    if (host) {
+      host.removeEventListener("keydown", onKey);
+      host.removeEventListener("keydown", onCode, true);
+      host.removeEventListener("focusin", onFocus);
+    }
   };
 }
 export default { render };
 """
 
 _CSS = """
-.capaudit-annotator { width: 100%; max-width: 1260px; font-size: 14px; box-sizing: border-box; }
+.capaudit-annotator { width: 100%; max-width: 1260px; font-size: 14px; box-sizing: border-box; position: relative; }
+.capaudit-annotator .capaudit-instructions { position: absolute; top: 50px; left: 0; right: 0; z-index: 20;
+  background: #fff; border: 1px solid #999; border-radius: 6px; box-shadow: 0 4px 16px rgba(0,0,0,.25);
+  padding: 4px 14px; max-height: calc(100vh - 70px); overflow: auto; }
 .capaudit-annotator h2 { font-size: 18px; margin: 0; }
 .capaudit-annotator p { margin: 2px 0; }
 .capaudit-annotator .widget-html, .capaudit-annotator .widget-html-content { line-height: 1.35; height: auto; }
@@ -281,12 +297,11 @@ class AnnotationApp:
             self.bar.value = done
 
     def _show_login(self, message: str = "", typed: str = "") -> None:
-        token = self._begin_screen()
+        self._begin_screen()
         self._set_where("")
         self.code = W.Text(value=typed, placeholder="e.g. ABCD-EFGH-JKLM-NPQR", description="Invite code:",
                            layout=W.Layout(width="420px"), continuous_update=True)
-        self.code.add_class("capaudit-code")
-        self.code.on_msg(self._code_msg_handler(token))  # Enter in the field sends {"event": "submit"}
+        self.code.add_class("capaudit-code")  # Enter in the field: a "code" message of the key pad
         self.start = W.Button(description="Start", button_style="primary", layout=W.Layout(width="160px", height="36px"))
         self.start.add_class("capaudit-start")
         self.start.on_click(self._nav_handler("login"))
@@ -297,12 +312,6 @@ class AnnotationApp:
         self.status.value = ""
         if message:
             self._error(message)
-
-    def _code_msg_handler(self, token: str) -> Callable[[Any, Dict[str, Any], Any], None]:
-        def handler(_w: Any, content: Dict[str, Any], _buffers: Any) -> None:
-            if isinstance(content, dict) and content.get("event") == "submit" and token == self.screen_token:
-                self._guard(lambda: self.login(self.code.value))
-        return handler
 
     def login(self, invite_code: str) -> bool:
         """Log in with an invite code; shows consent or the first unanswered item."""
@@ -615,9 +624,13 @@ class AnnotationApp:
         return handler
 
     def _on_msg(self, _widget: Any, content: Dict[str, Any], _buffers: Any) -> None:
-        if not isinstance(content, dict) or content.get("kind") != "key":
+        if not isinstance(content, dict):
             return
-        if not self._fresh(str(content.get("screen", ""))):
+        if content.get("kind") == "code" and self.session is None:  # Enter in the invite-code field
+            if self._fresh(str(content.get("screen", "")), debounce=False):
+                self._guard(lambda: self.login(str(content.get("value", ""))))
+            return
+        if content.get("kind") != "key" or not self._fresh(str(content.get("screen", ""))):
             return
         self._guard(lambda: self.key(str(content.get("key", ""))))
 
