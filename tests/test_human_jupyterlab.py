@@ -61,16 +61,17 @@ def test_widget_keys_do_not_trigger_jupyterlab_shortcuts(tmp_path: Path) -> None
             page.keyboard.press("Shift+Enter")
             page.wait_for_selector(".capaudit-code input", timeout=60_000)
             page.fill(".capaudit-code input", people[0].code)
+            time.sleep(0.5)
             page.click(".capaudit-start")
             page.wait_for_selector(".capaudit-consent", timeout=30_000)
             page.click(".capaudit-consent")
-            page.wait_for_selector("text=Caption phase · item 1 of", timeout=30_000)
+            page.wait_for_selector("text=Caption step · item 1 of", timeout=30_000)
             time.sleep(0.8)
             cells = page.locator(".jp-Notebook .jp-Cell")
             assert page.evaluate("document.querySelector('.jp-Notebook').classList.contains('jp-mod-commandMode')")
-            for key in ("1", "1", "1"):  # focus is on the widget's key pad
+            for key in ("1", "1", "1", "Enter"):  # focus is on the widget's key pad
                 page.keyboard.press(key)
-            page.wait_for_selector("text=Caption phase · item 2 of", timeout=20_000)
+            page.wait_for_selector("text=Caption step · item 2 of", timeout=20_000)
             time.sleep(0.8)
             assert count("SELECT COUNT(*) AS k FROM annotations") == 1
             assert cells.count() == 2 and page.locator(".jp-MarkdownCell").count() == 0
@@ -81,7 +82,8 @@ def test_widget_keys_do_not_trigger_jupyterlab_shortcuts(tmp_path: Path) -> None
             time.sleep(1.0)
             assert cells.count() == 2 and page.locator(".jp-MarkdownCell").count() == 0
             page.keyboard.press("1")  # category: correct (atomic got "2 not visual" above)
-            page.wait_for_selector("text=Caption phase · item 3 of", timeout=20_000)
+            page.keyboard.press("Enter")
+            page.wait_for_selector("text=Caption step · item 3 of", timeout=20_000)
             assert count("SELECT COUNT(*) AS k FROM annotations") == 2
             assert count("SELECT COUNT(*) AS k FROM annotations WHERE atomic_visual_claim = 'not_visual'") == 1
             # control: the same keys on a cell in command mode do reach JupyterLab
