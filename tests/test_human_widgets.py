@@ -260,7 +260,7 @@ def test_pair_step_is_about_the_whole_caption(app_env) -> None:
 
 def test_annotation_app_never_raises(tmp_path: Path) -> None:
     box = annotation_app(study=tmp_path / "missing.sqlite")
-    assert "cannot be opened" in box.children[1].value
+    assert "cannot be opened" in box.children[1].value and "missing.sqlite" not in box.children[1].value
     k = KeyCapture()
     assert "_model_module" in k.get_state() and "capture_keys" in k.get_state()
 

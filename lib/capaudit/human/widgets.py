@@ -776,9 +776,11 @@ def annotation_app(params_path: Optional[PathLike] = None, study: Optional[PathL
     try:
         path = resolve_study_path(params_path, study)
         st = Study.load(path)
-    except Exception as exc:
+    except Exception as exc:  # the details go to the server's log, the annotator reads a sentence
+        log.error("annotation notebook: the study cannot be opened: %s", exc)
         box = W.VBox([W.HTML("<h2>Claim verification</h2>"),
-                      W.HTML(f'<p class="capaudit-error">The study cannot be opened: {_e(str(exc))}</p>')])
+                      W.HTML('<p class="capaudit-error">This study cannot be opened right now. Please tell the study '
+                             "lead; nothing you answered is lost.</p>")])
         box.add_class("capaudit-annotator")
         return box
     app = AnnotationApp(st, invite_code=invite_code)
