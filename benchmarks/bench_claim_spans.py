@@ -8,9 +8,11 @@ change and ``--compare`` two outputs: per-caption unit counts must match when on
 units changed.
 
 ``judged``: the claims of judges' ``judged_claims.jsonl`` files, distinct by (unit, span): how many
-shown claims are not faithful to their span, with the old display (the bare unit, plus
-``(about: target)``) and with :func:`capaudit.human.claim_display.shown_claim`; ``--reextract``
-also re-runs the current extractor on the claims' caption windows and counts its units the same way.
+shown claims are neither faithful to their span nor a whole-word substring of the caption window,
+with the old display (the bare unit, plus ``(about: target)``) and with
+:func:`capaudit.human.claim_display.shown_claim`; ``--study DB`` counts a study's items the same way
+(opened read-only); ``--reextract`` also re-runs the current extractor on the claims' caption
+windows and counts its units the same way.
 
     PYTHONPATH=lib python benchmarks/bench_claim_spans.py extract --out /tmp/v7.jsonl
     PYTHONPATH=lib python benchmarks/bench_claim_spans.py extract --out /tmp/v7.jsonl --compare /tmp/v6.jsonl
@@ -100,9 +102,23 @@ def _unfaithful(claims: Sequence[Tuple[str, str, str, str, str]], display) -> in
     bad = 0
     for unit, span, target, cat, window in claims:
         shown = display(unit, span, target, cat)
-        if not (is_faithful(shown, span) or shown in window):
+        if not (is_faithful(shown, span) or _in_words(shown, window)):
             bad += 1
     return bad
+
+
+def _in_words(part: str, text: str) -> bool:
+    """``part`` occurs in ``text`` on word boundaries ("pant" is not in "pants")."""
+    import re
+
+    return re.search(r"(?<![^\W_])" + re.escape(part) + r"(?![^\W_])", text) is not None
+
+
+def _fallbacks(claims: Sequence[Tuple[str, str, str, str, str]]) -> int:
+    """Claims whose unit is not faithful to its span, so the span is shown."""
+    from capaudit.human.claim_display import is_faithful
+
+    return sum(not is_faithful(u, s) for u, s, _, _, _ in claims)
 
 
 def cmd_judged(args: argparse.Namespace) -> int:
@@ -119,11 +135,18 @@ def cmd_judged(args: argparse.Namespace) -> int:
     claims = list(seen.values())
     old = _unfaithful(claims, lambda u, s, t, c: _old_display(u, t))
     new = _unfaithful(claims, shown_claim)
-    fallback = sum(shown_claim(u, s, t, c) != u and not shown_claim(u, s, t, c).startswith(u + " (about:")
-                   for u, s, t, c, _ in claims)
     print(f"{len(claims)} distinct (unit, span) claims in {len(args.paths)} file(s), {len(windows)} caption windows")
     print(f"  not faithful to their span: old display {old} ({100.0 * old / len(claims):.1f} %), "
-          f"shown_claim {new}; shown as the span (fallback): {fallback}")
+          f"shown_claim {new}; shown as the span (fallback): {_fallbacks(claims)}")
+    if args.study:
+        import sqlite3
+
+        con = sqlite3.connect(f"file:{Path(args.study).resolve()}?mode=ro", uri=True)
+        items = list(con.execute("SELECT unit, span, target, category, caption_window FROM items"))
+        con.close()
+        old, new = (_unfaithful(items, lambda u, s, t, c: _old_display(u, t)), _unfaithful(items, shown_claim))
+        print(f"  study items ({args.study}): {len(items)}; not faithful: old display {old} "
+              f"({100.0 * old / max(len(items), 1):.1f} %), shown_claim {new}; shown as the span: {_fallbacks(items)}")
     if args.reextract:
         from capaudit.claims.offline import EXTRACTOR_VERSION, HeuristicExtractor
 
@@ -134,7 +157,7 @@ def cmd_judged(args: argparse.Namespace) -> int:
         fc = list(fresh.values())
         print(f"  re-extracted with {EXTRACTOR_VERSION} (heuristic baseline): {len(fc)} distinct claims; "
               f"not faithful: bare unit {_unfaithful(fc, lambda u, s, t, c: _old_display(u, t))}, "
-              f"shown_claim {_unfaithful(fc, shown_claim)}")
+              f"shown_claim {_unfaithful(fc, shown_claim)}; shown as the span: {_fallbacks(fc)}")
     return 0
 
 
@@ -148,6 +171,7 @@ def main(argv: Sequence[str] = ()) -> int:
     j = sub.add_parser("judged")
     j.add_argument("paths", nargs="+")
     j.add_argument("--reextract", action="store_true")
+    j.add_argument("--study", default=None, help="a study's SQLite store: count its items too (read-only)")
     args = ap.parse_args(list(argv) or None)
     return cmd_extract(args) if args.cmd == "extract" else cmd_judged(args)
 

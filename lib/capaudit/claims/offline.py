@@ -802,7 +802,7 @@ def _register() -> None:
 _register()
 
 __all__ = [
-    "BACKEND_NAME", "BACKEND_LABEL", "EXTRACTOR_VERSION", "FORMS", "SPACY_MODEL", "HeuristicExtractor", "ExtractorBackend",
-    "link_parents",
+    "BACKEND_NAME", "BACKEND_LABEL", "EXTRACTOR_VERSION", "FORMS", "SPACY_MODEL", "HeuristicExtractor",
+    "ExtractorBackend", "link_parents",
     "DEFAULT_BACKEND",
 ]
