@@ -46,7 +46,7 @@ import re
 from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from capaudit.lexicons import plural_only_nouns
+from capaudit.lexicons import plural_only_nouns, singular_candidates
 from capaudit.io.canonical_json import dumps_bytes
 
 from .prompts import parse_user_prompt, user_message_text, wants_parent_links
@@ -746,10 +746,24 @@ class HeuristicExtractor:
 _LINKED = ("attribute", "count", "relation")
 
 
+def _word_forms(phrase: str) -> List[Set[str]]:
+    """Per word of ``phrase``: the word and its plausible singulars (``dogs`` -> dogs, dog)."""
+    return [set(singular_candidates(w)) for w in phrase.split()]
+
+
+def _names_in(name: str, unit: str) -> bool:
+    """Whether object ``name`` occurs as a run of whole words in ``unit``, a plural form matching
+    its singular (a unit in surface words names ``dog`` as ``dogs``)."""
+    want, have = _word_forms(name), _word_forms(unit)
+    return bool(want) and any(all(want[k] & have[i + k] for k in range(len(want)))
+                              for i in range(len(have) - len(want) + 1))
+
+
 def link_parents(units: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     """``units`` with ``parents`` (heuristic, for schemas with parent links): an attribute or
     count points at the object record whose unit is its target; a relation at every object record
-    whose unit occurs, as whole words, in the relation's unit; other records get ``[]``."""
+    whose unit occurs, as whole words (singular or plural), in the relation's unit; other records
+    get ``[]``."""
     objects = [(i, str(u.get("unit", ""))) for i, u in enumerate(units) if u.get("category") == "object"]
     out = []
     for u in units:
@@ -758,8 +772,7 @@ def link_parents(units: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         if cat in ("attribute", "count"):
             parents = [i for i, name in objects if name == u.get("target")][:1]
         elif cat == "relation":
-            text = f" {u.get('unit', '')} "
-            parents = [i for i, name in objects if name and f" {name} " in text]
+            parents = [i for i, name in objects if name and _names_in(name, str(u.get("unit", "")))]
         out.append({**u, "parents": parents})
     return out
 
