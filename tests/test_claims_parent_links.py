@@ -101,3 +101,16 @@ def test_cells_dependency_on_zeroes_children_of_a_no(tmp_path: Path, capsys):
     assert cell("on", "A")["all_types"]["no"] == 3
     # judge B: every parent is yes -> nothing changes
     assert cell("on", "B")["all_types"] == cell("off", "B")["all_types"]
+
+
+def test_relation_parents_match_plural_mentions():
+    """Units are in the caption's words (issue 21): an object first named ``dog`` is the parent of
+    ``dogs on grass``; whole words only (``cat`` is not in ``catwalk``)."""
+    units = link_parents([{"category": "object", "unit": "dog", "span": "dog", "target": "dog"},
+                          {"category": "object", "unit": "grass", "span": "grass", "target": "grass"},
+                          {"category": "object", "unit": "cat", "span": "cat", "target": "cat"},
+                          {"category": "relation", "unit": "dogs on grass", "span": "dogs on the grass",
+                           "target": "dog"},
+                          {"category": "relation", "unit": "dog on catwalk", "span": "dog on a catwalk",
+                           "target": "dog"}])
+    assert [u["parents"] for u in units] == [[], [], [], [0, 1], [0]]

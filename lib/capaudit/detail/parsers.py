@@ -9,8 +9,9 @@ the reason.
   ``en_core_web_sm``) gives typed units with targets, and the graph is assembled from them plus
   the spaCy dependency parse:
 
-  - objects O(c): the ``object`` units (noun-chunk heads with their noun compounds, lemmatised;
-    one node per distinct phrase, so an object named twice is one node);
+  - objects O(c): the ``object`` units in lemma form (``extract_doc(doc, forms="lemma")``: noun-chunk
+    heads with their noun compounds, lemmatised; one node per distinct phrase, so an object named
+    twice is one node; the claims backend's units keep the caption's words instead);
   - attributes A(c): ``attribute`` units (``white refrigerator`` → ``white`` on *refrigerator*,
     kind ``attribute``, before the noun; ``woman standing`` → ``standing``, kind ``state``, after
     it), ``count`` units (``two mugs`` → ``two``, kind ``count``) and ``text_rendering`` units
@@ -207,7 +208,7 @@ class OfflineSceneGraphParser:
         ex = self.extractor
         out: List[ParseResult] = []
         for doc in ex.nlp.pipe(list(texts), batch_size=self.batch_size):
-            out.append(ParseResult(assemble_graph(ex.extract_doc(doc), doc, parser=self.name)))
+            out.append(ParseResult(assemble_graph(ex.extract_doc(doc, forms="lemma"), doc, parser=self.name)))
         return out
 
 

@@ -312,15 +312,6 @@ class StudyConfig:
         return None
 
 
-def claim_text(unit: str, target: str, category: str) -> str:
-    """The claim as shown to annotators: the unit, plus its target where that adds information."""
-    unit = (unit or "").strip()
-    target = (target or "").strip()
-    if target and target.lower() not in unit.lower() and target.lower() != "scene":
-        return f"{unit} (about: {target})"
-    return unit
-
-
 def option_label(value: str) -> str:
     return value.replace("_", " ")
 
@@ -328,5 +319,5 @@ def option_label(value: str) -> str:
 __all__: Sequence[str] = (
     "ADJUDICABLE_FIELDS", "CATEGORIES", "JUDGE_ANSWERS", "LABELS", "PHASES", "PHASE_FIELDS", "PROFILE_FIELDS",
     "PROTOCOL", "REASON_TAGS", "Readiness", "SCALE_FIELDS", "StudyConfig", "UNAVAILABLE_IMAGE_CHOICES",
-    "claim_text", "field_choices", "option_label", "screen_text", "validate_judgment", "validate_profile",
+    "field_choices", "option_label", "screen_text", "validate_judgment", "validate_profile",
 )

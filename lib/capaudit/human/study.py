@@ -28,9 +28,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from capaudit.errors import EmptyInputError, InputError
 
 from .protocol import (
-    ADJUDICABLE_FIELDS, PHASE_FIELDS, PHASES, StudyConfig, claim_text, validate_judgment,
+    ADJUDICABLE_FIELDS, PHASE_FIELDS, PHASES, StudyConfig, validate_judgment,
     validate_profile,
 )
+from .claim_display import shown_claim
 from .sampling import SampleReport, file_digest, read_judged_claims, resolve_image, sample_items
 from .store import StudyStore, utcnow
 
@@ -664,7 +665,7 @@ class AnnotatorSession:
     def view(self, item_id: str, phase: str) -> ItemView:
         """The blinded view of an item: caption phase without the image, image phase without the caption."""
         it = self.study.item(item_id)
-        claim = claim_text(it["unit"], it["target"], it["category"])
+        claim = shown_claim(it["unit"], it["span"], it["target"], it["category"])
         offsets = (it["span_start"], it["span_end"]) if it["span_start"] is not None else None
         path = it["image_path"]
         available = bool(path) and Path(path).is_file()

@@ -11,6 +11,9 @@ Each category entry has ``terms`` (name + curated synonyms) and, from version 2,
   hand; read with ``coco_categories.yaml`` by :func:`capaudit.detail.panoptic.panoptic_lexicon`.
 * ``plural_only_nouns.txt``: plural-only nouns (``scissors``, ``pants``) that lemmatisers must not
   singularise (:func:`plural_only_nouns`).
+* ``claim_function_words.txt``: function words (articles, determiners, forms of "be") that a claim
+  shown to annotators may leave out of its caption span (:func:`claim_function_words`, read by
+  :mod:`capaudit.human.claim_display`).
 """
 
 from __future__ import annotations
@@ -140,16 +143,28 @@ def coco_lexicon() -> NounLexicon:
     return load_noun_lexicon(LEXICON_DIR / "coco_categories.yaml")
 
 
-@functools.lru_cache(maxsize=None)
-def plural_only_nouns() -> FrozenSet[str]:
-    """The reviewed plural-only nouns (``plural_only_nouns.txt``), lower case."""
-    path = LEXICON_DIR / "plural_only_nouns.txt"
+def _word_list(name: str) -> FrozenSet[str]:
+    """The words of a reviewed one-word-a-line file of this folder ('#' starts a comment)."""
     words = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in (LEXICON_DIR / name).read_text(encoding="utf-8").splitlines():
         word = line.split("#", 1)[0].strip()
         if word:
             words.append(word)
     return frozenset(words)
 
 
-__all__ = ["NounLexicon", "load_noun_lexicon", "coco_lexicon", "singular_candidates", "plural_only_nouns"]
+@functools.lru_cache(maxsize=None)
+def plural_only_nouns() -> FrozenSet[str]:
+    """The reviewed plural-only nouns (``plural_only_nouns.txt``), lower case."""
+    return _word_list("plural_only_nouns.txt")
+
+
+@functools.lru_cache(maxsize=None)
+def claim_function_words() -> FrozenSet[str]:
+    """The reviewed function words a claim shown to annotators may leave out of its span
+    (``claim_function_words.txt``: articles, determiners, relative pronouns, forms of "be")."""
+    return _word_list("claim_function_words.txt")
+
+
+__all__ = ["NounLexicon", "load_noun_lexicon", "coco_lexicon", "singular_candidates", "plural_only_nouns",
+           "claim_function_words"]
