@@ -12,7 +12,7 @@
     capaudit human backup    (--db and/or --params) [--out FILE]
     capaudit human adjudicate (--db and/or --params) --list [--out CSV] | --item ID --field F --value V --adjudicator PSEUDONYM
     capaudit human withdraw  (--db and/or --params) --pseudonym P001
-    capaudit human serve     (--db and/or --params) [--host 127.0.0.1] [--port 8866]
+    capaudit human serve     (--db and/or --params) [--host 127.0.0.1] [--port 8866] [--dashboard]
     capaudit human demo      [--params params/demo.yaml]
     capaudit human agreement --labels LABELS.csv --out AGREEMENT.json
 
@@ -157,10 +157,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pseudonym", required=True)
     p.set_defaults(func=cmd_withdraw)
 
-    p = sub.add_parser("serve", help="serve the annotation notebook with voila on 127.0.0.1")
+    p = sub.add_parser("serve", help="serve the annotation notebook (or the study dashboard) with voila on 127.0.0.1")
     _db_args(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=_port, default=8866)
+    p.add_argument("--dashboard", action="store_true", help="serve the study lead's read-only dashboard instead")
     p.add_argument("--dry-run", action="store_true", help="prepare the notebook and print the voila command")
     p.set_defaults(func=cmd_serve)
 
@@ -387,7 +388,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     db, st = _open(args)  # refuses a file that is not a study before anything is served
     st.close()
-    return serve(db, host=args.host, port=args.port, dry_run=args.dry_run)
+    return serve(db, host=args.host, port=args.port, dry_run=args.dry_run, dashboard=args.dashboard)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
