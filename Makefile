@@ -123,3 +123,8 @@ clean:
 ## serve the annotation notebook with voila on 127.0.0.1 (STUDY=path/to/study.sqlite, else the params file's study)
 annotate: $(VENV)/.installed
 	$(CAPAUDIT) human serve $(if $(STUDY),--db $(STUDY),--params $(PARAMS)) --host 127.0.0.1 --port $(or $(PORT),8866)
+
+## the study lead's read-only dashboard of the same study with voila on 127.0.0.1 (port 8867)
+.PHONY: dashboard
+dashboard: $(VENV)/.installed
+	$(CAPAUDIT) human serve --dashboard $(if $(STUDY),--db $(STUDY),--params $(PARAMS)) --host 127.0.0.1 --port $(or $(PORT),8867)

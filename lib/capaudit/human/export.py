@@ -58,7 +58,7 @@ class Disagreement:
 def _labels_by_field(study: Study) -> Dict[Tuple[str, str], List[str]]:
     """(item_id, field) → labels of distinct participants (latest revision; non-repeat items)."""
     return {(item, f): list(by_participant.values())
-            for f, by_item in _ratings_by_field(study).items() for item, by_participant in by_item.items()}
+            for f, by_item in ratings_by_field(study).items() for item, by_participant in by_item.items()}
 
 
 def consensus_rows(study: Study) -> Dict[Tuple[str, str], Optional[str]]:
@@ -170,7 +170,7 @@ def _hash(salt: str, kind: str, value: str) -> str:
     return hashlib.blake2b(f"{salt}\0{kind}\0{value}".encode("utf-8"), digest_size=12).hexdigest()
 
 
-def _ratings_by_field(study: Study) -> Dict[str, Dict[str, Dict[str, str]]]:
+def ratings_by_field(study: Study) -> Dict[str, Dict[str, Dict[str, str]]]:
     """field → item_id → participant_id → label (latest revision; non-repeat items)."""
     items = {r["item_id"]: r for r in study.items()}
     out: Dict[str, Dict[str, Dict[str, str]]] = {f: {} for f in ADJUDICABLE_FIELDS}
@@ -218,21 +218,24 @@ def human_human(study: Study) -> Dict[str, Any]:
     ``fleiss_kappa`` is Fleiss' κ, defined for any raters (Scott's π with two raters per item).
     ``raters`` counts the distinct participants; ``n`` counts the symmetrized (ordered) pairs.
     """
-    ratings = _ratings_by_field(study)
-    out: Dict[str, Any] = {}
-    for f, ph in ADJUDICABLE_FIELDS.items():
-        per_field = {i: r for i, r in ratings[f].items() if len(r) >= 2}
-        n_pairs = sum(len(r) * (len(r) - 1) // 2 for r in per_field.values())
-        block: Dict[str, Any] = {"n_items": len(per_field), "n_pairs": n_pairs}
-        allowed = PHASE_FIELDS[ph][f]
-        if f in ("caption_licensed", "image_support"):
-            if per_field:
-                block.update(nominal=_nominal_block(per_field, allowed), binary=_binary_block(per_field))
-        else:
-            block["nominal"] = _nominal_block(per_field, allowed) if per_field else None
-        block["raters"] = len({p for r in per_field.values() for p in r})
-        out[f] = block
-    return out
+    ratings = ratings_by_field(study)
+    return {f: field_agreement(ratings[f], f) for f in ADJUDICABLE_FIELDS}
+
+
+def field_agreement(ratings: Dict[str, Dict[str, str]], field_name: str) -> Dict[str, Any]:
+    """Agreement of one nominal field over ``item_id → participant → label`` (items with ≥ 2 raters):
+    the nominal block, plus the binary block (positive/negative agreement) for yes/no fields."""
+    per_field = {i: r for i, r in ratings.items() if len(r) >= 2}
+    n_pairs = sum(len(r) * (len(r) - 1) // 2 for r in per_field.values())
+    block: Dict[str, Any] = {"n_items": len(per_field), "n_pairs": n_pairs}
+    allowed = PHASE_FIELDS[ADJUDICABLE_FIELDS[field_name]][field_name]
+    if field_name in ("caption_licensed", "image_support"):
+        if per_field:
+            block.update(nominal=_nominal_block(per_field, allowed), binary=_binary_block(per_field))
+    else:
+        block["nominal"] = _nominal_block(per_field, allowed) if per_field else None
+    block["raters"] = len({p for r in per_field.values() for p in r})
+    return block
 
 
 def repeat_consistency(study: Study) -> Dict[str, Any]:
@@ -378,6 +381,7 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
 
 __all__ = [
     "AGREEMENT_JSON", "CORRECTED_JSON", "Disagreement", "EXPORT_JSON", "PUBLIC_COLUMNS", "PUBLIC_CSV", "agreement_summary",
-    "check_exportable", "confusion_counts", "consensus_rows", "disagreements", "export_study", "human_human",
-    "judge_human_records", "public_rows", "readiness", "repeat_consistency", "status_report",
+    "check_exportable", "confusion_counts", "consensus_rows", "disagreements", "export_study", "field_agreement",
+    "human_human", "judge_human_records", "public_rows", "ratings_by_field", "readiness", "repeat_consistency",
+    "status_report",
 ]

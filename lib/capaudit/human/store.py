@@ -256,9 +256,11 @@ class SchemaVersionError(InputError):
 class StudyStore:
     """A connection to one study database (see the module docstring)."""
 
-    def __init__(self, path: PathLike, *, create: bool = False, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
+    def __init__(self, path: PathLike, *, create: bool = False, busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+                 read_only: bool = False):
         self.path = Path(path).resolve()
         self.busy_timeout_ms = busy_timeout_ms
+        self.read_only = read_only
         if self.path.is_dir():
             raise InputError("is a directory, not a study database", path=self.path)
         exists = self.path.exists() and self.path.stat().st_size > 0
@@ -268,8 +270,28 @@ class StudyStore:
             with open(self.path, "rb") as fh:
                 if fh.read(16) != _SQLITE_MAGIC:
                     raise InputError("not a SQLite database (not a capaudit study)", path=self.path)
+        elif read_only:
+            raise InputError("no study database here", path=self.path)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        if read_only:  # SQLite itself refuses every write (mode=ro), and query_only backs it up
+            self.conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000.0,
+                                        isolation_level=None, check_same_thread=False)
+            self.conn.row_factory = sqlite3.Row
+            try:
+                self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+                self.conn.execute("PRAGMA query_only = ON")
+                if self.schema_version() != SCHEMA_VERSION:
+                    raise SchemaVersionError(f"study database has schema version {self.schema_version()}; open it "
+                                             f"read-write once to migrate it to {SCHEMA_VERSION}", path=self.path,
+                                             field="schema_metadata.schema_version")
+            except sqlite3.DatabaseError as exc:
+                self.close()
+                raise InputError(f"not a readable study database ({exc})", path=self.path) from None
+            except BaseException:
+                self.close()
+                raise
+            return
         self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000.0, isolation_level=None,
                                     check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
@@ -319,6 +341,8 @@ class StudyStore:
     # -- transactions -------------------------------------------------------------------------------
     def write(self, fn: Callable[[sqlite3.Connection], T], attempts: int = MAX_ATTEMPTS) -> T:
         """Run ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction and commit; retry while busy."""
+        if self.read_only:
+            raise InputError("the study database is open read-only", path=self.path)
         delay = 0.01
         for attempt in range(attempts):
             try:

@@ -177,9 +177,10 @@ class Study:
         return cls(store)
 
     @classmethod
-    def load(cls, db: PathLike) -> "Study":
-        """Open an existing study database (schema checked, migrated when possible)."""
-        return cls(StudyStore(db))
+    def load(cls, db: PathLike, read_only: bool = False) -> "Study":
+        """Open an existing study database (schema checked, migrated when possible; ``read_only``:
+        nothing can be written, e.g. the study lead's dashboard)."""
+        return cls(StudyStore(db, read_only=read_only))
 
     @property
     def path(self) -> Path:
