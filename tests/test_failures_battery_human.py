@@ -55,6 +55,7 @@ def make_inputs(root: Path) -> None:
     (i / "empty.yaml").write_text("")
     (i / "latin1.yaml").write_bytes(b"study_id: x\n# caf\xe9\n")
     (i / "badkey.yaml").write_text("study_id: x\nclaims_per_stratun: 3\n")
+    (i / "badbatch.yaml").write_text("study_id: x\nbatch_size: -2\n")
     (i / "params_latin1.yaml").write_bytes(b"run: x\nhuman:\n  study_id: caf\xe9\n")
     (i / "good.jsonl").write_text(_jsonl(CAPTIONS))
     (i / "one.jsonl").write_text(_jsonl(CAPTIONS[:1]))
@@ -97,6 +98,8 @@ CASES = [
          ["in/nope.yaml", "not found"]),
     Case("init-config-unknown-key", ["human", "init", "--db", "out/new.sqlite", "--config", "in/badkey.yaml"],
          ["in/badkey.yaml", "claims_per_stratun"]),
+    Case("init-config-negative-batch", ["human", "init", "--db", "out/new.sqlite", "--config", "in/badbatch.yaml"],
+         ["batch_size", ">= 0"]),
     Case("init-params-latin1", ["human", "init", "--db", "out/new.sqlite", "--params", "in/params_latin1.yaml"],
          ["in/params_latin1.yaml:3", "UTF-8"]),
     Case("init-db-exists", ["human", "init", *D, "--study-id", "x"],
@@ -153,6 +156,8 @@ CASES = [
     Case("serve-port-zero", ["human", "serve", *D, "--port", "0", "--dry-run"], ["--port", "1-65535"]),
     Case("serve-port-too-large", ["human", "serve", *D, "--port", "70000", "--dry-run"], ["--port", "1-65535"]),
     Case("serve-foreign-sqlite", ["human", "serve", "--db", "in/other.sqlite", "--dry-run"],
+         ["in/other.sqlite", "not a capaudit"]),
+    Case("serve-dashboard-foreign-sqlite", ["human", "serve", "--dashboard", "--db", "in/other.sqlite", "--dry-run"],
          ["in/other.sqlite", "not a capaudit"]),
     # --- human demo, agreement
     Case("demo-params-missing", ["human", "demo", "--params", "in/nope.yaml"], ["in/nope.yaml", "not found"]),

@@ -8,6 +8,9 @@ Every item is judged in three phases, in this order, by each assigned participan
 * ``pair`` (caption and image together): the exploratory 5-point ``salient_coverage`` and
   ``control_usefulness`` (``image_unavailable`` when the image cannot be shown).
 
+Phases run in batches of ``batch_size`` items per participant (:class:`StudyConfig`; 0 = one batch):
+a batch's caption phases, then its image phases, then its pair steps, so blinding holds per item.
+
 Optional in every phase: ``confidence`` (1–5), ``reason_tags`` (from :data:`REASON_TAGS`), ``note``
 (free text screened for e-mail addresses, phone numbers, URLs and IP addresses) and ``elapsed_ms``.
 Surface identity and judge answers are never part of what an annotator sees.
