@@ -355,7 +355,7 @@ def _sample_substrata(stratum: str, claims: Sequence[Claim], judges: Sequence[st
             sample_size=n, sample_probability=n / big_n,
         ) for c in pool[:n]]
     lists = [taken[s] for s in SUBSTRATA if s in taken]
-    out = [it for i in range(max(len(x) for x in lists)) for x in lists if i < len(x)]  # alternate sub-samples
+    out = [x[i] for i in range(max(len(x) for x in lists)) for x in lists if i < len(x)]  # alternate sub-samples
     for i, it in enumerate(out):
         it.overlap = i < config.overlap_per_stratum
     return out
