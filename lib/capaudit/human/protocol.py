@@ -323,6 +323,10 @@ class StudyConfig:
             return cls(**kwargs)
         except TypeError as exc:
             raise InputError(f"bad study config ({exc})", path=source) from None
+        except InputError as exc:  # a value check: name the file too
+            if exc.path is not None:
+                raise
+            raise InputError(exc.message, path=source, field=exc.field) from None
 
     def group_of(self, surface: str) -> Optional[str]:
         """The surface group of ``surface`` (itself when no groups are configured; ``None`` if ungrouped)."""
