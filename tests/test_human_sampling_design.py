@@ -228,4 +228,10 @@ def test_study_under_disagreement_first_gives_weighted_estimates(tmp_path: Path)
     recs = ex.judge_human_records(st)
     w = {it["item_id"]: float(it["weight"]) for it in items}
     assert recs and all(x.weight == w[x.item_id] for x in recs)
+    # the export carries the design and the corrected estimate under it
+    paths = ex.export_study(st, tmp_path / "export")
+    doc = json.loads(paths["export"].read_text())
+    assert doc["population"] == rep["pools"] and doc["sampling_design"] == rep["design"]
+    corr = json.loads(paths["corrected"].read_text())
+    assert any(r["status"] == STATUS_OK for r in corr["rows"])
     st.close()
