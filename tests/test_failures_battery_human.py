@@ -56,6 +56,8 @@ def make_inputs(root: Path) -> None:
     (i / "latin1.yaml").write_bytes(b"study_id: x\n# caf\xe9\n")
     (i / "badkey.yaml").write_text("study_id: x\nclaims_per_stratun: 3\n")
     (i / "badbatch.yaml").write_text("study_id: x\nbatch_size: -2\n")
+    (i / "badsampling.yaml").write_text("study_id: x\nsampling: disagreements\n")
+    (i / "badshare.yaml").write_text("study_id: x\nsampling: disagreement_first\ndisagreement_share: 1.5\n")
     (i / "params_latin1.yaml").write_bytes(b"run: x\nhuman:\n  study_id: caf\xe9\n")
     (i / "good.jsonl").write_text(_jsonl(CAPTIONS))
     (i / "one.jsonl").write_text(_jsonl(CAPTIONS[:1]))
@@ -99,7 +101,11 @@ CASES = [
     Case("init-config-unknown-key", ["human", "init", "--db", "out/new.sqlite", "--config", "in/badkey.yaml"],
          ["in/badkey.yaml", "claims_per_stratun"]),
     Case("init-config-negative-batch", ["human", "init", "--db", "out/new.sqlite", "--config", "in/badbatch.yaml"],
-         ["batch_size", ">= 0"]),
+         ["in/badbatch.yaml", "batch_size", ">= 0"]),
+    Case("init-config-bad-sampling", ["human", "init", "--db", "out/new.sqlite", "--config", "in/badsampling.yaml"],
+         ["in/badsampling.yaml", "'sampling'", "disagreement_first"]),
+    Case("init-config-bad-disagreement-share", ["human", "init", "--db", "out/new.sqlite", "--config",
+                                                "in/badshare.yaml"], ["in/badshare.yaml", "'disagreement_share'"]),
     Case("init-params-latin1", ["human", "init", "--db", "out/new.sqlite", "--params", "in/params_latin1.yaml"],
          ["in/params_latin1.yaml:3", "UTF-8"]),
     Case("init-db-exists", ["human", "init", *D, "--study-id", "x"],

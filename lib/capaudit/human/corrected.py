@@ -18,8 +18,11 @@ figure for the judge's bias, per judge and surface (and per surface group holdin
   *not* zeros: they are left out and counted per row (``excluded``). Their recorded sampling
   weights leave with them, so the Hájek normalisation spreads their weight over the surface's
   substantive items: the estimate treats their support as missing at random within the surface.
-  ``weights`` = the recorded ``sampling_weight`` (pool size / sample size of the stratum),
-  ``strata`` = the sampling strata (``<surface group>/<claim type>``).
+  ``weights`` = the recorded ``sampling_weight`` (pool size / sample size of the item's design
+  stratum = 1 / inclusion probability), ``strata`` = the design strata recorded per item: the
+  sampling strata ``<surface group>/<claim type>``, or under ``sampling: disagreement_first`` their
+  judge-disagreement sub-strata ``<surface group>/<claim type>/{disagree,agree}``
+  (:mod:`capaudit.human.sampling`), whose rebuilt sub-pool sizes must match the recorded design too.
 * **θ** = the share of the surface's claims people find supported:
   :func:`capaudit.stats.calibration.weighted_ppi_mean` (Hájek-weighted PPI++, tuned λ, stratified
   delete-one jackknife se re-estimating λ, t interval), beside the human-only weighted estimate
@@ -59,7 +62,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from capaudit.errors import InputError
 from capaudit.stats.calibration import Interval, weighted_ppi_mean
 
-from .sampling import Claim, build_pool, file_digest, read_judged_claims
+from .sampling import Claim, build_pool, file_digest, read_judged_claims, substratum_pools
 from .study import Study
 
 PathLike = Union[str, Path]
@@ -231,6 +234,13 @@ def corrected_support(study: Study, judged_claims_paths: Optional[Sequence[PathL
     if pools and sizes != pools:
         raise InputError("the sampling pool rebuilt from the judged-claims files differs from the recorded one "
                          f"(recorded {pools}, rebuilt {sizes})", path=study.path)
+    design = study.sample_report().get("design") or {"sampling": "reference"}
+    if design.get("sampling") == "disagreement_first":
+        recorded = {h: v["pool"] for h, v in (design.get("substrata") or {}).items()}
+        rebuilt = substratum_pools(strata, study.judges)
+        if rebuilt != recorded:
+            raise InputError("the judge-disagreement sub-pools rebuilt from the judged-claims files differ from the "
+                             f"recorded design (recorded {recorded}, rebuilt {rebuilt})", path=study.path)
     group_surfaces: Dict[str, set] = {}
     surface_dom: Dict[str, _Domain] = {}
     for h, pool in strata.items():

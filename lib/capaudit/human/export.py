@@ -346,6 +346,7 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
         "simulated": study.mode == "simulated" or st["simulated_judgments"] > 0,
         "items": st["items"], "hidden_repeats": st["hidden_repeats"], "strata": study.sample_report().get("samples", {}),
         "population": study.sample_report().get("pools", {}), "judges": study.judges,
+        "sampling_design": study.sample_report().get("design", {"sampling": "reference"}),
         "participants": st["participants"], "progress": st["progress"]["by_phase"],
         "consensus": {f: dict(sorted(d.items())) for f, d in sorted(dist.items())},
         "scales": scales, "human_human": human_human(study), "repeat_consistency": repeat_consistency(study),

@@ -32,6 +32,10 @@ CATEGORIES: Tuple[str, ...] = (
     "object", "attribute", "relation", "style", "camera", "lighting", "count", "text_rendering",
 )
 JUDGE_ANSWERS: Tuple[str, ...] = ("yes", "no", "uncertain")
+#: Sampling designs (``StudyConfig.sampling``): the reference's stratified sample (§7), or the same
+#: strata each split into judge-disagreement/agreement sub-strata with the disagreements over-sampled
+#: (:mod:`capaudit.human.sampling`).
+SAMPLING_DESIGNS: Tuple[str, ...] = ("reference", "disagreement_first")
 
 #: Required nominal fields per phase, with their allowed values in display order.
 PHASE_FIELDS: Dict[str, Dict[str, Tuple[str, ...]]] = {
@@ -211,6 +215,12 @@ class StudyConfig:
 
     ``surface_groups`` maps a group name to its surfaces (empty: every surface is its own group);
     ``judges`` names the judges whose answers an item must carry (empty: those the rows name).
+    ``sampling``: ``reference`` (§7; default) or ``disagreement_first``: each stratum's pool splits
+    into claims on which the study judges disagree or any answered "uncertain" and claims they agree
+    on; ``disagreement_share`` (in (0, 1), default 0.5) of the stratum's ``claims_per_stratum`` are
+    drawn from the disagreement sub-pool (each non-empty sub-pool gets at least one item, a short
+    sub-pool's remainder goes to the other), and every item carries its sub-stratum's inclusion
+    probability and weight (:mod:`capaudit.human.sampling`).
     """
 
     study_id: str
@@ -234,6 +244,8 @@ class StudyConfig:
     image_root: str = ""
     session_ttl_hours: float = 12.0
     batch_size: int = 10
+    sampling: str = "reference"
+    disagreement_share: float = 0.5
     consent_version: str = "v1"
     readiness: Readiness = field(default_factory=Readiness)
 
@@ -257,6 +269,16 @@ class StudyConfig:
             raise InputError(f"{where}: must lie in [0, 1]", field="repeat_fraction")
         if not 0 < float(self.session_ttl_hours) <= 24:
             raise InputError(f"{where}: sessions last at most 24 h", field="session_ttl_hours")
+        if self.sampling not in SAMPLING_DESIGNS:
+            raise InputError(f"{where}: sampling must be one of {list(SAMPLING_DESIGNS)}, got {self.sampling!r}",
+                             field="sampling")
+        share = self.disagreement_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < float(share) < 1.0:
+            raise InputError(f"{where}: disagreement_share must be a number strictly between 0 and 1, got {share!r}",
+                             field="disagreement_share")
+        if self.sampling == "disagreement_first" and int(self.claims_per_stratum) < 2:
+            raise InputError(f"{where}: sampling 'disagreement_first' needs claims_per_stratum >= 2 (one item per "
+                             "sub-stratum at least)", field="claims_per_stratum")
         seen: Dict[str, str] = {}
         for g, members in self.surface_groups.items():
             if not isinstance(members, (list, tuple)) or not all(isinstance(m, str) for m in members):
@@ -304,6 +326,10 @@ class StudyConfig:
             return cls(**kwargs)
         except TypeError as exc:
             raise InputError(f"bad study config ({exc})", path=source) from None
+        except InputError as exc:  # a value check: name the file too
+            if exc.path is not None:
+                raise
+            raise InputError(exc.message, path=source, field=exc.field) from None
 
     def group_of(self, surface: str) -> Optional[str]:
         """The surface group of ``surface`` (itself when no groups are configured; ``None`` if ungrouped)."""
@@ -321,6 +347,6 @@ def option_label(value: str) -> str:
 
 __all__: Sequence[str] = (
     "ADJUDICABLE_FIELDS", "CATEGORIES", "JUDGE_ANSWERS", "LABELS", "PHASES", "PHASE_FIELDS", "PROFILE_FIELDS",
-    "PROTOCOL", "REASON_TAGS", "Readiness", "SCALE_FIELDS", "StudyConfig", "UNAVAILABLE_IMAGE_CHOICES",
+    "PROTOCOL", "REASON_TAGS", "Readiness", "SAMPLING_DESIGNS", "SCALE_FIELDS", "StudyConfig", "UNAVAILABLE_IMAGE_CHOICES",
     "field_choices", "option_label", "screen_text", "validate_judgment", "validate_profile",
 )

@@ -11,6 +11,23 @@
   of a stratum are its overlap items. Then ``round(n_base · repeat_fraction)`` hidden repeats
   (weight 0) are drawn from a shuffled copy of the base items, and the whole list is shuffled.
 * ``item_id`` = BLAKE2b-128 hex of ``namespace \\0 question_id \\0 repeat_index``.
+
+``sampling: disagreement_first`` (not in the reference; :class:`~capaudit.human.protocol.StudyConfig`)
+keeps the pool, the strata, the seed and the repeats, and splits each stratum ``h`` into two
+sub-strata: ``h/disagree`` (the study judges' answers differ, or any of them is "uncertain") and
+``h/agree``. With ``k = min(claims_per_stratum, N_h)`` and both sub-pools non-empty,
+``n_disagree = min(N_disagree, max(1, floor(k · disagreement_share + 1/2)), k − 1)``,
+``n_agree = min(N_agree, k − n_disagree)``, and a short sub-pool's remainder goes to the other
+(``n_disagree = min(N_disagree, k − n_agree)``); a single non-empty sub-pool takes all ``k``. The
+same ``random.Random(seed)`` walks the strata in sorted order and, within a stratum, shuffles the
+disagree then the agree sub-pool (each sorted by ``question_id``) and takes the first ``n`` of each:
+simple random sampling without replacement within each sub-stratum, so an item's inclusion
+probability is exactly ``π = n_s / N_s`` of its sub-stratum ``s``; it records ``stratum = s``,
+``population_size = N_s``, ``sample_size = n_s``, ``sample_probability = π`` and
+``weight = 1/π``. Sub-strata are the design strata of every estimate (Horvitz–Thompson/Hájek with
+these weights is unbiased/consistent for the pool). The stratum's overlap items alternate between
+the two sub-samples (disagree first). The report keeps ``pools``/``samples`` per stratum and adds
+``design`` (the option values and, per sub-stratum, ``pool``, ``sample`` and ``probability``).
 """
 
 from __future__ import annotations
@@ -21,7 +38,8 @@ import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
 from capaudit.io.manifest import sha256_of
@@ -34,6 +52,9 @@ REQUIRED_FIELDS = (
     "question_id", "caption_id", "surface", "slice", "category", "unit", "target", "span", "span_offsets",
     "caption_window", "image_path", "image_key", "answers", "judges", "backend",
 )
+#: Sub-strata of the ``disagreement_first`` design, in sampling order.
+SUBSTRATA: Tuple[str, ...] = ("disagree", "agree")
+DISAGREEMENT_RULE = "the study judges' answers differ, or any of them answered 'uncertain'"
 _IMAGE_KEY = re.compile(r"^(sha256:[0-9a-f]{64}|url_sha256:[0-9a-f]{64})$")
 
 
@@ -187,13 +208,50 @@ class SampleReport:
     n_base: int
     n_repeats: int
     sources: List[Dict[str, str]] = field(default_factory=list)
+    design: Dict[str, Any] = field(default_factory=lambda: {"sampling": "reference"})
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "judges": self.judges, "counts": self.counts, "pools": self.pools, "samples": self.samples,
             "missing_strata": self.missing_strata, "n_base": self.n_base, "n_repeats": self.n_repeats,
-            "sources": self.sources,
+            "sources": self.sources, "design": self.design,
         }
+
+
+def judges_disagree(claim: Claim, judges: Sequence[str]) -> bool:
+    """True when the ``judges``' answers on ``claim`` differ or any is "uncertain" (:data:`DISAGREEMENT_RULE`)."""
+    answers = [claim.answers[j] for j in judges]
+    return len(set(answers)) > 1 or "uncertain" in answers
+
+
+def split_stratum(pool: Sequence[Claim], judges: Sequence[str]) -> Dict[str, List[Claim]]:
+    """A stratum's pool as its non-empty ``disagree`` / ``agree`` sub-pools (input order kept)."""
+    out: Dict[str, List[Claim]] = {}
+    for c in pool:
+        out.setdefault(SUBSTRATA[0] if judges_disagree(c, judges) else SUBSTRATA[1], []).append(c)
+    return {s: out[s] for s in SUBSTRATA if s in out}
+
+
+def substratum_pools(strata: Mapping[str, Sequence[Claim]], judges: Sequence[str]) -> Dict[str, int]:
+    """``<stratum>/<sub-stratum>`` → sub-pool size (non-empty sub-pools only)."""
+    return {f"{h}/{s}": len(v) for h in sorted(strata) for s, v in split_stratum(strata[h], judges).items()}
+
+
+def allocate(k: int, sizes: Mapping[str, int], share: float) -> Dict[str, int]:
+    """Sample sizes of a stratum's sub-strata under ``disagreement_first`` (module docstring)."""
+    d, a = sizes.get(SUBSTRATA[0], 0), sizes.get(SUBSTRATA[1], 0)
+    if not d or not a:
+        return {s: min(k, n) for s, n in sizes.items() if n}
+    n_d = min(d, max(1, math.floor(k * share + 0.5)), k - 1)
+    n_a = min(a, k - n_d)
+    n_d = min(d, k - n_a)
+    return {SUBSTRATA[0]: n_d, SUBSTRATA[1]: n_a}
+
+
+def base_stratum(stratum: str) -> str:
+    """The sampling stratum ``<group>/<type>`` of a design stratum (a sub-stratum loses its suffix)."""
+    head, _, tail = stratum.rpartition("/")
+    return head if head and tail in SUBSTRATA else stratum
 
 
 def build_pool(claims: Sequence[Claim], config: StudyConfig) -> Tuple[Dict[str, List[Claim]], List[str], Dict[str, int]]:
@@ -237,7 +295,16 @@ def sample_items(claims: Sequence[Claim], config: StudyConfig) -> Tuple[List[Sam
     base: List[SampledItem] = []
     pools: Dict[str, int] = {}
     samples: Dict[str, int] = {}
+    design: Dict[str, Any] = {"sampling": config.sampling}
+    if config.sampling == "disagreement_first":
+        design.update(disagreement_share=float(config.disagreement_share), disagreement_rule=DISAGREEMENT_RULE,
+                      substrata={})
     for stratum in sorted(strata):
+        if config.sampling == "disagreement_first":
+            base += _sample_substrata(stratum, strata[stratum], judges, config, rng, design["substrata"])
+            pools[stratum] = len(strata[stratum])
+            samples[stratum] = sum(v["sample"] for h, v in design["substrata"].items() if base_stratum(h) == stratum)
+            continue
         pool = sorted(strata[stratum], key=lambda c: c.question_id)
         rng.shuffle(pool)
         k = min(config.claims_per_stratum, len(pool))
@@ -265,8 +332,33 @@ def sample_items(claims: Sequence[Claim], config: StudyConfig) -> Tuple[List[Sam
     for i, it in enumerate(final):
         it.sample_order = i
     report = SampleReport(judges=judges, counts=counts, pools=pools, samples=samples, missing_strata=missing,
-                          n_base=len(base), n_repeats=len(repeats))
+                          n_base=len(base), n_repeats=len(repeats), design=design)
     return final, report
+
+
+def _sample_substrata(stratum: str, claims: Sequence[Claim], judges: Sequence[str], config: StudyConfig,
+                      rng: random.Random, record: Dict[str, Any]) -> List[SampledItem]:
+    """One stratum under ``disagreement_first``: SRS without replacement per sub-stratum (module docstring)."""
+    subs = split_stratum(sorted(claims, key=lambda c: c.question_id), judges)
+    k = min(config.claims_per_stratum, len(claims))
+    sizes = allocate(k, {s: len(v) for s, v in subs.items()}, float(config.disagreement_share))
+    taken: Dict[str, List[SampledItem]] = {}
+    for sub, pool in subs.items():
+        pool = list(pool)
+        rng.shuffle(pool)
+        n, big_n = sizes[sub], len(pool)
+        name = f"{stratum}/{sub}"
+        record[name] = {"pool": big_n, "sample": n, "probability": n / big_n}
+        taken[sub] = [SampledItem(
+            item_id=item_id_for(config.item_namespace, c.question_id, 0), claim=c,
+            surface_group=stratum.split("/", 1)[0], stratum=name, weight=big_n / n, population_size=big_n,
+            sample_size=n, sample_probability=n / big_n,
+        ) for c in pool[:n]]
+    lists = [taken[s] for s in SUBSTRATA if s in taken]
+    out = [x[i] for i in range(max(len(x) for x in lists)) for x in lists if i < len(x)]  # alternate sub-samples
+    for i, it in enumerate(out):
+        it.overlap = i < config.overlap_per_stratum
+    return out
 
 
 file_digest = sha256_of  # sha256 hex of a file's bytes (capaudit.io.manifest)
@@ -289,6 +381,7 @@ def claims_files(paths: Iterable[PathLike]) -> List[Path]:
 
 
 __all__ = [
-    "Claim", "SampleReport", "SampledItem", "build_pool", "file_digest", "item_id_for", "parse_claim",
-    "read_judged_claims", "resolve_image", "sample_items",
+    "Claim", "DISAGREEMENT_RULE", "SUBSTRATA", "SampleReport", "SampledItem", "allocate", "base_stratum",
+    "build_pool", "file_digest", "item_id_for", "judges_disagree", "parse_claim", "read_judged_claims",
+    "resolve_image", "sample_items", "split_stratum", "substratum_pools",
 ]
