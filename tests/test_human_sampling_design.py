@@ -234,4 +234,7 @@ def test_study_under_disagreement_first_gives_weighted_estimates(tmp_path: Path)
     assert doc["population"] == rep["pools"] and doc["sampling_design"] == rep["design"]
     corr = json.loads(paths["corrected"].read_text())
     assert any(r["status"] == STATUS_OK for r in corr["rows"])
+    # readiness counts per §7 stratum (surface group × claim type), not per design sub-stratum
+    per_stratum = next(c for c in ex.readiness(st)["checks"] if c["name"] == "substantive_per_stratum")["value"]
+    assert set(per_stratum) == {it["stratum"].rsplit("/", 1)[0] for it in items}
     st.close()

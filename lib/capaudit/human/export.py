@@ -98,6 +98,11 @@ def judge_human_records(study: Study) -> List[JudgeHumanRecord]:
     return out
 
 
+def _report_stratum(item: Any) -> str:
+    """An item's §7 stratum ``<surface_group>/<category>`` (a design's sub-stratum suffix dropped)."""
+    return f"{item['surface_group']}/{item['category']}"
+
+
 def readiness(study: Study) -> Dict[str, Any]:
     """The §7 readiness thresholds: each check with its value, threshold and whether it is met."""
     r = study.config.readiness
@@ -105,9 +110,10 @@ def readiness(study: Study) -> Dict[str, Any]:
     items = {it["item_id"]: it for it in study.items() if it["repeat_of"] is None}
     subst = [x for x in recs if x.human in SUBSTANTIVE]
     per_type = Counter(items[x.item_id]["category"] for x in subst)
-    per_stratum = Counter(items[x.item_id]["stratum"] for x in subst)
+    # §7 strata are surface group × claim type, also when the design splits them into sub-strata
+    per_stratum = Counter(_report_stratum(items[x.item_id]) for x in subst)
     sampled_types = sorted({it["category"] for it in items.values()}, key=CATEGORIES.index)
-    strata = sorted({it["stratum"] for it in items.values()})
+    strata = sorted({_report_stratum(it) for it in items.values()})
     judges = study.judges
     covered = sum(all(j in json.loads(it["judge_answers"]) for j in judges) for it in items.values())
     open_dis = len(disagreements(study)) if study.config.adjudication_required else 0
