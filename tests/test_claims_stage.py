@@ -83,3 +83,23 @@ def test_stage_end_to_end(tmp_path):
     again = run(cfg)
     assert all(s["sent"] == 0 for s in again["manifest"]["run_stats"].values())
     assert again["main"].to_dict()["surfaces"] == main.to_dict()["surfaces"]
+
+
+def test_rerun_after_an_extractor_revision_change_leaves_old_answers_out(tmp_path, capsys):
+    """Answers of another extractor revision stay in the store but never reach the summary."""
+    from capaudit.claims.stage import run
+
+    params = _params(tmp_path)
+    first = run(load_config(params))
+    doc = yaml.safe_load(params.read_text())
+    doc["claims"]["revision"] = "another-rule-set"  # as a new EXTRACTOR_VERSION would: new request ids
+    params.write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    again = run(load_config(params))
+    assert "7 stored answers belong to requests no longer built" in capsys.readouterr().err
+    assert again["manifest"]["run_stats"]["b8"]["stale_answers_left_out"] == 7
+    assert all(s["sent"] > 0 for s in again["manifest"]["run_stats"].values())
+    assert again["main"].status.to_dict() == {"responses": 7, "captions": 7, "bad": 0}
+    assert again["main"].to_dict()["surfaces"] == first["main"].to_dict()["surfaces"]
+    lines = (Path(again["artifacts"]) / "b8" / "responses.jsonl").read_text().splitlines()
+    assert len(lines) == 14  # nothing computed is lost

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -185,12 +186,18 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             resp_path = wdir / "responses.jsonl"
             run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], section)
             ids = {r["request_id"] for r in rows}
-            summary = summarize_responses([resp_path], [req_path], input_label={
-                "requests": str(req_path), "responses": str(resp_path), "backend": extractor,
-                "budget": budget, "window": window})
-            # a resumed store may hold answers to requests no longer built (e.g. changed params)
-            if summary.status.responses != len(ids):
-                summary = _restrict(resp_path, req_path, ids, summary.input)
+            label = {"requests": str(req_path), "responses": str(resp_path), "backend": extractor,
+                     "budget": budget, "window": window}
+            # a resumed store may hold answers to requests no longer built (changed params, or another
+            # extractor revision, whose request ids differ): they stay in the store, left out here
+            stale = len(set(stored_ids(resp_path)) - ids)
+            if stale:
+                print(f"claims {name}: {stale} stored answers belong to requests no longer built (other params or "
+                      f"extractor revision); kept in {resp_path}, left out of the summary", file=sys.stderr)
+                summary = _restrict(resp_path, req_path, ids, label)
+            else:
+                summary = summarize_responses([resp_path], [req_path], input_label=label)
+            run_stats[name]["stale_answers_left_out"] = stale
             write_claimed_summary(summary, wdir / "claimed_cbu_summary.json")
             summaries[name] = summary
     main = summaries[f"b{main_budget}"]
@@ -222,6 +229,13 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     return {"summaries": summaries, "main": main, "lexical": lexical, "frontier": frontier,
             "table": pd.DataFrame(table_rows), "frontier_table": pd.DataFrame([r.to_row() for r in frontier]),
             "extractor": extractor, "manifest": manifest, "artifacts": art}
+
+
+def stored_ids(resp_path: Path) -> List[str]:
+    """Request ids answered in a response store (latest row per id)."""
+    from capaudit.llm.store import merge
+
+    return list(merge(resp_path))
 
 
 def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any) -> ClaimedSummary:
