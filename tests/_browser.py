@@ -1,5 +1,6 @@
-"""Helpers of the headless-Chromium tests (test_human_e2e, test_human_jupyterlab): a free port,
-waiting for a server's first 200, and stopping the server's process group."""
+"""Helpers of the headless-Chromium tests (test_human_e2e, test_human_jupyterlab, test_human_kernels,
+test_human_dashboard): a free port, waiting for a server's first 200, the kernels under a server, and
+stopping the server's process group."""
 
 from __future__ import annotations
 
@@ -13,6 +14,14 @@ import urllib.request
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run"]
+
+
+def kernel_processes(pid: int) -> list:
+    """Live ipykernel processes under the server process ``pid`` (zombies left out)."""
+    import psutil
+
+    return [p for p in psutil.Process(pid).children(recursive=True)
+            if any("ipykernel" in part for part in p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def free_port() -> int:

@@ -59,8 +59,13 @@ def test_agreement_progress_and_queue_by_hand(two_raters) -> None:
     assert p1.by_phase["caption"][0] == 4 and p1.by_phase["image"][0] == 4 and p1.by_phase["pair"][0] == 0
     assert p1.by_phase["caption"][1] == len([t for t in st.login(people[0].code).tasks() if t.phase == "caption"])
     assert p1.median_s_per_judgment == pytest.approx(1.5)  # 1,1,1,1,2,3,4,5 s
-    assert p1.median_s_per_item == pytest.approx(4.5)  # 3,4,5,6 s
+    assert p1.median_s_per_item is None and p1.items_in_progress == 4  # no item has all three phases yet
     assert p2.median_s_per_judgment == pytest.approx(2.5)
+    a = st.login(people[0].code)
+    for i in (0, 1):
+        a.record(items[i], "pair", {"salient_coverage": 3, "control_usefulness": 3}, elapsed_ms=1000)
+    p1 = next(r for r in study_dashboard(ro).annotators if r.pseudonym == people[0].pseudonym)
+    assert p1.median_s_per_item == pytest.approx(4.5) and p1.items_in_progress == 2  # items of 1+2+1 and 1+3+1 s
     assert [(q.item_id, q.field, q.labels) for q in d.queue] == [(items[1], "image_support", ("no", "yes"))]
     assert d.queue[0].claim  # the claim as annotators read it
     assert all(r.n == 0 and r.exact is None for r in d.repeats)
@@ -73,9 +78,14 @@ def test_agreement_progress_and_queue_by_hand(two_raters) -> None:
     ro.close()
 
 
+def _contents(st: Study) -> list:
+    return [tuple(r) for t in ("studies", "annotations", "annotation_events", "adjudications", "participants")
+            for r in st.store.read(f"SELECT * FROM {t} ORDER BY rowid")]
+
+
 def test_dashboard_opens_read_only(two_raters) -> None:
     st, _, _ = two_raters
-    before = st.path.read_bytes()
+    before = _contents(st)
     ro = Study.load(st.path, read_only=True)
     with pytest.raises(InputError, match="read-only"):
         ro.store.write(lambda c: c.execute("UPDATE studies SET status = 'closed'"))
@@ -83,7 +93,7 @@ def test_dashboard_opens_read_only(two_raters) -> None:
         ro.store.conn.execute("UPDATE studies SET status = 'closed'")
     study_dashboard(ro)
     ro.close()
-    assert st.status == "open" and st.path.read_bytes() == before
+    assert st.status == "open" and _contents(st) == before
     with pytest.raises(InputError, match="no study database"):
         Study.load(st.path.with_name("absent.sqlite"), read_only=True)
 

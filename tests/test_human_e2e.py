@@ -22,20 +22,13 @@ from capaudit.human.claim_display import is_faithful
 from capaudit.human.serve import prepare_notebook, voila_command
 from capaudit.human.simulate import fixture_study
 
-from _browser import CHROMIUM, FLAGS, free_port, stop_group, wait_http
+from _browser import CHROMIUM, FLAGS, free_port, kernel_processes, stop_group, wait_http
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "outputs" / "demo" / "human"
 VIEWPORT = {"width": 1280, "height": 800}
 PAUSE = 0.45  # past the double-key guard of a new screen
-
-
-def _kernels(pid: int):
-    import psutil
-
-    return [p for p in psutil.Process(pid).children(recursive=True)
-            if any("ipykernel" in part for part in p.cmdline())]
 
 
 def _controls_in_view(page) -> list:
@@ -110,7 +103,7 @@ def test_keyboard_only_study_at_1280x800(tmp_path: Path) -> None:
             answered = 0
             while answered < len(tasks):
                 if answered == 7:  # mid-batch: kill the kernel, reload, log in again: resume here
-                    for k in _kernels(proc.pid):
+                    for k in kernel_processes(proc.pid):
                         os.kill(k.pid, signal.SIGKILL)
                     page.reload(timeout=90_000)
                     page.wait_for_selector(".capaudit-code input", timeout=90_000)

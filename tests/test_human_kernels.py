@@ -16,16 +16,13 @@ import pytest
 from capaudit.human.serve import prepare_notebook, voila_command
 from capaudit.human.simulate import fixture_study
 
-from _browser import CHROMIUM, FLAGS, free_port, stop_group, wait_http
+from _browser import CHROMIUM, FLAGS, free_port, kernel_processes, stop_group, wait_http
 
 CULL_IDLE_S, CULL_INTERVAL_S = 6, 2
 
 
 def _kernels(pid: int) -> int:
-    import psutil
-
-    return sum(1 for p in psutil.Process(pid).children(recursive=True)
-               if any("ipykernel" in part for part in p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE)
+    return len(kernel_processes(pid))
 
 
 def _wait_kernels(pid: int, want: int, timeout: float) -> int:
@@ -50,7 +47,7 @@ def test_closed_pages_leave_no_kernels_and_idle_ones_are_culled(tmp_path: Path) 
     log_path = tmp_path / "voila.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(voila_command(ipynb, port=port, cull_idle_s=CULL_IDLE_S, cull_interval_s=CULL_INTERVAL_S),
-                            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+                            stdout=log, stderr=subprocess.STDOUT, cwd=ipynb.parent, start_new_session=True)
     try:
         wait_http(url, proc)  # this probe renders the page too: its kernel has no page and is culled
         with sync_api.sync_playwright() as p:
@@ -93,7 +90,8 @@ def test_printed_voila_command_runs_in_bash_as_printed(tmp_path: Path, capsys: p
                           check=True).stdout.splitlines()
     ipynb = tmp_path / "study_human_verification_serve" / "human_verification.ipynb"
     assert argv == voila_command(ipynb, port=8899)
-    assert (ipynb.parent / "voila.py").read_text().count("issue_xsrf_cookie") == 2
+    assert (ipynb.parent / "voila_config" / "voila.py").read_text().count("issue_xsrf_cookie") == 2
+    assert not (ipynb.parent / "voila.py").exists()  # it would shadow voila for `python -m voila` run there
     # and the dashboard is served the same way, from its own folder
     assert main(["human", "serve", "--db", str(st.path), "--dashboard", "--dry-run"]) == 0
     dash = capsys.readouterr().out

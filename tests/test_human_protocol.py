@@ -81,7 +81,7 @@ def test_notes_with_contact_data_are_rejected(note: str) -> None:
 
 def test_plain_notes_pass() -> None:
     assert screen_text("  two dogs, 3 cats; the sign is blurry.  ") == "two dogs, 3 cats; the sign is blurry."
-    with pytest.raises(InputError, match="at most 500"):
+    with pytest.raises(InputError, match="longer than 500"):
         screen_text("x" * 501)
 
 

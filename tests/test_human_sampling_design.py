@@ -94,7 +94,8 @@ def test_disagreement_rule() -> None:
 @pytest.mark.parametrize("k, sizes, share, want", [
     (20, {"disagree": 15, "agree": 135}, 0.5, {"disagree": 10, "agree": 10}),
     (20, {"disagree": 4, "agree": 135}, 0.5, {"disagree": 4, "agree": 16}),    # short sub-pool: rest to the other
-    (20, {"disagree": 50, "agree": 3}, 0.5, {"disagree": 17, "agree": 3}),
+    (20, {"disagree": 50, "agree": 3}, 0.5, {"disagree": 19, "agree": 1}),   # never below proportional (18.9)
+    (8, {"disagree": 61, "agree": 19}, 0.5, {"disagree": 7, "agree": 1}),    # a demo-like pool: 76 % disagree
     (20, {"disagree": 50, "agree": 100}, 0.99, {"disagree": 19, "agree": 1}),  # never an empty sub-sample
     (2, {"disagree": 50, "agree": 100}, 0.01, {"disagree": 1, "agree": 1}),
     (5, {"disagree": 2, "agree": 3}, 0.5, {"disagree": 2, "agree": 3}),         # census
@@ -238,3 +239,16 @@ def test_study_under_disagreement_first_gives_weighted_estimates(tmp_path: Path)
     per_stratum = next(c for c in ex.readiness(st)["checks"] if c["name"] == "substantive_per_stratum")["value"]
     assert set(per_stratum) == {it["stratum"].rsplit("/", 1)[0] for it in items}
     st.close()
+
+
+def test_allocation_never_favours_agreement_and_fills_the_stratum() -> None:
+    for d in range(1, 31):
+        for a in range(1, 31):
+            for k in range(2, min(20, d + a) + 1):
+                for share in (0.1, 0.5, 0.9):
+                    got = allocate(k, {"disagree": d, "agree": a}, share)
+                    n_d, n_a = got["disagree"], got["agree"]
+                    assert n_d + n_a == k and 1 <= n_d <= d and 1 <= n_a <= a, (d, a, k, share, got)
+                    # a disagreement claim is at least as likely to be drawn as an agreement claim,
+                    # unless the agree sub-stratum holds only its one guaranteed item
+                    assert n_d / d >= n_a / a or n_a == 1 or n_d == d, (d, a, k, share, got)

@@ -240,3 +240,32 @@ def test_missing_image_offers_image_unavailable(tmp_path: Path) -> None:
     pair = {a["image_unavailable"] for a in st.latest_annotations() if a["phase"] == "pair"}
     assert img == {"image_unavailable"} and pair == {1}
     st.close()
+
+
+def test_hidden_repeats_stay_blind_in_batches(tmp_path: Path) -> None:
+    """A repeat's caption step comes before its original's image step (the image would unblind it)."""
+    from capaudit.human.simulate import fixture_study
+
+    st, people, _ = fixture_study(tmp_path / "rep", n_images=12, humans=1, labels_per_item=1, claims_per_stratum=2,
+                                  repeat_fraction=0.5, batch_size=3, target_items=100, max_items=100)
+    tasks = st.login(people[0].code).tasks()
+    idx = {(t.item_id, t.phase): t.index for t in tasks}
+    repeats = [(it["item_id"], it["repeat_of"]) for it in st.items() if it["repeat_of"] is not None]
+    mine = [(r, o) for r, o in repeats if (r, "caption") in idx]
+    assert mine
+    for r, o in mine:
+        assert idx[(r, "caption")] < idx[(o, "image")]
+        assert next(t.batch for t in tasks if t.item_id == r) == next(t.batch for t in tasks if t.item_id == o)
+    # a study frozen before batches existed keeps its phase-block order
+    import json
+
+    st.store.write(lambda c: c.execute("UPDATE studies SET config_json = ?", (json.dumps(
+        {k: v for k, v in st.config.to_dict().items() if k != "batch_size"}),)))
+    from capaudit.human.study import Study
+
+    old = Study.load(st.path)
+    assert old.config.batch_size == 0
+    phases = [t.phase for t in old.login(people[0].code).tasks()]
+    assert phases == sorted(phases, key=("caption", "image", "pair").index)
+    old.close()
+    st.close()

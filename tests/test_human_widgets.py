@@ -241,21 +241,39 @@ def _count_phase(st, phase: str) -> int:
     return st.store.one("SELECT COUNT(*) AS k FROM annotations WHERE phase = ?", (phase,))["k"]
 
 
-def test_pair_step_is_about_the_whole_caption(app_env) -> None:
-    st, code, app, clock = app_env
-    _login(app, code)
+def test_pair_step_is_about_the_whole_caption(tmp_path: Path) -> None:
+    st, people, _ = fixture_study(tmp_path, n_images=16, humans=1, labels_per_item=1, claims_per_stratum=2)
+    clock = Clock()
+    app = AnnotationApp(st, clock=clock)  # no missing image: every pair step shows its image
+    _login(app, people[0].code)
     _answer_caption_batch(app, clock)
     while app.task.phase == "image":
         _key(app, "1", clock)
         _key(app, "Enter", clock)
-    assert app.task.phase == "pair"
-    if app.order == ["image_unavailable"]:
-        _key(app, "1", clock)
+    assert app.task.phase == "pair" and app.image_ok
     texts = " ".join(getattr(w, "value", "") for w in app.body.children[0].children[1].children)
     assert "Claim:" not in texts and "Caption:" in texts
     assert [b.description for b in app.option_buttons["salient_coverage"]] == ["1", "2", "3", "4", "5"]
     row = app.field_boxes["salient_coverage"].children[1].children
     assert "1 = covers little" in row[0].value and "5 = covers all" in row[-1].value
+    st.close()
+
+
+def test_typed_note_survives_a_new_question_and_enter_in_the_note_saves(app_env) -> None:
+    st, code, app, clock = app_env
+    _login(app, code)
+    first = app.task
+    _key(app, "1", clock)
+    _key(app, "1", clock)
+    app.note.value = "the claim type looks off"
+    _key(app, "2", clock)  # category incorrect: a question appears, the screen is rebuilt
+    assert app.order[-1] == "corrected_category" and app.note.value == "the claim type looks off"
+    _key(app, "1", clock)  # corrected category
+    clock.tick()
+    app._on_msg(app.keys, {"kind": "note", "value": "the claim type looks off!", "screen": app.keys.screen}, [])
+    saved = app.session.saved(first.item_id, "caption")
+    assert saved is not None and saved.values["note"] == "the claim type looks off!"
+    assert app.task is not first and app.task.position == 1
 
 
 def test_annotation_app_never_raises(tmp_path: Path) -> None:

@@ -116,6 +116,12 @@ def shown_claim(unit: str, span: str, target: str, category: str) -> str:
     return f"{claim} (about: {target})"
 
 
+def renders_unit(unit: str, span: str) -> bool:
+    """Whether annotators read the extractor's unit itself (faithful to its span); ``False`` when
+    they read the span instead — a claim that can differ from the one the judges were asked."""
+    return _faithful_unit((unit or "").strip(), (span or "").strip()) is not None
+
+
 def is_faithful(shown: str, span: str) -> bool:
     """Whether a shown claim says what its span says: a ``text "X"`` claim with X in the span, or
     its words (case and punctuation aside) are the span's words in order with only reviewed
@@ -129,4 +135,4 @@ def is_faithful(shown: str, span: str) -> bool:
     return _align(claim, span) is not None
 
 
-__all__ = ["is_faithful", "shown_claim"]
+__all__ = ["is_faithful", "renders_unit", "shown_claim"]

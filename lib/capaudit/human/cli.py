@@ -386,8 +386,10 @@ def cmd_withdraw(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .serve import serve
 
-    db, st = _open(args)  # refuses a file that is not a study before anything is served
-    st.close()
+    from .study import Study
+
+    db = _db_path(args)  # a file that is not a study is refused before anything is served
+    Study.load(db, read_only=args.dashboard).close()  # the dashboard never opens the study for writing
     return serve(db, host=args.host, port=args.port, dry_run=args.dry_run, dashboard=args.dashboard)
 
 

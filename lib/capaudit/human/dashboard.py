@@ -4,7 +4,8 @@ Everything comes from the study database opened read-only (SQLite ``mode=ro``): 
 change a study. Sections:
 
 * **annotators**: per participant, judgments saved / assigned per phase, the median seconds per
-  judgment and per item (an item's saved phases summed), and when they last saved;
+  judgment and per item (an item's three phases summed, over items with every phase saved; the
+  others are counted as in progress), and when they last saved;
 * **agreement** by claim type and phase, per adjudicable field over items with ≥ 2 labels: exact
   agreement, κ (Cohen's when the same two people labelled every item, else Fleiss'; which one is
   named), Gwet's AC1, and for the yes/no questions positive and negative agreement with the
@@ -23,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .claim_display import shown_claim
-from .export import disagreements, field_agreement, ratings_by_field
+from .claim_display import renders_unit, shown_claim
+from .export import disagreements, field_agreement, ratings_by_field, repeat_consistency
 from .protocol import ADJUDICABLE_FIELDS, CATEGORIES, LABELS, PHASES
 from .study import Study
 
@@ -39,6 +40,7 @@ class AnnotatorRow:
     by_phase: Dict[str, Tuple[int, int]]
     median_s_per_judgment: Optional[float]
     median_s_per_item: Optional[float]
+    items_in_progress: int
     last_saved: Optional[str]
 
 
@@ -78,8 +80,10 @@ class Dashboard:
     study_id: str
     mode: str
     status: str
+    sampling: str
     n_items: int
     n_repeats: int
+    n_shown_as_span: int
     annotators: List[AnnotatorRow]
     agreement: List[AgreementRow]
     repeats: List[RepeatRow]
@@ -103,12 +107,13 @@ def annotator_rows(study: Study) -> List[AnnotatorRow]:
         mine = [a for a in latest if a["participant_id"] == p["participant_id"]]
         by_phase = {ph: (sum(a["phase"] == ph for a in mine), assigned.get((p["participant_id"], ph), 0)) for ph in PHASES}
         secs = [a["elapsed_ms"] / 1000 for a in mine if a["elapsed_ms"] is not None]
-        per_item: Dict[str, float] = {}
+        phases_of: Dict[str, List[Optional[int]]] = {}
         for a in mine:
-            if a["elapsed_ms"] is not None:
-                per_item[a["item_id"]] = per_item.get(a["item_id"], 0.0) + a["elapsed_ms"] / 1000
-        out.append(AnnotatorRow(p["pseudonym"], p["kind"], p["status"], by_phase, _median(secs),
-                                _median(list(per_item.values())), max((a["created_at"] for a in mine), default=None)))
+            phases_of.setdefault(a["item_id"], []).append(a["elapsed_ms"])
+        # an item's time counts once every phase of it is saved (with its time); partial items wait
+        whole = [sum(v) / 1000 for v in phases_of.values() if len(v) == len(PHASES) and None not in v]
+        out.append(AnnotatorRow(p["pseudonym"], p["kind"], p["status"], by_phase, _median(secs), _median(whole),
+                                len(phases_of) - len(whole), max((a["created_at"] for a in mine), default=None)))
     return out
 
 
@@ -133,18 +138,11 @@ def agreement_rows(study: Study) -> List[AgreementRow]:
 
 
 def repeat_rows(study: Study) -> List[RepeatRow]:
-    """Test–retest per adjudicable field: a participant's label on an item vs on its hidden repeat."""
-    items = {it["item_id"]: it for it in study.items()}
-    labels: Dict[Tuple[str, str, str], Any] = {}
-    for a in study.latest_annotations():
-        for f, ph in ADJUDICABLE_FIELDS.items():
-            if a["phase"] == ph and a[f] is not None:
-                labels[(a["participant_id"], a["item_id"], f)] = a[f]
+    """Test–retest per adjudicable field (:func:`capaudit.human.export.repeat_consistency`)."""
     out = []
     for f in ADJUDICABLE_FIELDS:
-        pairs = [(labels[(p, items[i]["repeat_of"], f)], v) for (p, i, g), v in labels.items()
-                 if g == f and items[i]["repeat_of"] is not None and (p, items[i]["repeat_of"], f) in labels]
-        out.append(RepeatRow(f, len(pairs), sum(x == y for x, y in pairs) / len(pairs) if pairs else None))
+        r = repeat_consistency(study, f)
+        out.append(RepeatRow(f, r["n"], r["exact"]))
     return out
 
 
@@ -161,8 +159,10 @@ def queue_rows(study: Study) -> List[QueueRow]:
 def study_dashboard(study: Study) -> Dashboard:
     """Every section of the dashboard for ``study`` (module docstring)."""
     items = study.items()
-    return Dashboard(study.study_id, study.mode, study.status, sum(it["repeat_of"] is None for it in items),
-                     sum(it["repeat_of"] is not None for it in items), annotator_rows(study), agreement_rows(study),
+    base = [it for it in items if it["repeat_of"] is None]
+    as_span = sum(not renders_unit(it["unit"], it["span"] or "") for it in base)
+    return Dashboard(study.study_id, study.mode, study.status, study.config.sampling, len(base),
+                     len(items) - len(base), as_span, annotator_rows(study), agreement_rows(study),
                      repeat_rows(study), queue_rows(study))
 
 
@@ -198,15 +198,21 @@ def render_dashboard(d: Dashboard) -> str:
     sim = (' <span class="capaudit-simulated">SIMULATED study: judgments come from simulated annotators</span>'
            if d.mode == "simulated" else "")
     head = (f"<h2>Study {html.escape(d.study_id)} · {html.escape(d.status)}{sim}</h2>"
-            f"<p>{d.n_items} items and {d.n_repeats} hidden repeats. Read-only view of the study database; "
-            "reload the page for fresh numbers.</p>")
+            f"<p>{d.n_items} items and {d.n_repeats} hidden repeats; {d.n_shown_as_span} items show annotators "
+            "their caption span because the extractor's unit does not render it faithfully (their human labels "
+            "judge the span, the judges the unit). Read-only view of the study database; reload the page for "
+            "fresh numbers.</p>")
     ann = _table("Annotators: judgments saved / assigned, pace", [
         "annotator", "kind", "status", "caption", "image", "pair", "median s / judgment", "median s / item",
-        "last saved"], [
+        "items in progress", "last saved"], [
         [a.pseudonym, a.kind, a.status] + [f"{a.by_phase[ph][0]} / {a.by_phase[ph][1]}" for ph in PHASES]
-        + [_num(a.median_s_per_judgment, 1), _num(a.median_s_per_item, 1), (a.last_saved or "never")[:19]]
+        + [_num(a.median_s_per_judgment, 1), _num(a.median_s_per_item, 1), str(a.items_in_progress),
+           (a.last_saved or "never")[:19]]
         for a in d.annotators], "capaudit-dash-annotators")
-    agr = _table("Agreement by claim type and phase (items labelled twice or more)", [
+    design = ("" if d.sampling == "reference" else
+              f"; unweighted over this sample, which the {d.sampling.replace('_', '-')} design enriches in "
+              "claims the judges disagree on")
+    agr = _table(f"Agreement by claim type and phase (items labelled twice or more{design})", [
         "phase", "question", "claim type", "n items", "exact", "κ", "AC1", "pos. agr.", "neg. agr."], [
         [r.phase, r.field.replace("_", " "), r.category.replace("_", " "), str(r.n_items), _num(r.exact),
          f"{_num(r.kappa)} ({r.kappa_kind})" if r.kappa is not None else "n/a", _num(r.ac1), _num(r.positive),

@@ -30,6 +30,7 @@ from capaudit.stats.agreement import (
 )
 from capaudit.summaries.agreement import AgreementInterval, JudgeAgreement, format_agreement
 
+from .claim_display import renders_unit
 from .corrected import CORRECTED_JSON, corrected_payload, corrected_support
 from .protocol import ADJUDICABLE_FIELDS, CATEGORIES, PHASE_FIELDS, PHASES, SCALE_FIELDS
 from .study import Study
@@ -244,11 +245,12 @@ def field_agreement(ratings: Dict[str, Dict[str, str]], field_name: str) -> Dict
     return block
 
 
-def repeat_consistency(study: Study) -> Dict[str, Any]:
-    """Test–retest: a participant's image-support label on an item vs on its hidden repeat."""
+def repeat_consistency(study: Study, field_name: str = "image_support") -> Dict[str, Any]:
+    """Test–retest: a participant's label of ``field_name`` on an item vs on its hidden repeat."""
+    phase = ADJUDICABLE_FIELDS[field_name]
     items = {it["item_id"]: it for it in study.items()}
-    lab = {(a["participant_id"], a["item_id"]): a["image_support"] for a in study.latest_annotations()
-           if a["phase"] == "image"}
+    lab = {(a["participant_id"], a["item_id"]): a[field_name] for a in study.latest_annotations()
+           if a["phase"] == phase and a[field_name] is not None}
     pairs = [(lab[(p, it["repeat_of"])], v) for (p, i), v in lab.items()
              for it in [items[i]] if it["repeat_of"] is not None and (p, it["repeat_of"]) in lab]
     return {"n": len(pairs), "exact": (sum(x == y for x, y in pairs) / len(pairs)) if pairs else None}
@@ -353,6 +355,9 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
         "items": st["items"], "hidden_repeats": st["hidden_repeats"], "strata": study.sample_report().get("samples", {}),
         "population": study.sample_report().get("pools", {}), "judges": study.judges,
         "sampling_design": study.sample_report().get("design", {"sampling": "reference"}),
+        # items whose annotators read the caption span, not the extractor's unit the judges were asked
+        "claims_shown_as_span": sum(not renders_unit(it["unit"], it["span"] or "") for it in study.items()
+                                    if it["repeat_of"] is None),
         "participants": st["participants"], "progress": st["progress"]["by_phase"],
         "consensus": {f: dict(sorted(d.items())) for f, d in sorted(dist.items())},
         "scales": scales, "human_human": human_human(study), "repeat_consistency": repeat_consistency(study),

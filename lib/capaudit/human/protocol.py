@@ -98,7 +98,7 @@ def screen_text(text: str, field_name: str = "note") -> str:
         raise InputError(f"expected text, got {type(text).__name__}", field=field_name)
     text = text.strip()
     if len(text) > MAX_NOTE_CHARS:
-        raise InputError(f"at most {MAX_NOTE_CHARS} characters (got {len(text)})", field=field_name)
+        raise InputError(f"is longer than {MAX_NOTE_CHARS} characters ({len(text)})", field=field_name)
     for what, rx in (("an e-mail address", _EMAIL), ("a URL", _URL), ("an IP address", _IPV4), ("a phone number", _PHONE)):
         if rx.search(text):
             raise InputError(f"looks like it contains {what}; notes must not hold personal or contact data", field=field_name)

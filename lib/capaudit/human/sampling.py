@@ -16,7 +16,9 @@
 keeps the pool, the strata, the seed and the repeats, and splits each stratum ``h`` into two
 sub-strata: ``h/disagree`` (the study judges' answers differ, or any of them is "uncertain") and
 ``h/agree``. With ``k = min(claims_per_stratum, N_h)`` and both sub-pools non-empty,
-``n_disagree = min(N_disagree, max(1, floor(k · disagreement_share + 1/2)), k − 1)``,
+``n_disagree = min(N_disagree, max(1, floor(k · disagreement_share + 1/2), ceil(k · N_disagree / N_h)), k − 1)``
+(never fewer than a proportional allocation would give, so the option never draws disagreement
+claims less often than reference sampling; one agree claim is always kept),
 ``n_agree = min(N_agree, k − n_disagree)``, and a short sub-pool's remainder goes to the other
 (``n_disagree = min(N_disagree, k − n_agree)``); a single non-empty sub-pool takes all ``k``. The
 same ``random.Random(seed)`` walks the strata in sorted order and, within a stratum, shuffles the
@@ -242,7 +244,7 @@ def allocate(k: int, sizes: Mapping[str, int], share: float) -> Dict[str, int]:
     d, a = sizes.get(SUBSTRATA[0], 0), sizes.get(SUBSTRATA[1], 0)
     if not d or not a:
         return {s: min(k, n) for s, n in sizes.items() if n}
-    n_d = min(d, max(1, math.floor(k * share + 0.5)), k - 1)
+    n_d = min(d, max(1, math.floor(k * share + 0.5), math.ceil(k * d / (d + a))), k - 1)
     n_a = min(a, k - n_d)
     n_d = min(d, k - n_a)
     return {SUBSTRATA[0]: n_d, SUBSTRATA[1]: n_a}

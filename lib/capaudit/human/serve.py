@@ -9,7 +9,7 @@ Voila's static-file allow-list matches nothing, so no other file is reachable.
 Kernels do not pile up. Every page load starts a kernel; voila stops it when the page closes by a
 ``sendBeacon`` POST that carries the ``_xsrf`` cookie, but voila never sets that cookie (its page is
 not rendered through Jupyter's templates), so the POST is refused with 403 and the kernel lives on.
-The serving folder therefore holds a ``voila.py`` config whose pre-launch hook issues the cookie with
+The serving folder therefore holds ``voila_config/voila.py``, whose pre-launch hook issues the cookie with
 the page (:func:`issue_xsrf_cookie`), and idle kernels whose page is gone are culled after
 ``cull_idle_s`` seconds (checked every ``cull_interval_s``; a kernel with an open page is kept).
 """
@@ -49,8 +49,8 @@ def issue_xsrf_cookie(req: Any, notebook: Any = None, cwd: Any = None) -> None:
 
 def prepare_notebook(study_db: PathLike, serve_dir: Optional[PathLike] = None,
                      notebook: Optional[PathLike] = None) -> Path:
-    """Write ``<notebook stem>.ipynb`` (with ``study = <absolute db path>`` injected) and ``voila.py``
-    into the serving folder; returns the notebook's path."""
+    """Write ``<notebook stem>.ipynb`` (with ``study = <absolute db path>`` injected) and
+    ``voila_config/voila.py`` into the serving folder; returns the notebook's path."""
     import jupytext
     import nbformat
 
@@ -71,15 +71,16 @@ def prepare_notebook(study_db: PathLike, serve_dir: Optional[PathLike] = None,
     out_dir = Path(serve_dir) if serve_dir else db.parent / f"{db.stem}_{src.stem}_serve"
     out = out_dir / f"{src.stem}.ipynb"
     write_text_atomic(out, nbformat.writes(nb))
-    write_text_atomic(out_dir / "voila.py", _VOILA_CONFIG)
+    # in a folder of its own: a voila.py in the working folder of `python -m voila` would shadow voila
+    write_text_atomic(out_dir / "voila_config" / "voila.py", _VOILA_CONFIG)
     return out
 
 
 def voila_command(ipynb: PathLike, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                   cull_idle_s: int = CULL_IDLE_S, cull_interval_s: int = CULL_INTERVAL_S) -> List[str]:
     """The voila command line serving ``ipynb`` on ``host:port`` (no browser, no tracebacks, the
-    serving folder's ``voila.py``, idle kernels culled)."""
-    folder = Path(ipynb).resolve().parent
+    serving folder's ``voila_config/voila.py``, idle kernels culled)."""
+    folder = Path(ipynb).resolve().parent / "voila_config"
     return [
         sys.executable, "-m", "voila", str(Path(ipynb).resolve()), "--no-browser", f"--port={int(port)}",
         f"--Voila.ip={host}", "--Voila.port_retries=0", "--theme=light", "--show_tracebacks=False",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from functools import lru_cache
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -126,16 +127,17 @@ def _offsets(window: str, span: str, unit: str) -> Optional[List[int]]:
     return None
 
 
-_EXTRACTOR: List[Any] = []
+@lru_cache(maxsize=1)
+def _extractor() -> Any:
+    """One heuristic claims extractor per process (loading spaCy takes seconds)."""
+    from capaudit.claims.offline import HeuristicExtractor
+
+    return HeuristicExtractor()
 
 
 def _extracted_units(window: str) -> List[Dict[str, str]]:
-    """The heuristic claims extractor's units of ``window`` (one extractor per process)."""
-    if not _EXTRACTOR:
-        from capaudit.claims.offline import HeuristicExtractor
-
-        _EXTRACTOR.append(HeuristicExtractor())
-    return _EXTRACTOR[0].extract(window)
+    """The heuristic claims extractor's units of ``window``."""
+    return _extractor().extract(window)
 
 
 def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a", "judge_b"),

@@ -155,7 +155,9 @@ class Study:
         if row is None:
             raise InputError("study database has no study row (was `capaudit human init` interrupted?)", path=store.path)
         self.study_id: str = row["study_id"]
-        self.config = StudyConfig.from_mapping(json.loads(row["config_json"]), source=str(store.path))
+        stored = json.loads(row["config_json"])
+        stored.setdefault("batch_size", 0)  # frozen before batches existed: keep its phase-block order
+        self.config = StudyConfig.from_mapping(stored, source=str(store.path))
 
     # -- opening -------------------------------------------------------------------------------------
     @classmethod
@@ -467,7 +469,7 @@ class Study:
                 raise AccessError("this invite code is not valid for this study (participant not invited)",
                                   field="invite_code")
             if row["status"] == "withdrawn":
-                raise AccessError("this participant has withdrawn from the study", field="invite_code")
+                raise AccessError("this participant has withdrawn from the study", field="participant")
             now = _now()
             conn.execute("INSERT INTO bearer_sessions (token_digest, participant_id, created_at, expires_at) "
                          "VALUES (?, ?, ?, ?)", (digest(token), row["participant_id"], _iso(now), _iso(now + ttl)))
@@ -601,14 +603,23 @@ class AnnotatorSession:
     def tasks(self, refresh: bool = False) -> List[Task]:
         """Batch by batch: the batch's caption, image and pair phases, each in assignment position order.
 
-        Batch membership follows the caption phase's positions (``batch_size`` items per batch).
+        Batch membership follows the caption phase's positions (``batch_size`` original items per
+        batch); a hidden repeat joins its original's batch.
         """
         if self._tasks is None or refresh:
             rows = self.study.store.read("SELECT item_id, phase, position FROM assignments WHERE participant_id = ?",
                                          (self.participant_id,))
             size = int(self.study.config.batch_size)
-            captions = sorted((r for r in rows if r["phase"] == PHASES[0]), key=lambda r: r["position"])
+            repeat_of = {r["item_id"]: r["repeat_of"] for r in self.study.store.read(
+                "SELECT i.item_id, i.repeat_of FROM items i JOIN assignments a USING (item_id) WHERE "
+                "a.participant_id = ? AND a.phase = ? AND i.repeat_of IS NOT NULL", (self.participant_id, PHASES[0]))}
+            captions = sorted((r for r in rows if r["phase"] == PHASES[0] and r["item_id"] not in repeat_of),
+                              key=lambda r: r["position"])
             batch_of = {r["item_id"]: (i // size if size else 0) for i, r in enumerate(captions)}
+            # a hidden repeat joins its original's batch (after its caption steps), so its caption step
+            # still precedes the original's image step: the repeat is judged blind of the image
+            last = max(batch_of.values(), default=0)
+            batch_of.update({i: batch_of.get(o, last) for i, o in repeat_of.items()})
             ordered = sorted(rows, key=lambda r: (batch_of.get(r["item_id"], 0), PHASES.index(r["phase"]),
                                                   r["position"]))
             sizes: Dict[Tuple[int, str], int] = {}

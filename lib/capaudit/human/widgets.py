@@ -9,7 +9,8 @@ claim's type, each with an example, sit beside the questions; the instructions p
 header (text: ``human/data/guidance.yaml``).
 
 Keys (captured by :class:`KeyCapture`): ``1``–``9`` answer the current question (the required ones,
-then the optional confidence), ``↑``/``↓`` move between questions, ``Enter``/``→`` save and go on,
+then the optional confidence), ``↑``/``↓`` move between questions, ``Enter``/``→`` save and go on
+(also ``Enter`` in the note field),
 ``Backspace``/``←`` go back one item. Answering does not save: the optional fields stay reachable,
 and Enter (or "Save and next") commits the judgment through :meth:`AnnotatorSession.record`. The
 key pad and the whole annotator carry ``data-lm-suppress-shortcuts`` — set on the annotator and, on
@@ -71,12 +72,16 @@ function render({ model, el }) {
   const mark = (n) => { if (n && n.setAttribute) n.setAttribute("data-lm-suppress-shortcuts", "true"); };
   const onFocus = (e) => mark(e.target);
   function onCode(e) {
-    // Enter in the invite-code field (capture phase: the text widget stops the key's propagation);
-    // the field's own value is sent, as a state sync queued behind the widget throttle may lag it
+    // Enter in the invite-code or note field (capture phase: the text widget stops the key's
+    // propagation); the field's own value is sent, as a state sync queued behind the widget
+    // throttle may lag it
     const t = e.target;
-    if (e.key !== "Enter" || !(t && t.closest && t.closest(".capaudit-code"))) return;
+    if (e.key !== "Enter" || !(t && t.closest)) return;
+    const kind = t.closest(".capaudit-code") ? "code" : t.closest(".capaudit-note") ? "note" : null;
+    if (!kind) return;
     e.preventDefault();
-    model.send({ kind: "code", value: t.value || "", screen: model.get("screen") });
+    if (e.repeat) return;
+    model.send({ kind: kind, value: t.value || "", screen: model.get("screen") });
   }
   function onKey(e) {
     const t = e.target;
@@ -550,8 +555,10 @@ class AnnotationApp:
                 chosen = self.draft.get(name) == val or (name == "image_unavailable" and bool(self.draft.get(name)))
                 b.button_style = "primary" if chosen else ""
             box = self.field_boxes[name]
-            cls = tuple(c for c in box._dom_classes if c != "capaudit-current")
-            box._dom_classes = cls + (("capaudit-current",) if name == current else ())
+            if name == current:
+                box.add_class("capaudit-current")
+            else:
+                box.remove_class("capaudit-current")
         ready = self._ready()
         self.next_btn.disabled = not ready
         if self.saved is not None:
@@ -630,6 +637,11 @@ class AnnotationApp:
             if self._fresh(str(content.get("screen", "")), debounce=False):
                 self._guard(lambda: self.login(str(content.get("value", ""))))
             return
+        if content.get("kind") == "note" and self.task is not None:  # Enter in the note: save and go on
+            if self._fresh(str(content.get("screen", ""))):
+                self.note.value = str(content.get("value", ""))
+                self._guard(self.next)
+            return
         if content.get("kind") != "key" or not self._fresh(str(content.get("screen", ""))):
             return
         self._guard(lambda: self.key(str(content.get("key", ""))))
@@ -678,7 +690,9 @@ class AnnotationApp:
         todo = [k for k, f in enumerate(self.order) if f not in self.draft]
         self.cursor = next((k for k in todo if k > i), todo[0] if todo else len(self.order))
         self.status.value = ""
-        if self.order != before:  # a question appeared or went away
+        if self.order != before:  # a question appeared or went away: keep what was typed or toggled
+            self.draft["note"] = self.note.value
+            self.draft["reason_tags"] = [t for t, b in self.tag_buttons.items() if b.value]
             self._render(keep_screen=True)
         else:
             self._refresh()
