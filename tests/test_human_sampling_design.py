@@ -250,5 +250,6 @@ def test_allocation_never_favours_agreement_and_fills_the_stratum() -> None:
                     n_d, n_a = got["disagree"], got["agree"]
                     assert n_d + n_a == k and 1 <= n_d <= d and 1 <= n_a <= a, (d, a, k, share, got)
                     # a disagreement claim is at least as likely to be drawn as an agreement claim,
-                    # unless the agree sub-stratum holds only its one guaranteed item
+                    # unless the agree sub-stratum holds only its one guaranteed item (then every
+                    # other slot went to disagreements) or every disagreement claim is drawn
                     assert n_d / d >= n_a / a or n_a == 1 or n_d == d, (d, a, k, share, got)

@@ -17,8 +17,9 @@ keeps the pool, the strata, the seed and the repeats, and splits each stratum ``
 sub-strata: ``h/disagree`` (the study judges' answers differ, or any of them is "uncertain") and
 ``h/agree``. With ``k = min(claims_per_stratum, N_h)`` and both sub-pools non-empty,
 ``n_disagree = min(N_disagree, max(1, floor(k · disagreement_share + 1/2), ceil(k · N_disagree / N_h)), k − 1)``
-(never fewer than a proportional allocation would give, so the option never draws disagreement
-claims less often than reference sampling; one agree claim is always kept),
+(never fewer than a proportional allocation would give, except that one agree claim is always kept
+so that every claim can be drawn: where judges disagree on more than ``(k − 1)/k`` of a stratum,
+reference sampling may draw more disagreement claims than this design),
 ``n_agree = min(N_agree, k − n_disagree)``, and a short sub-pool's remainder goes to the other
 (``n_disagree = min(N_disagree, k − n_agree)``); a single non-empty sub-pool takes all ``k``. The
 same ``random.Random(seed)`` walks the strata in sorted order and, within a stratum, shuffles the
