@@ -1,19 +1,52 @@
 """Helpers of the headless-Chromium tests (test_human_e2e, test_human_jupyterlab, test_human_kernels,
-test_human_dashboard): a free port, waiting for a server's first 200, the kernels under a server, and
-stopping the server's process group."""
+test_human_dashboard): Playwright or a skip, a free port, waiting for a server's first 200, a served
+voila notebook, the kernels under a server, and stopping the server's process group."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Tuple
+
+import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run"]
+
+
+def playwright_or_skip() -> Any:
+    """``playwright.sync_api``; the test is skipped without voila, Playwright or Debian's chromium."""
+    pytest.importorskip("voila")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not (os.path.exists(CHROMIUM) and shutil.which("chromium")):
+        pytest.skip("Debian's chromium is not installed")
+    return sync_api
+
+
+@contextmanager
+def voila_server(ipynb: Path, cwd: Path, log_path: Path, **options: Any) -> Iterator[Tuple[subprocess.Popen, str]]:
+    """``(process, url)`` of voila serving ``ipynb`` (``capaudit.human.serve.voila_command`` with
+    ``options``) once it answers; its process group is stopped on exit, its output in ``log_path``."""
+    from capaudit.human.serve import voila_command
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(voila_command(ipynb, port=port, **options), stdout=log, stderr=subprocess.STDOUT,
+                                cwd=cwd, start_new_session=True)
+        try:
+            wait_http(url, proc)
+            yield proc, url
+        finally:
+            stop_group(proc)
 
 
 def kernel_processes(pid: int) -> list:

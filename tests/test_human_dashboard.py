@@ -3,21 +3,18 @@ served notebook in headless Chromium at 1280×800 (screenshot under outputs/demo
 
 from __future__ import annotations
 
-import os
-import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from capaudit.errors import InputError
 from capaudit.human.dashboard import render_dashboard, study_dashboard
-from capaudit.human.serve import DASHBOARD_NOTEBOOK, prepare_notebook, voila_command
+from capaudit.human.serve import DASHBOARD_NOTEBOOK, prepare_notebook
 from capaudit.human.simulate import fixture_study, run_simulated_session
 from capaudit.human.study import Study
 
-from _browser import CHROMIUM, FLAGS, free_port, stop_group, wait_http
+from _browser import CHROMIUM, FLAGS, playwright_or_skip, voila_server
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTION = {"caption_licensed": "yes", "atomic_visual_claim": "yes", "category_check": "correct"}
@@ -113,27 +110,19 @@ def test_simulated_study_with_repeats_is_labelled(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_served_dashboard_at_1280x800(tmp_path: Path) -> None:
-    pytest.importorskip("voila")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not (os.path.exists(CHROMIUM) and shutil.which("chromium")):
-        pytest.skip("Debian's chromium is not installed")
+    sync_api = playwright_or_skip()
     st, _, sims = fixture_study(tmp_path, n_images=10, humans=0, simulated=3, labels_per_item=2, claims_per_stratum=1,
                                 repeat_fraction=0.3, mode="simulated", claims="extractor")
     for s in sims:
         run_simulated_session(st.login(s.code), seed=5, accuracy=0.8)
     ipynb = prepare_notebook(st.path, tmp_path / "dash", notebook=DASHBOARD_NOTEBOOK)
-    port = free_port()
-    log = open(tmp_path / "voila.log", "w")
-    proc = subprocess.Popen(voila_command(ipynb, port=port), stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
-                            start_new_session=True)
     shots = REPO / "outputs" / "demo" / "human" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     try:
-        wait_http(f"http://127.0.0.1:{port}/", proc)
-        with sync_api.sync_playwright() as p:
+        with voila_server(ipynb, tmp_path, tmp_path / "voila.log") as (_, url), sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.goto(f"http://127.0.0.1:{port}/", timeout=90_000)
+            page.goto(url, timeout=90_000)
             page.wait_for_selector(".capaudit-dashboard", timeout=90_000)
             for sel in (".capaudit-dash-annotators", ".capaudit-dash-agreement", ".capaudit-dash-repeats",
                         ".capaudit-dash-queue", ".capaudit-simulated"):
@@ -143,6 +132,4 @@ def test_served_dashboard_at_1280x800(tmp_path: Path) -> None:
             browser.close()
         assert (shots / "dashboard.png").stat().st_size > 10_000
     finally:
-        stop_group(proc)
-        log.close()
         st.close()

@@ -5,8 +5,6 @@ still open is kept. The voila command printed by ``human serve --dry-run`` runs 
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,7 +14,7 @@ import pytest
 from capaudit.human.serve import prepare_notebook, voila_command
 from capaudit.human.simulate import fixture_study
 
-from _browser import CHROMIUM, FLAGS, free_port, kernel_processes, stop_group, wait_http
+from _browser import CHROMIUM, FLAGS, kernel_processes, playwright_or_skip, voila_server
 
 CULL_IDLE_S, CULL_INTERVAL_S = 6, 2
 
@@ -36,44 +34,37 @@ def _wait_kernels(pid: int, want: int, timeout: float) -> int:
 
 @pytest.mark.slow
 def test_closed_pages_leave_no_kernels_and_idle_ones_are_culled(tmp_path: Path) -> None:
-    pytest.importorskip("voila")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not (os.path.exists(CHROMIUM) and shutil.which("chromium")):
-        pytest.skip("Debian's chromium is not installed")
+    sync_api = playwright_or_skip()
     st, _, _ = fixture_study(tmp_path, n_images=8, humans=1, labels_per_item=1, claims_per_stratum=1)
     ipynb = prepare_notebook(st.path, tmp_path / "serve")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
     log_path = tmp_path / "voila.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(voila_command(ipynb, port=port, cull_idle_s=CULL_IDLE_S, cull_interval_s=CULL_INTERVAL_S),
-                            stdout=log, stderr=subprocess.STDOUT, cwd=ipynb.parent, start_new_session=True)
     try:
-        wait_http(url, proc)  # this probe renders the page too: its kernel has no page and is culled
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-            for _ in range(10):
-                page = ctx.new_page()
+        # voila runs from the serving folder, as a user pasting the printed command there would; the
+        # server's readiness probe renders the page too: its kernel has no page and is culled
+        with voila_server(ipynb, ipynb.parent, log_path, cull_idle_s=CULL_IDLE_S,
+                          cull_interval_s=CULL_INTERVAL_S) as (proc, url):
+            with sync_api.sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+                ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+                for _ in range(10):
+                    page = ctx.new_page()
+                    page.goto(url, timeout=90_000)
+                    page.wait_for_selector(".capaudit-code input", timeout=90_000)
+                    page.close(run_before_unload=True)
+                # only the probe's kernel may remain, until it is culled
+                assert _wait_kernels(proc.pid, 1, 10) <= 1
+                assert "_xsrf' argument missing" not in log_path.read_text()
+                page = ctx.new_page()  # kept open past the idle timeout: its kernel stays
                 page.goto(url, timeout=90_000)
                 page.wait_for_selector(".capaudit-code input", timeout=90_000)
-                page.close(run_before_unload=True)
-            # only the probe's kernel may remain, until it is culled
-            assert _wait_kernels(proc.pid, 1, 10) <= 1
-            assert "_xsrf' argument missing" not in log_path.read_text()
-            page = ctx.new_page()  # kept open past the idle timeout: its kernel stays
-            page.goto(url, timeout=90_000)
-            page.wait_for_selector(".capaudit-code input", timeout=90_000)
-            assert _wait_kernels(proc.pid, 1, CULL_IDLE_S + 4 * CULL_INTERVAL_S + 10) == 1
-            time.sleep(CULL_IDLE_S + 2 * CULL_INTERVAL_S)
-            assert _kernels(proc.pid) == 1 and page.locator(".capaudit-code input").is_visible()
-            browser.close()  # no beforeunload: the page just vanishes; the idle culler stops its kernel
-        assert _wait_kernels(proc.pid, 0, CULL_IDLE_S + 4 * CULL_INTERVAL_S + 15) == 0
-        text = log_path.read_text()
-        assert text.count("Kernel shutdown") >= 10 and "Culling kernel" in text
+                assert _wait_kernels(proc.pid, 1, CULL_IDLE_S + 4 * CULL_INTERVAL_S + 10) == 1
+                time.sleep(CULL_IDLE_S + 2 * CULL_INTERVAL_S)
+                assert _kernels(proc.pid) == 1 and page.locator(".capaudit-code input").is_visible()
+                browser.close()  # no beforeunload: the page just vanishes; the idle culler stops its kernel
+            assert _wait_kernels(proc.pid, 0, CULL_IDLE_S + 4 * CULL_INTERVAL_S + 15) == 0
+            text = log_path.read_text()
+            assert text.count("Kernel shutdown") >= 10 and "Culling kernel" in text
     finally:
-        stop_group(proc)
-        log.close()
         st.close()
 
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from .claim_display import renders_unit, shown_claim
-from .export import disagreements, field_agreement, ratings_by_field, repeat_consistency
+from .claim_display import shown_claim
+from .export import claims_shown_as_span, disagreements, field_agreement, ratings_by_field, repeat_consistency
 from .protocol import ADJUDICABLE_FIELDS, CATEGORIES, LABELS, PHASES
 from .study import Study
 
@@ -99,12 +99,14 @@ def annotator_rows(study: Study) -> List[AnnotatorRow]:
     assigned: Dict[Tuple[str, str], int] = {}
     for r in study.store.read("SELECT participant_id, phase, COUNT(*) AS n FROM assignments GROUP BY participant_id, phase"):
         assigned[(r["participant_id"], r["phase"])] = r["n"]
-    latest = study.latest_annotations()
+    by_participant: Dict[str, List[Dict[str, Any]]] = {}
+    for a in study.latest_annotations():
+        by_participant.setdefault(a["participant_id"], []).append(a)
     out = []
     for p in study.participants():
         if p["role"] != "annotator":
             continue
-        mine = [a for a in latest if a["participant_id"] == p["participant_id"]]
+        mine = by_participant.get(p["participant_id"], [])
         by_phase = {ph: (sum(a["phase"] == ph for a in mine), assigned.get((p["participant_id"], ph), 0)) for ph in PHASES}
         secs = [a["elapsed_ms"] / 1000 for a in mine if a["elapsed_ms"] is not None]
         phases_of: Dict[str, List[Optional[int]]] = {}
@@ -159,10 +161,9 @@ def queue_rows(study: Study) -> List[QueueRow]:
 def study_dashboard(study: Study) -> Dashboard:
     """Every section of the dashboard for ``study`` (module docstring)."""
     items = study.items()
-    base = [it for it in items if it["repeat_of"] is None]
-    as_span = sum(not renders_unit(it["unit"], it["span"] or "") for it in base)
-    return Dashboard(study.study_id, study.mode, study.status, study.config.sampling, len(base),
-                     len(items) - len(base), as_span, annotator_rows(study), agreement_rows(study),
+    n_base = sum(it["repeat_of"] is None for it in items)
+    return Dashboard(study.study_id, study.mode, study.status, study.config.sampling, n_base,
+                     len(items) - n_base, claims_shown_as_span(study), annotator_rows(study), agreement_rows(study),
                      repeat_rows(study), queue_rows(study))
 
 

@@ -99,6 +99,12 @@ def judge_human_records(study: Study) -> List[JudgeHumanRecord]:
     return out
 
 
+def claims_shown_as_span(study: Study) -> int:
+    """Items (repeats aside) whose annotators read the caption span, not the extractor's unit the
+    judges were asked about."""
+    return sum(not renders_unit(it["unit"], it["span"] or "") for it in study.items() if it["repeat_of"] is None)
+
+
 def _report_stratum(item: Any) -> str:
     """An item's §7 stratum ``<surface_group>/<category>`` (a design's sub-stratum suffix dropped)."""
     return f"{item['surface_group']}/{item['category']}"
@@ -355,9 +361,7 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
         "items": st["items"], "hidden_repeats": st["hidden_repeats"], "strata": study.sample_report().get("samples", {}),
         "population": study.sample_report().get("pools", {}), "judges": study.judges,
         "sampling_design": study.sample_report().get("design", {"sampling": "reference"}),
-        # items whose annotators read the caption span, not the extractor's unit the judges were asked
-        "claims_shown_as_span": sum(not renders_unit(it["unit"], it["span"] or "") for it in study.items()
-                                    if it["repeat_of"] is None),
+        "claims_shown_as_span": claims_shown_as_span(study),
         "participants": st["participants"], "progress": st["progress"]["by_phase"],
         "consensus": {f: dict(sorted(d.items())) for f, d in sorted(dist.items())},
         "scales": scales, "human_human": human_human(study), "repeat_consistency": repeat_consistency(study),
@@ -393,7 +397,7 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
 
 __all__ = [
     "AGREEMENT_JSON", "CORRECTED_JSON", "Disagreement", "EXPORT_JSON", "PUBLIC_COLUMNS", "PUBLIC_CSV", "agreement_summary",
-    "check_exportable", "confusion_counts", "consensus_rows", "disagreements", "export_study", "field_agreement",
+    "check_exportable", "claims_shown_as_span", "confusion_counts", "consensus_rows", "disagreements", "export_study", "field_agreement",
     "human_human", "judge_human_records", "public_rows", "ratings_by_field", "readiness", "repeat_consistency",
     "status_report",
 ]

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from capaudit.errors import EmptyInputError, InputError
@@ -304,9 +304,10 @@ def sample_items(claims: Sequence[Claim], config: StudyConfig) -> Tuple[List[Sam
                       substrata={})
     for stratum in sorted(strata):
         if config.sampling == "disagreement_first":
-            base += _sample_substrata(stratum, strata[stratum], judges, config, rng, design["substrata"])
+            got = _sample_substrata(stratum, strata[stratum], judges, config, rng, design["substrata"])
+            base += got
             pools[stratum] = len(strata[stratum])
-            samples[stratum] = sum(v["sample"] for h, v in design["substrata"].items() if base_stratum(h) == stratum)
+            samples[stratum] = len(got)
             continue
         pool = sorted(strata[stratum], key=lambda c: c.question_id)
         rng.shuffle(pool)

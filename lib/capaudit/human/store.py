@@ -270,35 +270,24 @@ class StudyStore:
             with open(self.path, "rb") as fh:
                 if fh.read(16) != _SQLITE_MAGIC:
                     raise InputError("not a SQLite database (not a capaudit study)", path=self.path)
-        elif read_only:
-            raise InputError("no study database here", path=self.path)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        if read_only:  # SQLite itself refuses every write (mode=ro), and query_only backs it up
-            self.conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=busy_timeout_ms / 1000.0,
-                                        isolation_level=None, check_same_thread=False)
-            self.conn.row_factory = sqlite3.Row
-            try:
-                self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-                self.conn.execute("PRAGMA query_only = ON")
-                if self.schema_version() != SCHEMA_VERSION:
-                    raise SchemaVersionError(f"study database has schema version {self.schema_version()}; open it "
-                                             f"read-write once to migrate it to {SCHEMA_VERSION}", path=self.path,
-                                             field="schema_metadata.schema_version")
-            except sqlite3.DatabaseError as exc:
-                self.close()
-                raise InputError(f"not a readable study database ({exc})", path=self.path) from None
-            except BaseException:
-                self.close()
-                raise
-            return
-        self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout_ms / 1000.0, isolation_level=None,
+        # read-only: SQLite itself refuses every write (mode=ro), and query_only backs it up
+        target = f"{self.path.as_uri()}?mode=ro" if read_only else str(self.path)
+        self.conn = sqlite3.connect(target, uri=read_only, timeout=busy_timeout_ms / 1000.0, isolation_level=None,
                                     check_same_thread=False)
         self.conn.row_factory = sqlite3.Row
         try:
             if exists:  # a foreign or damaged file is refused before anything (WAL mode) is written to it
                 self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-                self.schema_version()
+                version = self.schema_version()
+            if read_only:
+                self.conn.execute("PRAGMA query_only = ON")
+                if version != SCHEMA_VERSION:
+                    raise SchemaVersionError(f"study database has schema version {version}; open it read-write once "
+                                             f"to migrate it to {SCHEMA_VERSION}", path=self.path,
+                                             field="schema_metadata.schema_version")
+                return
             self._pragmas()
             if exists:
                 self._check_version()

@@ -483,8 +483,7 @@ class AnnotationApp:
         return box
 
     def _anchor(self, text: str) -> W.HTML:
-        a = W.HTML(f'<span class="capaudit-anchor">{_e(text)}</span>')
-        return a
+        return W.HTML(f'<span class="capaudit-anchor">{_e(text)}</span>')
 
     def _render(self, keep_screen: bool = False) -> None:
         """Build the item screen (``keep_screen``: same item, its events stay valid)."""
