@@ -23,9 +23,9 @@ def test_schema_and_prompt_gain_parents_only_when_asked():
     assert "parents" not in plain["properties"]["claimed_units"]["items"]["properties"]
     assert items["properties"]["parents"] == {"type": "array", "items": {"type": "integer", "minimum": 0}}
     assert "parents" not in items["required"]  # optional
-    rows, _ = build_requests([(0, "Two dogs on a red sofa.", "c1", None)], BuildParams(surface="s", model="m"))
+    rows, _ = build_requests([(0, "Two dogs on a red sofa.", "c1", None)], BuildParams(surface="s", model="m", prompts="capaudit"))
     rows_p, _ = build_requests([(0, "Two dogs on a red sofa.", "c1", None)],
-                               BuildParams(surface="s", model="m", parent_links=True))
+                               BuildParams(surface="s", model="m", parent_links=True, prompts="capaudit"))
     assert rows[0]["prompt_version"] == PROMPT_VERSION and rows_p[0]["prompt_version"] == PARENTS_PROMPT_VERSION
     assert PARENTS_RULE not in rows[0]["messages"][1]["content"] and PARENTS_RULE in rows_p[0]["messages"][1]["content"]
     assert rows[0]["request_id"] != rows_p[0]["request_id"]
@@ -33,7 +33,7 @@ def test_schema_and_prompt_gain_parents_only_when_asked():
 
 def test_offline_extractor_links_when_the_schema_asks():
     rows, _ = build_requests([(0, "A red cup on a wooden table.", "c1", None)],
-                             BuildParams(surface="s", model="m", parent_links=True))
+                             BuildParams(surface="s", model="m", parent_links=True, prompts="capaudit"))
     payload = build_payload(rows[0], "m")
     ans = json.loads(ExtractorBackend()(rows[0]["messages"], payload))
     units = ans["claimed_units"]
@@ -41,7 +41,7 @@ def test_offline_extractor_links_when_the_schema_asks():
     cup, table = [i for i, u in enumerate(units) if u["category"] == "object"][:2]
     assert by_unit["red cup"]["parents"] == [cup]
     assert by_unit["cup on table"]["parents"] == [cup, table]
-    plain, _ = build_requests([(0, "A red cup on a wooden table.", "c1", None)], BuildParams(surface="s", model="m"))
+    plain, _ = build_requests([(0, "A red cup on a wooden table.", "c1", None)], BuildParams(surface="s", model="m", prompts="capaudit"))
     assert all("parents" not in u for u in json.loads(ExtractorBackend()(plain[0]["messages"],
                                                                          build_payload(plain[0], "m")))["claimed_units"])
 
@@ -69,7 +69,7 @@ def test_cells_dependency_on_zeroes_children_of_a_no(tmp_path: Path, capsys):
     caps = [{"cid": "c1", "caption": "A red cup on a table.", "image": "a.png"}]
     (tmp_path / "captions.jsonl").write_text(json.dumps(caps[0]) + "\n")
     rows, _ = build_requests([(0, caps[0]["caption"], "c1", None)],
-                             BuildParams(surface="s", model="m", parent_links=True))
+                             BuildParams(surface="s", model="m", parent_links=True, prompts="capaudit"))
     write_requests(tmp_path / "cq.jsonl", rows)
     units = link_parents([{"category": "object", "unit": "cup", "span": "cup", "target": "cup"},
                           {"category": "object", "unit": "table", "span": "table", "target": "table"},

@@ -69,7 +69,7 @@ def test_sampling_is_seeded_and_sorted():
 
 def test_build_rows_and_ids():
     items = [(0, "A red\ndog sits", None, None), (4, "Two cats", "cat-id", {"key": "k"})]
-    p = BuildParams(surface="demo", budget=2, model="m")
+    p = BuildParams(surface="demo", budget=2, model="m", prompts="capaudit")
     rows, counts = build_requests(items, p)
     assert counts == {"usable": 2, "emitted": 2}
     r0, r1 = rows
@@ -80,7 +80,7 @@ def test_build_rows_and_ids():
     assert parse_user_prompt(r0["messages"][1]["content"]) == ("demo:0", "A red")
     assert r0["messages"][0]["role"] == "system"
     # id changes with model and window, not with meta
-    rows_b, _ = build_requests(items, BuildParams(surface="demo", budget=2, model="other"))
+    rows_b, _ = build_requests(items, BuildParams(surface="demo", budget=2, model="other", prompts="capaudit"))
     assert rows_b[0]["request_id"] != r0["request_id"]
     rows_c, _ = build_requests([(0, "A red\ndog sits", None, {"key": "zzz"})], p)
     assert rows_c[0]["request_id"] == r0["request_id"]
@@ -161,8 +161,8 @@ def test_cli_build_and_summarize(tmp_path):
 
 def test_pinned_caption_id_schema():
     items = [(0, "A red dog", None, None), (1, "Two cats", None, None)]
-    plain, _ = build_requests(items, BuildParams(surface="d", budget=8))
-    pinned, _ = build_requests(items, BuildParams(surface="d", budget=8, pin_caption_id=True))
+    plain, _ = build_requests(items, BuildParams(surface="d", budget=8, prompts="capaudit"))
+    pinned, _ = build_requests(items, BuildParams(surface="d", budget=8, pin_caption_id=True, prompts="capaudit"))
     assert plain[0]["schema"] is plain[1]["schema"] or plain[0]["schema"] == plain[1]["schema"]
     assert plain[0]["schema"]["properties"]["caption_id"] == {"type": "string"}
     for r, cid in zip(pinned, ("d:0", "d:1")):

@@ -147,8 +147,12 @@ def test_cli_defaults_match_the_modules_that_own_them():
 
     assert (pcli.HASH_BUCKETS, pcli.MIN_TOKENS, pcli.MAX_TOKENS, pcli.ALPHA) == (
         ngrams.HASH_BUCKETS, pools.MIN_TOKENS, pools.MAX_TOKENS, support.ALPHA)
+    from capaudit import prompt_sets
+
     assert (ccli.DEFAULT_MODEL, ccli.MAX_CAPTION_CHARS, ccli.WINDOW_MODES) == (
         creq.DEFAULT_MODEL, creq.MAX_CAPTION_CHARS, creq.WINDOW_MODES)
+    assert (ccli.MAX_TOKENS, ccli.PROMPT_SETS, ccli.PROMPT_SETS[0]) == (
+        creq.BuildParams("s").max_tokens, prompt_sets.PROMPT_SETS, prompt_sets.DEFAULT_PROMPT_SET)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ def test_build_requests_modes_failures_and_order(tmp_path: Path) -> None:
     f = _claims(tmp_path, caps, {"c1": [U_CNT, U_REL, U_ATT], "c2": [U_OBJ], "c3": [U_OBJ], "c4": [], "c7": [U_ATT]},
                 failed=["c5"])
     out = tmp_path / "vq.jsonl"
-    counts = build_judge_requests([f["cr"]], [f["cq"]], f["captions"], "cid", "image", JudgeBuildParams(model="J1"), out)
+    counts = build_judge_requests([f["cr"]], [f["cq"]], f["captions"], "cid", "image", JudgeBuildParams(model="J1", prompts="capaudit"), out)
     assert (counts.claims_requests, counts.claims_not_answered, counts.claims_failed, counts.claims_zero_units) == (7, 1, 1, 1)
     assert (counts.no_image, counts.image_missing, counts.image_unreadable, counts.requests, counts.questions) == (1, 1, 0, 2, 4)
     rows = [json.loads(x) for x in out.read_text().splitlines()]

@@ -66,7 +66,7 @@ def _requests(path: Path, model: str) -> Path:
     for cid in ("c-ok", "c-flaky", "c-500", "c-timeout", "c-badjson", "c-wrongid", "c-enum", "c-dup"):
         qs = [Question(f"{cid}:u{i:04d}", c, question_text(c, "dog", ""), "dog", "", "", i)
               for i, c in enumerate(("object", "count"))]
-        rows.append(build_request(cid, "s", qs, "file:///img.png", "sha256:00", JudgeBuildParams(model=model)))
+        rows.append(build_request(cid, "s", qs, "file:///img.png", "sha256:00", JudgeBuildParams(model=model, prompts="capaudit")))
     write_requests(path, rows)
     return path
 

@@ -309,10 +309,10 @@ def test_esc_json_equals_json_string_escaping() -> None:
 
 @pytest.mark.parametrize("params", [
     JudgeBuildParams(model="judge-a"),
-    JudgeBuildParams(model="m\u00e9\"x", revision="r\U0001F600", evidence=True, temperature=1e-05, max_tokens=2 ** 40,
+    JudgeBuildParams(model="m\u00e9\"x", prompts="capaudit", revision="r\U0001F600", evidence=True, temperature=1e-05, max_tokens=2 ** 40,
                      thinking=None),
     JudgeBuildParams(model="j", revision="", image_mode="data", temperature=0.95, thinking=True),
-    JudgeBuildParams(model="j2", image_mode="url", evidence=True, thinking=False, temperature=1e16),
+    JudgeBuildParams(model="j2", prompts="capaudit", image_mode="url", evidence=True, thinking=False, temperature=1e16),
 ])
 def test_fast_rows_match_build_request(params: JudgeBuildParams) -> None:
     rng = random.Random(5)
@@ -717,10 +717,10 @@ def _judge_run(tmp: Path, seed: int, n: int = 120) -> Dict[str, Any]:
             qs = [Question(f"{cid}:u{j:04d}", rng_i.choice(CATS), f"q{j} \u00e9", f"u{j}", "", "", j) for j in idx]
             if rng.random() < 0.03:  # a hand-made request that repeats a question id
                 qs.append(qs[0])
-            rows.append(build_request(cid, surface, qs, "file:///x.png", "sha256:00", JudgeBuildParams(model=judge)))
+            rows.append(build_request(cid, surface, qs, "file:///x.png", "sha256:00", JudgeBuildParams(model=judge, prompts="capaudit")))
             if rng.random() < 0.03:  # the same caption again with other questions (a rebuilt request)
                 qs2 = qs[:1] + [Question(f"{cid}:u{9000:04d}", "count", "extra", "e", "", "", 9000)]
-                rows.append(build_request(cid, surface, qs2, "file:///y.png", "sha256:01", JudgeBuildParams(model=judge)))
+                rows.append(build_request(cid, surface, qs2, "file:///y.png", "sha256:01", JudgeBuildParams(model=judge, prompts="capaudit")))
         rows.insert(5, dict(rows[3]))  # a repeated request row
         p = tmp / f"{judge}.req.jsonl"
         write_requests(p, rows)

@@ -112,7 +112,7 @@ def test_claims_through_vllm_interrupt_resume_and_summarize(vllm_url, tmp_path, 
     req = tmp_path / "requests.jsonl"
     _cli("claims", "build", "--input", str(captions), "--caption-field", "IIW", "--surface", "iiw", "--budget", "64",
          "--max-records", str(N_CAPTIONS), "--model", MODEL, "--max-tokens", "256", "--max-units", "3",
-         "--pin-caption-id", "--out", str(req))
+         "--pin-caption-id", "--prompts", "capaudit", "--out", str(req))
     requests = _rows(req)
     assert len(requests) == N_CAPTIONS
     by_id = {r["request_id"]: r for r in requests}
@@ -175,7 +175,7 @@ def test_openai_response_format_dialect(vllm_url, tmp_path, data_dir):
     req = tmp_path / "requests.jsonl"
     _cli("claims", "build", "--input", str(captions), "--caption-field", "IIW", "--surface", "iiw400",
          "--budget", "32", "--max-records", "4", "--model", MODEL, "--max-tokens", "200", "--max-units", "2",
-         "--pin-caption-id", "--out", str(req))
+         "--pin-caption-id", "--prompts", "capaudit", "--out", str(req))
     out = tmp_path / "responses.jsonl"
     _cli(*_run_args(req, out, vllm_url, "--dialect", "openai"))
     rows = _rows(out)

@@ -2,7 +2,8 @@
 
     capaudit claims build --input CAPTIONS.jsonl --caption-field caption --surface NAME --budget 64 \
         --out REQUESTS.jsonl [--sample-records N --sample-seed 0 | --max-records N] [--model M] \
-        [--id-field F] [--window whitespace|lexical] [--max-caption-chars 1800] [--max-units K] [--parent-links]
+        [--id-field F] [--window whitespace|lexical] [--max-caption-chars 1800] [--max-units K] \
+        [--prompts reference|capaudit] [--parent-links]
     capaudit claims summarize --responses RESPONSES.jsonl [--responses MORE.jsonl] \
         [--requests REQUESTS.jsonl ...] --out SUMMARY.json
     capaudit claims eval-dsg --out DIR [--dsg dsg-1k-anns.csv]
@@ -22,7 +23,9 @@ from capaudit.argtypes import budget, positive_int
 # imported only when a command runs. tests/test_failures_cli.py checks they agree.
 DEFAULT_MODEL = "Qwen/Qwen3.5-35B-A3B"
 MAX_CAPTION_CHARS = 1800
+MAX_TOKENS = 4096
 WINDOW_MODES = ("whitespace", "lexical")
+PROMPT_SETS = ("reference", "capaudit")
 
 
 
@@ -51,7 +54,11 @@ def register(subparsers: Any) -> None:
     b.add_argument("--window", choices=WINDOW_MODES, default="whitespace",
                    help="whitespace: first B words; lexical: raw text cut after the B-th lex unit")
     b.add_argument("--max-caption-chars", type=positive_int, default=MAX_CAPTION_CHARS)
-    b.add_argument("--max-tokens", type=positive_int, default=1024)
+    b.add_argument("--max-tokens", type=positive_int, default=MAX_TOKENS,
+                   help="max_tokens sent (default %(default)s, the reference's paper runs)")
+    b.add_argument("--prompts", choices=PROMPT_SETS, default=PROMPT_SETS[0],
+                   help="wording of the messages: the reference study's own text (default, read from the "
+                        "reference folder) or capaudit's paraphrase")
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--thinking", choices=["on", "off"], help="send chat_template_kwargs.enable_thinking")
     b.add_argument("--max-units", type=positive_int, help="maxItems on claimed_units (debug only)")
@@ -92,7 +99,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         thinking=None if args.thinking is None else args.thinking == "on",
         sample_records=args.sample_records, sample_seed=args.sample_seed, max_records=args.max_records,
         max_units=args.max_units,
-        pin_caption_id=args.pin_caption_id, parent_links=args.parent_links,
+        pin_caption_id=args.pin_caption_id, parent_links=args.parent_links, prompts=args.prompts,
     )
     counts = build_requests_file(Path(args.input), args.caption_field, Path(args.out), params, args.id_field,
                                  args.on_missing)

@@ -31,6 +31,8 @@ from capaudit.llm.requests import make_request, write_requests
 from capaudit.summaries.categories import UNIT_CATEGORIES
 from capaudit.text.lexical import lex_cut_text, whitespace_window
 
+from capaudit.prompt_sets import DEFAULT_PROMPT_SET, REFERENCE_EXTRACTION_MAX_TOKENS, check_prompt_set, reference_extraction
+
 from .prompts import SYSTEM_PROMPT, prompt_version, user_prompt
 
 TASK = "claimed_cbu"
@@ -128,7 +130,9 @@ class BuildParams:
     revision: Optional[str] = None
     max_caption_chars: int = MAX_CAPTION_CHARS
     temperature: float = 0.0
-    max_tokens: int = 1024
+    #: the reference's paper runs send 4096 (§4.3; its runner's own default is 1024)
+    max_tokens: int = REFERENCE_EXTRACTION_MAX_TOKENS
+    #: ``None``: omitted with the capaudit wording, ``false`` with the reference's (its runner always sends it)
     thinking: Optional[bool] = None
     sample_records: Optional[int] = None
     sample_seed: int = 0
@@ -139,6 +143,8 @@ class BuildParams:
     pin_caption_id: bool = False
     #: Not in the reference protocol: units may carry ``parents`` (:func:`claims_schema`).
     parent_links: bool = False
+    #: the wording of the messages (:mod:`capaudit.prompt_sets`): ``reference`` or ``capaudit``
+    prompts: str = DEFAULT_PROMPT_SET
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -150,12 +156,37 @@ class BuildParams:
             raise ValueError("sample_records and max_records are mutually exclusive")
         if self.max_caption_chars < 1:
             raise ValueError("max_caption_chars must be >= 1")
+        check_prompt_set(self.prompts)
+        if self.prompts == "reference" and (self.parent_links or self.pin_caption_id):
+            raise InputError("parent links and pinned caption ids are not in the reference protocol; "
+                             "use them with the capaudit wording (--prompts capaudit)", field="prompts")
 
     def decoding(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"temperature": float(self.temperature), "max_tokens": int(self.max_tokens)}
-        if self.thinking is not None:
-            d["chat_template_kwargs"] = {"enable_thinking": bool(self.thinking)}
+        thinking = False if self.thinking is None and self.prompts == "reference" else self.thinking
+        if thinking is not None:
+            d["chat_template_kwargs"] = {"enable_thinking": bool(thinking)}
         return d
+
+    def schema(self, caption_id: Optional[str] = None) -> Dict[str, Any]:
+        """The guided JSON schema of this build's requests (``caption_id`` pins it, capaudit wording only)."""
+        if self.prompts == "reference":
+            return reference_extraction().schema_for(self.max_units)
+        return claims_schema(self.max_units, caption_id if self.pin_caption_id else None, self.parent_links)
+
+    def prompt_version(self) -> str:
+        if self.prompts == "reference":
+            return reference_extraction().prompt_version
+        return prompt_version(self.schema())
+
+    def system_prompt(self) -> str:
+        return reference_extraction().system_prompt if self.prompts == "reference" else SYSTEM_PROMPT
+
+    def user_prompt(self, caption_id: str, window: str, schema: Mapping[str, Any]) -> str:
+        """The user message of one caption window, in this build's wording."""
+        if self.prompts == "reference":
+            return reference_extraction().user_prompt(caption_id, window, schema, self.max_caption_chars)
+        return user_prompt(caption_id, prompt_caption(window, self.max_caption_chars), schema)
 
 
 def build_request(
@@ -169,21 +200,19 @@ def build_request(
     schema: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
     """One request row for one caption (module docstring)."""
-    if params.pin_caption_id:
-        schema = claims_schema(params.max_units, caption_id, params.parent_links)
-    elif schema is None:
-        schema = claims_schema(params.max_units, parent_links=params.parent_links)
+    if params.pin_caption_id or schema is None:
+        schema = params.schema(caption_id)
     schema = dict(schema)
     win = caption_window(caption, params.budget, params.window)
-    text = user_prompt(caption_id, prompt_caption(win, params.max_caption_chars), schema)
+    text = params.user_prompt(caption_id, win, schema)
     return make_request(
         task=TASK,
         task_version=TASK_VERSION,
         model=params.model,
         revision=params.revision,
-        prompt_version=prompt_version(schema),
+        prompt_version=params.prompt_version() if params.prompts == "reference" else prompt_version(schema),
         schema=schema,
-        messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}],
+        messages=[{"role": "system", "content": params.system_prompt()}, {"role": "user", "content": text}],
         decoding=params.decoding(),
         input={
             "caption_id": caption_id,
@@ -231,7 +260,7 @@ def select_captions(items: Iterable[CaptionItem], params: BuildParams) -> Tuple[
 
 def iter_requests(chosen: Chosen, params: BuildParams) -> Iterator[Dict[str, Any]]:
     """Request rows of the chosen captions, one at a time (a file of millions never sits in memory)."""
-    schema = claims_schema(params.max_units, parent_links=params.parent_links)
+    schema = params.schema()
     for i, (src, cap, cid, meta) in enumerate(chosen):
         yield build_request(cap, caption_id=cid, source_row=src, emitted_index=i, params=params, meta=meta,
                             schema=schema)
@@ -354,13 +383,14 @@ def write_manifest(requests_path: Path, params: BuildParams, counts: Mapping[str
     body = {
         "task": TASK,
         "task_version": TASK_VERSION,
-        "prompt_version": prompt_version(claims_schema(params.max_units, parent_links=params.parent_links)),
+        "prompt_set": params.prompts,
+        "prompt_version": params.prompt_version(),
         "model": params.model,
         "budget_label": budget_label(params.budget),
         "parameters": {**p, **extra},
         "decoding": params.decoding(),
-        "schema": claims_schema(params.max_units, parent_links=params.parent_links),
-        "system_prompt": SYSTEM_PROMPT,
+        "schema": params.schema(),
+        "system_prompt": params.system_prompt(),
         "source": dict(source or {}),
         "counts": dict(counts),
         "requests": Path(requests_path).name,

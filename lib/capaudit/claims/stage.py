@@ -45,6 +45,8 @@ from capaudit.llm.requests import write_requests
 from capaudit.summaries.claimed import ClaimedSummary, write_claimed_summary
 from capaudit.summaries.frontier import rows_from_claimed, with_pareto_flags, write_frontier_csv
 
+from capaudit.prompt_sets import DEFAULT_PROMPT_SET, REFERENCE_EXTRACTION_MAX_TOKENS
+
 from .requests import BuildParams, build_requests, write_manifest
 from .summarize import summarize_responses
 from .summary_rows import summary_rows, write_summary_rows
@@ -116,7 +118,8 @@ def build_window_requests(plans: Sequence[SurfacePlan], captions: Mapping[str, l
         params = BuildParams(
             surface=p.name, budget=budget, window=window, model=model, revision=revision,
             max_caption_chars=int(section.get("max_caption_chars", 1800)),
-            max_tokens=int(section.get("max_tokens", 1024)),
+            max_tokens=int(section.get("max_tokens", REFERENCE_EXTRACTION_MAX_TOKENS)),
+            prompts=str(section.get("prompts", DEFAULT_PROMPT_SET)),
             sample_records=p.sample_records, sample_seed=int(section.get("sample_seed", 0)),
             max_records=p.max_records,
         )
@@ -181,13 +184,14 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             write_requests(req_path, rows)
             write_manifest(req_path, BuildParams(surface="+".join(p.name for p in plans), budget=budget, window=window,
                                                  model=model, revision=model_revision(model, section),
+                                                 prompts=str(section.get("prompts", DEFAULT_PROMPT_SET)),
                                                  extra={"backend": extractor}),
                            {"per_surface": counts, "emitted": len(rows)})  # type: ignore[dict-item]
             resp_path = wdir / "responses.jsonl"
             run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], section)
             ids = {r["request_id"] for r in rows}
             label = {"requests": str(req_path), "responses": str(resp_path), "backend": extractor,
-                     "budget": budget, "window": window}
+                     "budget": budget, "window": window, "prompt_set": str(section.get("prompts", DEFAULT_PROMPT_SET))}
             # a resumed store may hold answers to requests no longer built (changed params, or another
             # extractor revision, whose request ids differ): they stay in the store, left out here
             stale = len(set(stored_ids(resp_path)) - ids)

@@ -264,7 +264,7 @@ def _download(e: RegistryEntry, local: Path) -> None:
 
 
 def fetch(dataset: str, path: str, *, verify: bool = True, download: Optional[bool] = None,
-          registry_path: Optional[Path] = None) -> Path:
+          registry_path: Optional[Path] = None, root: Optional[Path] = None) -> Path:
     """Local path of registry file ``dataset/path`` (``data_dir()/dataset/path``), sha256-verified.
 
     A missing file is downloaded from its pinned URL (atomic write, then verified) unless
@@ -272,7 +272,8 @@ def fetch(dataset: str, path: str, *, verify: bool = True, download: Optional[bo
     file, the expected sha256, the URL and how to obtain it when it is missing and cannot be
     downloaded, and naming actual vs expected sha256 when a copy is corrupt.  ``path`` may also
     name a registered folder (e.g. ``dpg_bench`` / ``prompts``): every file under it is fetched and
-    the folder is returned.
+    the folder is returned. ``root`` replaces :func:`data_dir` (another registry's folder, e.g. the
+    reference study's, :mod:`capaudit.data.reference`).
     """
     table = _registry(registry_path)[1]
     if (dataset, path) not in table:
@@ -281,31 +282,33 @@ def fetch(dataset: str, path: str, *, verify: bool = True, download: Optional[bo
                        key=lambda e: e.path)
         if under:
             fetch_many(dataset, [e.path for e in under], verify=verify, download=download,
-                       registry_path=registry_path)
-            return data_dir() / dataset / path.rstrip("/")
+                       registry_path=registry_path, root=root)
+            return (root or data_dir()) / dataset / path.rstrip("/")
     e = entry(dataset, path, registry_path=registry_path)
-    return _fetch_entry(e, verify=verify, download=download)
+    return _fetch_entry(e, verify=verify, download=download, root=root)
 
 
 def fetch_many(dataset: str, paths: List[str], *, verify: bool = True, download: Optional[bool] = None,
-               registry_path: Optional[Path] = None) -> List[Path]:
+               registry_path: Optional[Path] = None, root: Optional[Path] = None) -> List[Path]:
     """:func:`fetch` for many files of one dataset, reading and writing the hash sidecar once."""
     items = [entry(dataset, p, registry_path=registry_path) for p in paths]
     cache = _read_hash_cache()
     fresh: Dict[str, str] = {}
     try:
-        return [_fetch_entry(e, verify=verify, download=download, cache=cache, fresh=fresh) for e in items]
+        return [_fetch_entry(e, verify=verify, download=download, cache=cache, fresh=fresh, root=root)
+                for e in items]
     finally:
         if fresh:
             _remember_many(fresh)
 
 
 def _fetch_entry(e: RegistryEntry, *, verify: bool, download: Optional[bool],
-                 cache: Optional[Dict[str, str]] = None, fresh: Optional[Dict[str, str]] = None) -> Path:
+                 cache: Optional[Dict[str, str]] = None, fresh: Optional[Dict[str, str]] = None,
+                 root: Optional[Path] = None) -> Path:
     if e.kind != "file":
         raise DataError(f"{e.name} is a Hugging Face dataset ({e.repository}), not a file; load it with "
                         f"datasets.load_dataset('{e.repository}', streaming=True) (online only)")
-    local = data_dir() / e.dataset / e.path
+    local = (root or data_dir()) / e.dataset / e.path
     if local.is_file():
         if verify:
             if cache is None:
@@ -319,7 +322,7 @@ def _fetch_entry(e: RegistryEntry, *, verify: bool, download: Optional[bool],
                     raise _mismatch(e, local, actual)
         return local
     if download is None:
-        download = not os.environ.get(ENV_OFFLINE)
+        download = bool(e.url) and not os.environ.get(ENV_OFFLINE)
     if not download:
         raise DataError(f"{local}: registry file {e.name} is missing and downloads are off "
                         f"({ENV_OFFLINE} is set or download=False)\n" + _how_to_obtain(e, local))

@@ -27,7 +27,7 @@ from capaudit.io.canonical_json import dumps_line, loads
 from capaudit.summaries.categories import UNIT_CATEGORIES
 
 from ._stream import CutLine, _parse, check_not_empty, gc_paused, json_lines, read_at, store_file_list
-from .rules import answer_errors
+from .rules import answer_errors, shown_caption_id
 
 PathLike = Union[str, Path]
 CAT_CODE: Dict[str, int] = {c: i for i, c in enumerate(UNIT_CATEGORIES)}
@@ -133,6 +133,13 @@ class RequestIndex:
         #: row → its question ids' suffixes exactly as given, for requests whose ids are not the
         #: canonical ``<caption id>:u<n:04d>`` (``cid:u0``): ids are kept, never rebuilt
         self.external: Dict[int, Tuple[str, ...]] = {}
+        #: ``[start, end)`` row ranges of request files in the reference's wording, whose messages
+        #: name no caption id: their answers' caption ids are not checked (:func:`.rules.shown_caption_id`)
+        self.unshown: List[Tuple[int, int]] = []
+
+    def caption_id_shown(self, r: int) -> bool:
+        """Whether row ``r``'s message named its caption id (so the answer must echo it)."""
+        return not any(a <= r < b for a, b in self.unshown)
 
     @property
     def rows(self) -> Mapping[str, RequestInfo]:
@@ -316,13 +323,15 @@ class RequestIndex:
         if not p.is_file():
             raise InputError("judge requests file not found", path=p)
         self.files.append(str(p))
-        if self._load_sidecar(p):
-            return
-        with gc_paused():
-            for lineno, row in json_lines(p):
-                if not isinstance(row, dict):
-                    raise InputError("request row is not a JSON object", path=p, line=lineno)
-                self.add(row, f"{p}:{lineno}")
+        start = len(self.request_ids)
+        if not self._load_sidecar(p):
+            with gc_paused():
+                for lineno, row in json_lines(p):
+                    if not isinstance(row, dict):
+                        raise InputError("request row is not a JSON object", path=p, line=lineno)
+                    self.add(row, f"{p}:{lineno}")
+        if len(self.request_ids) > start and not _file_shows_caption_id(p):
+            self.unshown.append((start, len(self.request_ids)))
 
     def arrays(self) -> Dict[str, np.ndarray]:
         """numpy views of the per-row and per-question arrays (no copies)."""
@@ -333,6 +342,19 @@ class RequestIndex:
                 "cats": np.frombuffer(self.cats, dtype=np.uint8),
                 "qidx": np.frombuffer(self.qidx, dtype=np.uint16),
                 "key_surface": np.frombuffer(self.key_surface, dtype=np.dtype(self.key_surface.typecode))}
+
+
+def _file_shows_caption_id(p: Path) -> bool:
+    """Whether a judge requests file (one build, one wording) shows the caption id: read from its
+    first row's ``prompt_version``."""
+    with open(p, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    return shown_caption_id(loads(line)) is not None
+                except ValueError:
+                    return True
+    return True
 
 
 def question_positions(qoff: np.ndarray, qlen: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -442,7 +464,7 @@ _NUMBER_TYPES = frozenset({int, float})
 _QID, _ANSWER, _CONFIDENCE = itemgetter("question_id"), itemgetter("answer"), itemgetter("confidence")
 
 
-def _codes(caption_id: str, qids: Sequence[str], parsed: Any, distinct: bool = False) -> Optional[bytes]:
+def _codes(caption_id: Optional[str], qids: Sequence[str], parsed: Any, distinct: bool = False) -> Optional[bytes]:
     """Fast path: answer codes in question order when the answer is exactly valid, else ``None``
     (the same decision as :func:`capaudit.judges.rules.answer_errors` returning no error).
     ``distinct``: the expected ids are known to be distinct, so answers given in question order
@@ -450,7 +472,10 @@ def _codes(caption_id: str, qids: Sequence[str], parsed: Any, distinct: bool = F
     try:
         res = parsed["question_results"]
         cid = parsed["caption_id"]
-        if cid != caption_id and (not isinstance(cid, str) or cid.strip() != caption_id.strip()):
+        if caption_id is None:  # the message named no caption id: it need only be a string
+            if not isinstance(cid, str):
+                return None
+        elif cid != caption_id and (not isinstance(cid, str) or cid.strip() != caption_id.strip()):
             return None
         ans = ANSWER_CODE
         if distinct and list(map(_QID, res)) == qids:
@@ -489,6 +514,7 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
     unknown: set = set()
     ids_get = index.ids.get
     cids, qoff, qlen = index.caption_ids, index.qoff, index.qlen
+    unshown = index.unshown
     pattern = index.pattern
     codes_buf = bytearray(len(index.cats))
     models: Dict[Any, Any] = {}
@@ -528,9 +554,10 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
                         cid = cids[r]
                         sufs, distinct = pattern(r)
                         qids = list(map(cid.__add__, sufs))
-                        codes = _codes(cid, qids, row.get("parsed"), distinct)
+                        shown = cid if not unshown or index.caption_id_shown(r) else None
+                        codes = _codes(shown, qids, row.get("parsed"), distinct)
                         if codes is None:
-                            errs = answer_errors(row.get("parsed"), qids, cid) or ["answer does not match the request"]
+                            errs = answer_errors(row.get("parsed"), qids, shown) or ["answer does not match the request"]
                             payload: Any = ("ids", "; ".join(errs), lineno, fname)
                         else:
                             o = qoff[r]

@@ -83,6 +83,9 @@ def register(subparsers: Any) -> None:
     b.add_argument("--max-tokens", type=positive_int, default=2048)
     b.add_argument("--temperature", type=nonnegative_float, default=0.0)
     b.add_argument("--evidence", action="store_true", help="ask for a short evidence string per answer")
+    b.add_argument("--prompts", choices=("reference", "capaudit"), default="reference",
+                   help="wording of the messages: the reference study's own text (default, read from the "
+                        "reference folder) or capaudit's paraphrase")
     b.add_argument("--thinking", choices=["on", "off", "omit"], default="off",
                    help="chat_template_kwargs.enable_thinking (reference: off)")
     b.add_argument("--out", required=True, help="judge request JSONL (+ .manifest.json, .failures.jsonl)")
@@ -195,7 +198,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     check_outputs(args.out, failures_path(args.out), manifest_path(args.out))
     params = JudgeBuildParams(model=args.model, revision=args.revision, image_mode=args.image_mode,
                               max_tokens=args.max_tokens, temperature=args.temperature, evidence=args.evidence,
-                              thinking=_thinking(args.thinking))
+                              thinking=_thinking(args.thinking), prompts=args.prompts)
     counts = build_judge_requests(args.claims_responses, args.claims_requests, args.input, args.id_field,
                                   args.image_field, params, args.out)
     cut = (f"; {counts.claims_cut_lines} cut last line(s) of claims stores still being written not counted"

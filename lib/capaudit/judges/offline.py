@@ -447,6 +447,8 @@ class OfflineJudge:
             raise ValueError("the user message has no image_url part")
         text = message_text(content)
         caption_id, questions = parse_user_prompt(text)
+        if caption_id is None and questions:  # the reference's wording names no caption id: read it
+            caption_id = str(questions[0]["question_id"]).rpartition(":u")[0] or None  # from "<id>:u<n>"
         judged = parse_judged_caption(text)
         self.check_request(caption_id, judged)
         data, file_name = image_bytes_from_url(urls[0])

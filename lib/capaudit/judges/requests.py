@@ -70,7 +70,10 @@ from .answer_schema import TASK, TASK_VERSION, vqa_schema
 from .image_urls import data_url_bytes, file_url_path
 from ._stream import (BlockWriter, CutLine, RowReader, check_cut_lines, check_not_empty, gc_paused, json_lines,
                       scan_winners, store_file_list)
-from .prompts import CAPTION_LINE, PROMPT_VERSION, QUESTIONS_LINE, SYSTEM_PROMPT, prompt_head, user_prompt
+from capaudit.prompt_sets import DEFAULT_PROMPT_SET, check_prompt_set, reference_judge
+
+from .prompts import (CAPTION_LINE, JUDGED_CAPTION_LINE, PROMPT_VERSION, QUESTIONS_LINE, SYSTEM_PROMPT, prompt_head,
+                      user_prompt)
 from .questions import Question, question_parents, questions_from_units
 
 IMAGE_MODES = ("file", "data", "url")
@@ -94,6 +97,8 @@ class JudgeBuildParams:
     #: can leave it out of its evidence; ``None``: only for the judges that need it
     #: (:data:`capaudit.judges.offline.CAPTION_AWARE_JUDGES`), never for a VLM
     judged_caption: Optional[bool] = None
+    #: the wording of the messages (:mod:`capaudit.prompt_sets`): ``reference`` or ``capaudit``
+    prompts: str = DEFAULT_PROMPT_SET
 
     def __post_init__(self) -> None:
         if self.image_mode not in IMAGE_MODES:
@@ -105,6 +110,7 @@ class JudgeBuildParams:
             raise InputError(f"max_tokens must be a positive integer, got {self.max_tokens!r}", field="max_tokens")
         if not (isinstance(self.temperature, (int, float)) and self.temperature >= 0):
             raise InputError(f"temperature must be a number >= 0, got {self.temperature!r}", field="temperature")
+        check_prompt_set(self.prompts)
         if self.judged_caption is None:
             from .offline import CAPTION_AWARE_JUDGES
 
@@ -115,6 +121,25 @@ class JudgeBuildParams:
         if self.thinking is not None:
             d["chat_template_kwargs"] = {"enable_thinking": bool(self.thinking)}
         return d
+
+    def prompt_version(self) -> Union[int, str]:
+        return reference_judge().prompt_version if self.prompts == "reference" else PROMPT_VERSION
+
+    def system_prompt(self) -> str:
+        return reference_judge().system_prompt if self.prompts == "reference" else SYSTEM_PROMPT
+
+    def user_prompt(self, caption_id: str, questions: Sequence[Mapping[str, Any]], schema: Mapping[str, Any],
+                    judged_caption: Optional[str] = None) -> str:
+        """The user message text in this build's wording. The reference's carries only the rules and
+        ``questions=``; a ``judged_caption=`` line (offline caption-aware judges only) is appended."""
+        if self.prompts != "reference":
+            return user_prompt(caption_id, questions, schema, self.evidence, judged_caption=judged_caption)
+        qs = [{"question_id": q["question_id"], "category": q["category"], "question": q["question"]} for q in questions]
+        # the reference's compact json.dumps, by the writer the fast path matches (lone surrogates: TypeError)
+        text = reference_judge().head(self.evidence) + canonical_json.dumps_bytes(qs).decode("utf-8")
+        if judged_caption is not None:
+            text += JUDGED_CAPTION_LINE + canonical_json.dumps_bytes(judged_caption).decode("utf-8")
+        return text
 
 
 # --- images ----------------------------------------------------------------------------------
@@ -244,7 +269,7 @@ def build_request(
     judged = caption if params.judged_caption else None
     public = [q.public() for q in questions]
     schema = vqa_schema([q.question_id for q in questions], params.evidence)
-    text = user_prompt(caption_id, public, schema, params.evidence, judged_caption=judged)
+    text = params.user_prompt(caption_id, public, schema, judged_caption=judged)
     inp: Dict[str, Any] = {"caption_id": caption_id, "surface": surface, "questions": public, "image_key": image_key,
                            "image_mode": params.image_mode}
     if judged is not None:
@@ -254,10 +279,10 @@ def build_request(
         task_version=TASK_VERSION,
         model=params.model,
         revision=params.revision,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=params.prompt_version(),
         schema=schema,
         messages=[
-            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "system", "content": params.system_prompt()},
             {"role": "user", "content": [{"type": "text", "text": text},
                                          {"type": "image_url", "image_url": {"url": image_url}}]},
         ],
@@ -350,9 +375,10 @@ class FastRows:
         self._dumps = orj.dumps
         self._sorted = orj.OPT_SORT_KEYS
         self.params = params
-        self.ids = RequestIdTemplate(TASK, TASK_VERSION, params.model, params.revision, PROMPT_VERSION,
+        self.ids = RequestIdTemplate(TASK, TASK_VERSION, params.model, params.revision, params.prompt_version(),
                                      params.decoding())
-        head = prompt_head(params.evidence)
+        self._reference = params.prompts == "reference"
+        head = reference_judge().head(params.evidence) if self._reference else prompt_head(params.evidence)
         self._text_head = b'"' + orj.dumps(head)[1:-1]
         self._caption_line = orj.dumps(CAPTION_LINE)[1:-1]
         self._questions_line = orj.dumps(QUESTIONS_LINE)[1:-1]
@@ -431,8 +457,11 @@ class FastRows:
         qjson = dumps(public)
         jc, js, jk = dumps(caption_id), dumps(surface), dumps(image_key)
         rid = self._hash(self._canonical_input(jc, js, dumps(public, option=self._sorted), jk), ch, enum, ct)
-        text = b"".join((th, _esc_json(enum), tt, self._caption_line, jc[1:-1], self._questions_line,
-                         _esc_json(qjson), b'"'))
+        if self._reference:  # rules, then the questions JSON
+            text = b"".join((self._text_head, _esc_json(qjson), b'"'))
+        else:
+            text = b"".join((th, _esc_json(enum), tt, self._caption_line, jc[1:-1], self._questions_line,
+                             _esc_json(qjson), b'"'))
         line = self._row(
             b'"' + rid.encode("ascii") + b'"', b"".join((rh, enum, rt)), text, dumps(image_url), jc, js, qjson, jk,
             dumps(meta["source_row"]), dumps(meta["claims_request_id"]), dumps(meta["image_path"]),
@@ -641,8 +670,9 @@ def manifest_path(requests_path: PathLike) -> Path:
 
 def write_build_manifest(out: Path, params: JudgeBuildParams, counts: BuildCounts, source: Mapping[str, Any]) -> Path:
     body = {
-        "task": TASK, "task_version": TASK_VERSION, "prompt_version": PROMPT_VERSION, "model": params.model,
-        "parameters": asdict(params), "decoding": params.decoding(), "system_prompt": SYSTEM_PROMPT,
+        "task": TASK, "task_version": TASK_VERSION, "prompt_set": params.prompts,
+        "prompt_version": params.prompt_version(), "model": params.model,
+        "parameters": asdict(params), "decoding": params.decoding(), "system_prompt": params.system_prompt(),
         "source": dict(source), "counts": {**asdict(counts), "failures": counts.failures},
         "requests": out.name, "failures": failures_path(out).name,
     }

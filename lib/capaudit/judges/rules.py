@@ -2,7 +2,8 @@
 
 The schema already enforces the answer enum, numeric confidence and ``minItems = maxItems``; a
 JSON schema cannot say "each expected id exactly once", so the rule checks: a string
-``caption_id`` equal to the request's, ``question_results`` a list of objects, each with a
+``caption_id`` equal to the request's (when the message showed it: the reference's wording does
+not, so there it need only be a string), ``question_results`` a list of objects, each with a
 string id, an answer in yes/no/uncertain and a numeric confidence (a string evidence when the
 schema requires one), no duplicate ids, and the sorted ids equal to the request's sorted ids.
 The same check (:func:`answer_errors`) decides ``answered`` in the summaries, so a row marked
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Optional, Sequence
 
 from capaudit.llm.validate import register_task_rules
+from capaudit.prompt_sets import is_reference_version
 
 from .answer_schema import ANSWERS, TASK
 
@@ -78,12 +80,19 @@ def _requires_evidence(request: Mapping[str, Any]) -> bool:
         return False
 
 
+def shown_caption_id(request: Mapping[str, Any]) -> Optional[str]:
+    """The caption id the judge was shown, which its answer must echo; ``None`` for the reference's
+    wording, whose message names no caption id (the reference checks only that it is a string)."""
+    if is_reference_version(request.get("prompt_version")):
+        return None
+    return (request.get("input") or {}).get("caption_id")
+
+
 def judge_answer_rule(parsed: Any, request: Mapping[str, Any]) -> List[str]:
     """The ``cbu_vqa`` task rule for :mod:`capaudit.llm.validate`."""
-    return answer_errors(parsed, expected_ids(request), (request.get("input") or {}).get("caption_id"),
-                         _requires_evidence(request))
+    return answer_errors(parsed, expected_ids(request), shown_caption_id(request), _requires_evidence(request))
 
 
 register_task_rules(TASK, judge_answer_rule)
 
-__all__ = ["answer_errors", "expected_ids", "judge_answer_rule"]
+__all__ = ["answer_errors", "expected_ids", "judge_answer_rule", "shown_caption_id"]

@@ -77,6 +77,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     """Claims, judge requests and answers, summaries, cells and judged claims of one slice."""
     from capaudit.claims.requests import BuildParams, build_requests, write_manifest
     from capaudit.claims.stage import model_revision
+    from capaudit.prompt_sets import DEFAULT_PROMPT_SET, REFERENCE_EXTRACTION_MAX_TOKENS
     from capaudit.llm.requests import write_requests
     from capaudit.summaries.claimed import format_claimed_summary
 
@@ -89,6 +90,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     (sdir / "claims").mkdir(parents=True, exist_ok=True)
     budget = int(section.get("budget", 64))
     extractor = str(section.get("extractor", "capaudit-heuristic-extractor"))
+    prompts = str(section.get("prompts", DEFAULT_PROMPT_SET))
     rows: Dict[str, List[Dict[str, Any]]] = {s.name: surface_rows(s) for s in specs}
     captions_path = sdir / "captions.jsonl"
     with open(captions_path.with_suffix(".jsonl.tmp"), "wb") as fh:
@@ -103,18 +105,20 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     claim_rows: List[Dict[str, Any]] = []
     for s in specs:
         params = BuildParams(surface=s.name, budget=budget, model=extractor, revision=revision,
-                             max_tokens=int(section.get("extractor_max_tokens", 1024)))
+                             max_tokens=int(section.get("extractor_max_tokens", REFERENCE_EXTRACTION_MAX_TOKENS)),
+                             prompts=prompts)
         items = [(i, r["caption"], r["caption_id"], {"image_id": r.get("image_id")}) for i, r in enumerate(rows[s.name])]
         built, _ = build_requests(items, params)
         claim_rows += built
     write_requests(creq, claim_rows)
     write_manifest(creq, BuildParams(surface="+".join(s.name for s in specs), budget=budget, model=extractor,
-                                     revision=revision), {"emitted": len(claim_rows)},
+                                     revision=revision, prompts=prompts), {"emitted": len(claim_rows)},
                    {"input": str(captions_path), "caption_field": "caption", "id_field": "caption_id"})
     run_stats: Dict[str, Any] = {"claims": _run_store(creq, cresp, extractor, urls["__extractor__"], section)}
     ids = {r["request_id"] for r in claim_rows}
     claimed = _claimed_summary(cresp, creq, ids, {"requests": str(creq), "responses": str(cresp),
-                                                   "extractor": extractor, "budget": budget, "slice": name})
+                                                   "extractor": extractor, "budget": budget, "slice": name,
+                                                   "prompt_set": prompts})
     write_text_atomic(sdir / "claimed_cbu_summary.json", format_claimed_summary(claimed))
     extraction = extraction_accounting([cresp], [creq], [s.name for s in specs])
     # 2. judges
@@ -125,7 +129,8 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
         jdir.mkdir(parents=True, exist_ok=True)
         jreq, jresp = jdir / "requests.jsonl", jdir / "responses.jsonl"
         params = JudgeBuildParams(model=j.model, revision=j.revision, image_mode=str(section.get("image_mode", "file")),
-                                  max_tokens=int(section.get("max_tokens", 2048)), evidence=bool(section.get("evidence", False)))
+                                  max_tokens=int(section.get("max_tokens", 2048)), evidence=bool(section.get("evidence", False)),
+                                  prompts=prompts)
         counts = build_judge_requests([cresp], [creq], captions_path, "caption_id", "image_path", params, jreq)
         builds[j.name] = counts.__dict__ | {"failures": counts.failures}
         run_stats[j.name] = _run_store(jreq, jresp, j.model, urls.get(j.name) or str(j.url), section, j.dialect)
