@@ -168,3 +168,40 @@ def test_reference_registry_is_current() -> None:
     built = reference.build(REF)
     shipped = json.loads(reference.REGISTRY_PATH.read_text(encoding="utf-8"))
     assert built["entries"] == shipped["entries"]
+
+
+def test_reference_policies_send_the_published_text(tmp_path: Path) -> None:
+    import yaml
+
+    from capaudit.recap.policies import load_policy
+
+    for domain in ("photorealistic", "anime_booru"):
+        cfg = yaml.safe_load((REF / "configs" / "recap" / "domains" / f"{domain}.yaml").read_text(encoding="utf-8"))
+        pol = load_policy(f"reference-{domain}")
+        msgs = pol.messages("file:///img.jpg")
+        assert msgs[0] == {"role": "system", "content": cfg["caption"]["system_prompt"].rstrip("\n")}
+        stage = cfg["caption"]["stages"][cfg["caption"]["stage_order"][0]]
+        assert msgs[1]["content"][0]["text"] == stage["prompt"].rstrip("\n")
+        assert msgs[1]["content"][1] == {"type": "image_url", "image_url": {"url": "file:///img.jpg"}}
+        assert pol.decoding == {"max_tokens": stage["max_tokens"], "chat_template_kwargs": {"enable_thinking": False}}
+        assert list(pol.context_fields) == list(stage.get("context_fields") or [])
+        assert load_policy(REF / "configs" / "recap" / "domains" / f"{domain}.yaml").prompt_version == pol.prompt_version
+    assert load_policy("reference-photorealistic").prompt_version != load_policy("photorealistic").prompt_version
+
+
+def test_reference_policy_errors_name_the_file_and_field(tmp_path: Path) -> None:
+    from capaudit.recap.policies import load_policy
+
+    (tmp_path / "base.yaml").write_text("caption: {system_prompt: 'sys'}\n", encoding="utf-8")
+    bad = tmp_path / "d" / "x.yaml"
+    bad.parent.mkdir()
+    bad.write_text("extends: ../base.yaml\ncaption: {stage_order: [long], stages: {long: {prompt: 'p', max_tokens: 0}}}\n",
+                   encoding="utf-8")
+    with pytest.raises(InputError, match="max_tokens"):
+        load_policy(bad)
+    bad.write_text("extends: ../base.yaml\ncaption: {stage_order: [long], stages: {long: {prompt: 'p', max_tokens: 9}}}\n",
+                   encoding="utf-8")
+    pol = load_policy(bad)
+    assert (pol.system, pol.user, pol.name) == ("sys", "p", "reference-x")
+    with pytest.raises(InputError, match="unknown reference policy"):
+        load_policy("reference-watercolour")

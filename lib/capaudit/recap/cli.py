@@ -48,7 +48,8 @@ def register(subparsers: Any) -> None:
                      help="a folder of images, a manifest .jsonl, WebDataset .tar shard(s) (glob allowed) or a "
                           ".parquet file with image bytes or paths (repeat for several inputs)")
     run.add_argument("--policy", required=True,
-                     help="policy name (photorealistic, anime-booru, naive, naive-greedy) or a policy YAML path")
+                     help="policy name (photorealistic, anime-booru, naive, naive-greedy; reference-photorealistic and "
+                          "reference-anime_booru: the reference study's published configs) or a policy or published recap-config YAML path")
     run.add_argument("--policies-dir", help="folder of policy YAML files (default params/policies)")
     add_endpoint_options(run, timeout=180.0, backoff=2.0, timeout_help="seconds per attempt (spec §6: 180)",
                          reasks_help="extra attempts on an empty or unreadable answer")

@@ -177,9 +177,14 @@ def parse_policy(data: Any, path: PathLike) -> Policy:
 
 
 def load_policy(name_or_path: PathLike, policies_dir: Optional[PathLike] = None) -> Policy:
-    """A policy by name (``<dir>/<name>.yaml``) or by the path of its YAML file."""
+    """A policy by name (``<dir>/<name>.yaml``; ``reference-<domain>`` for the reference's published
+    configs, :mod:`.reference_policies`) or by the path of its YAML file (either format)."""
     raw = str(name_or_path)
     p = Path(raw)
+    if raw.startswith("reference-") and not raw.endswith((".yaml", ".yml")):
+        from .reference_policies import reference_policy_by_name
+
+        return reference_policy_by_name(raw)
     if raw.endswith((".yaml", ".yml")) or os.sep in raw:
         path = p
     else:
@@ -194,6 +199,10 @@ def load_policy(name_or_path: PathLike, policies_dir: Optional[PathLike] = None)
         raise InputError("policy file not found", path=path) from None
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML ({exc})", path=path) from None
+    from .reference_policies import is_recap_config, reference_policy
+
+    if is_recap_config(data):  # a published reference recap config (configs/recap/domains/*.yaml)
+        return reference_policy(path)
     pol = parse_policy(data, path)
     if path.stem != pol.name:
         raise InputError(f"name {pol.name!r} differs from the file name", path=path, field="name")
