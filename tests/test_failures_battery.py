@@ -163,6 +163,11 @@ CASES = [
     Case("claims-mistyped-field", ["claims", "build", "--input", "in/good.jsonl", "--caption-field", "captoin",
                                    "--surface", "s", "--out", "out/req.jsonl"],
          ["in/good.jsonl", "captoin", "caption, id"]),
+    Case("claims-unknown-prompt-set", ["claims", "build", "--input", "in/good.jsonl", "--surface", "s",
+                                       "--prompts", "mine", "--out", "out/req.jsonl"], ["--prompts", "invalid choice"]),
+    Case("claims-reference-folder-without-prompts", ["claims", "build", "--input", "in/good.jsonl", "--surface", "s",
+                                                     "--out", "out/req.jsonl"],
+         ["in/noref/prompts/claimed_cbu_v2.json", "missing"], env={"CAPAUDIT_REFERENCE_DIR": "in/noref"}),
     Case("claims-summarize-malformed", ["claims", "summarize", "--responses", "in/resp_bad.jsonl",
                                         "--out", "out/sum.json"], ["in/resp_bad.jsonl:2", "unreadable"]),
     # --- llm

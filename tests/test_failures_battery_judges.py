@@ -139,6 +139,11 @@ def _judge(base: List[str], j2: str) -> List[str]:
 
 CASES = [
     # --- judges build
+    Case("build-unknown-prompt-set", _with(BUILD, prompts="mine"), ["--prompts", "invalid choice", "reference"]),
+    Case("build-reference-folder-without-prompts", BUILD, ["in/noref/prompts/cbu_vqa_v1.json", "missing"],
+         env={"CAPAUDIT_REFERENCE_DIR": "in/noref"}),
+    Case("recap-run-unknown-reference-policy", _with(RUN, policy="reference-watercolour"),
+         ["reference-watercolour", "unknown reference policy"]),
     Case("build-missing-claims-responses", _with(BUILD, claims_responses="in/nope.jsonl"),
          ["in/nope.jsonl", "claims response file not found"]),
     Case("build-empty-claims-responses", _with(BUILD, claims_responses="in/empty.jsonl"),

@@ -50,6 +50,13 @@ def fetch_reference(path: str, *, verify: bool = True) -> Path:
     top, _, rest = path.partition("/")
     if not rest:
         raise KeyError(f"{path}: a reference path names a folder and a file, e.g. prompts/claimed_cbu_v2.json")
+    local = reference_dir() / top / rest
+    if not local.is_file():
+        from .registry import DataError, entry
+
+        entry(top, rest, registry_path=REGISTRY_PATH)  # KeyError for a file the registry does not know
+        raise DataError(f"{local}: reference file {path} is missing; set {ENV_REFERENCE_DIR} to the reference "
+                        f"study's folder (a copy of shared/reference, see its PROVENANCE.md)")
     return fetch(top, rest, verify=verify, download=False, registry_path=REGISTRY_PATH, root=reference_dir())
 
 
