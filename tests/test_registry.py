@@ -54,8 +54,12 @@ def test_entry_fields_pinned_url_and_provenance_sha():
 
 def test_hf_entries_marked_and_without_sha():
     hf = registry.entries(kind="hf")
-    assert {e.dataset for e in hf} == {"hf_prompt_pools", "hf_surfaces"}
-    assert len([e for e in hf if e.dataset == "hf_prompt_pools"]) == 7
+    assert {e.dataset for e in hf} == {"hf_prompt_pools", "hf_surfaces", "hf_released"}
+    assert len([e for e in hf if e.dataset == "hf_prompt_pools"]) == 8  # the paper's seven + the xzuyn sensitivity pool
+    assert entry("hf_prompt_pools", "sd_prompts_dedup_xzuyn").extra["sensitivity_only"] is True
+    released = [e for e in hf if e.dataset == "hf_released"]
+    assert len(released) == 9 and all(e.extra["field"] == "caption_text" for e in released)
+    assert entry("hf_released", "ours_cc12m").repository == "BootsofLagrangian/cc12m-recap-qwen3p5-35b-a3b"
     assert all(e.sha256 is None and e.repository for e in hf)
     assert entry("hf_surfaces", "ref_cc12m_llavanext").extra["field"] == "caption_llava"
     with pytest.raises(DataError, match="Hugging Face"):

@@ -76,9 +76,12 @@ LICENSE_BY_SUFFIX: Dict[Tuple[str, str], str] = {
 # ``repo_verified: false`` are inferred from the reference's local folder names (spec §3.1) and
 # must be checked on the Hub before use.
 HF_ENTRIES: List[Dict[str, object]] = [
-    # reference-spec §3.1: the prompt pools (sd_prompts_dedup_xzuyn is sensitivity-only, no repo).
+    # reference-spec §3.1: the prompt pools (sd_prompts_dedup_xzuyn is sensitivity-only; its repo id is inferred).
     {"dataset": "hf_prompt_pools", "path": "sd_prompts_2m_andyyang", "repo": "andyyang/stable_diffusion_prompts_2m",
      "repo_verified": True, "files": "sd_promts_2m.txt", "format": "txt", "field": None, "spec": "§3.1"},
+    {"dataset": "hf_prompt_pools", "path": "sd_prompts_dedup_xzuyn", "repo": "xzuyn/Stable-Diffusion-Prompts-Deduped-2.008M",
+     "repo_verified": False, "origin_folder": "hf-raw (file v3_no_bos.txt)", "files": "v3_no_bos.txt", "format": "txt",
+     "field": None, "sensitivity_only": True, "spec": "§3.1"},
     {"dataset": "hf_prompt_pools", "path": "pickapic_rankings", "repo": "yuvalkirstain/pickapic_v2",
      "repo_verified": False, "origin_folder": "Pick-a-Pic", "format": "parquet", "field": "prompt", "spec": "§3.1"},
     {"dataset": "hf_prompt_pools", "path": "civitai_flux_prompts_aconexx", "repo": "Aconexx/CivitAI-Flux-Prompts",
@@ -110,6 +113,34 @@ HF_ENTRIES: List[Dict[str, object]] = [
      "repo_verified": True, "field": "caption_long_llama32", "captioner": "Llama-3.2-11B-Vision", "spec": "§11.3"},
     {"dataset": "hf_surfaces", "path": "ref_pd12m_full", "repo": "Spawning/pd12m-full",
      "repo_verified": True, "field": "caption", "captioner": "Florence-2-large", "spec": "§11.3"},
+    # the reference study's released recaptioned corpora ("Ours"), one per source family
+    {"dataset": "hf_released", "path": "ours_datacomp", "repo": "BootsofLagrangian/datacomp-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "DataComp", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_cc12m", "repo": "BootsofLagrangian/cc12m-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "CC12M", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_laion_pop", "repo": "BootsofLagrangian/laion-pop-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "LAION-pop", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_pd12m", "repo": "BootsofLagrangian/pd12m-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "PD12M", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_commoncatalog_cc_by", "repo": "BootsofLagrangian/commoncatalog-cc-by-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "CommonCatalog CC-BY", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_laion_aesthetics", "repo": "BootsofLagrangian/laion-aesthetics-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "LAION-Aesthetics", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_laion_highres_aesthetic", "repo": "BootsofLagrangian/laion-highres-aesthetic-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "LAION-HighRes-Aesthetic", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_megalith_cc0", "repo": "BootsofLagrangian/megalith-cc0-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "Megalith-CC0", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
+    {"dataset": "hf_released", "path": "ours_danbooru", "repo": "BootsofLagrangian/danbooru-recap-qwen3p5-35b-a3b",
+     "repo_verified": True, "field": "caption_text", "family": "Danbooru", "captioner": "Qwen3.5-35B-A3B", "license": "CC-BY-4.0",
+     "spec": "§11.3 (reference README, Released captions)"},
     {"dataset": "hf_surfaces", "path": "ref_danbooru_florence2", "repo": "KBlueLeaf/danbooru2023-florence2-caption",
      "repo_verified": True, "field": "parsed", "captioner": "Florence-2-large", "spec": "§11.3"},
 ]
