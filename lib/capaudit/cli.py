@@ -41,6 +41,7 @@ STAGE_CLIS: List[str] = [
     "capaudit.alttext.cli",
     "capaudit.engine.cli",
     "capaudit.doctor",
+    "capaudit.paper_fixture",
 ]
 
 
@@ -68,7 +69,7 @@ COMMAND_MODULES: Dict[str, str] = {
     "claims": "capaudit.claims.cli", "judges": "capaudit.judges.cli", "human": "capaudit.human.cli",
     "recap": "capaudit.recap.cli", "encoder-truncation": "capaudit.text.truncation_cli",
     "embed": "capaudit.embed.cli", "detail": "capaudit.detail.cli", "alttext": "capaudit.alttext.cli",
-    "coverage": "capaudit.alttext.cli", "engine": "capaudit.engine.cli",
+    "coverage": "capaudit.alttext.cli", "engine": "capaudit.engine.cli", "plan": "capaudit.paper_fixture",
 }
 
 

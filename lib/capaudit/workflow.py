@@ -221,6 +221,9 @@ def run_notebook(cfg: RunConfig, name: str, stamp: str, force: bool = False,
 def run_all(params: str, only: Optional[List[str]] = None, force: bool = False, debug: bool = False) -> int:
     """Execute the run's notebooks (``only``: those names, each must be in the run or in notebooks/)."""
     cfg = load_params(params)
+    from capaudit.preflight import check
+
+    check(cfg)  # a Hub dataset or model endpoint the params file names but cannot reach: one line, now
     todo = stamps(cfg)
     if only:
         unknown = [n for n in only if n not in cfg.notebooks]

@@ -1,0 +1,154 @@
+"""The offline fixture of a study plan: the same params, small local files, offline backends.
+
+``capaudit plan fixture --params params/paper.yaml --out DIR`` writes, for every Hugging Face
+surface of the plan, a small Parquet file with that hub dataset's columns (the plan's
+``caption_field`` and ``key_field``; ``caption`` where the plan auto-detects the caption column),
+and ``DIR/<run>_fixture.yaml``: the plan with each hub surface replaced by its file and each model
+endpoint by the in-process offline backends. Everything else (slices and their sizes and seeds,
+budgets, text-stat orders, sample sizes, prompt set, decoding) is the plan's own, so a fixture run
+exercises the plan as written and the plan cannot rot.
+
+The rows are real captions: COCO Karpathy test images (data registry ``coco_karpathy_captions``),
+one annotator's caption per surface (local surfaces the first caption, reference surface ``i`` of
+the plan caption ``1 + i mod 4``). Keys are
+the COCO image id written the way the key normalisation must unify (``zfill9``: ``391895`` on local
+surfaces, ``000391895`` on reference ones; ``url``: upper-case scheme and host plus a fragment on
+reference surfaces). Each surface leaves out a different tenth of the images, so every slice has
+unmatched keys to count. The fixture is offline data, named as such: its run is ``<run>_fixture``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+import yaml
+
+from capaudit.errors import InputError
+
+OFFLINE_EXTRACTOR = "capaudit-heuristic-extractor"
+DEFAULT_IMAGES = 300
+
+
+def coco_captions(n: int) -> List[Tuple[int, List[str]]]:
+    """``(COCO image id, its captions)`` of the first ``n`` Karpathy test images (file order)."""
+    import json
+
+    from capaudit.data.registry import fetch
+
+    data = json.loads(fetch("coco_karpathy_captions", "test_captions.json").read_text(encoding="utf-8"))
+    out = []
+    for name, caps in data.items():
+        if len(out) >= n:
+            break
+        out.append((int(name.rsplit("_", 1)[-1].split(".")[0]), [c.strip() for c in caps]))
+    return out
+
+
+def _key(image_id: int, normalization: str, reference: bool) -> str:
+    if normalization == "url":
+        url = f"http://images.cocodataset.org/val2014/COCO_val2014_{image_id:012d}.jpg"
+        return url.replace("http://images.", "HTTP://IMAGES.") + "#fixture" if reference else url
+    if normalization == "zfill9":
+        return f"{image_id:09d}" if reference else str(image_id)
+    return str(image_id)
+
+
+def surface_frame(spec: Mapping[str, Any], index: int, images: Sequence[Tuple[int, List[str]]]):
+    """The fixture rows of one hub surface (module docstring), as a pandas frame."""
+    import pandas as pd
+
+    caption_col = spec.get("caption_field") or "caption"
+    key_col = spec.get("key_field") or "key"
+    norm = str(spec.get("key_normalization", "str"))
+    reference = str(spec["name"]).startswith("ref_")
+    rows = [{key_col: _key(img, norm, reference), caption_col: caps[1 + index % (len(caps) - 1)] if reference else caps[0]}
+            for k, (img, caps) in enumerate(images) if k % 10 != index % 10]
+    return pd.DataFrame(rows, columns=[key_col, caption_col])
+
+
+def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root: Path) -> Dict[str, Any]:
+    """The plan with hub surfaces → local files and endpoints → offline backends; its outputs go
+    under ``out_root`` (beside the fixture data)."""
+    out = copy.deepcopy(dict(plan))
+    out["run"] = f"{plan.get('run', 'plan')}_fixture"
+    out["out_root"] = str(out_root)
+    surfaces = []
+    for s in out.get("surfaces") or []:
+        if isinstance(s, Mapping) and s.get("name") in files:
+            local = {k: v for k, v in s.items() if k not in ("format", "hf_path", "split", "revision", "hf_name")}
+            local.update({"format": "parquet", "file": str(files[s["name"]]), "caption_field": s.get("caption_field") or "caption",
+                          "key_field": s.get("key_field") or "key"})
+            surfaces.append(local)
+        else:
+            surfaces.append(s)
+    out["surfaces"] = surfaces
+    claims = out.get("claims")
+    if isinstance(claims, dict):
+        for k in ("url", "revision"):
+            claims.pop(k, None)
+        claims.update({"model": OFFLINE_EXTRACTOR, "concurrency": 8, "timeout": 240})
+    for section in ("judges", "judges_plan"):
+        sec = out.get(section)
+        if isinstance(sec, dict):
+            sec.pop("extractor_url", None)
+            sec["judges"] = [{"name": "capaudit-offline-annotation-judge"}, {"name": "capaudit-offline-refcaption-judge"}]
+    if isinstance(out.get("text_stats"), dict):
+        out["text_stats"]["workers"] = 2
+    return out
+
+
+def build(params: Path, out_dir: Path, images: int = DEFAULT_IMAGES) -> Path:
+    """Write the fixture files and params (module docstring); returns the params path."""
+    params = Path(params)
+    try:
+        plan = yaml.safe_load(params.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("params file not found", path=params) from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("surfaces"), list):
+        raise InputError("a study plan needs a 'surfaces' list", path=params, field="surfaces")
+    hub = [s for s in plan["surfaces"] if isinstance(s, Mapping) and s.get("format") == "hf"]
+    if not hub:
+        raise InputError("names no Hugging Face surface: nothing to stand in for", path=params, field="surfaces")
+    data_dir = Path(out_dir) / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    rows = coco_captions(images)
+    files: Dict[str, Path] = {}
+    for i, spec in enumerate(hub):
+        path = (data_dir / f"{spec['name']}.parquet").resolve()
+        tmp = path.with_suffix(".parquet.tmp")
+        surface_frame(spec, i, rows).to_parquet(tmp, index=False)
+        tmp.replace(path)
+        files[str(spec["name"])] = path
+    out = Path(out_dir) / f"{plan.get('run', params.stem)}_fixture.yaml"
+    header = (f"# Offline fixture of {params} (capaudit plan fixture): hub surfaces replaced by small local\n"
+              f"# Parquet files of real COCO captions with the hub datasets' columns, endpoints by offline backends.\n")
+    out.write_text(header + yaml.safe_dump(fixture_params(plan, files, (Path(out_dir) / "outputs").resolve()), sort_keys=False, allow_unicode=True),
+                   encoding="utf-8")
+    return out
+
+
+def register(subparsers: Any) -> None:
+    """``capaudit plan fixture``."""
+    p = subparsers.add_parser("plan", help="a study plan's offline fixture")
+    sub = p.add_subparsers(dest="plan_command", metavar="PLAN_COMMAND")
+    f = sub.add_parser("fixture", help="small local stand-ins for a plan's hub datasets and endpoints")
+    f.add_argument("--params", default="params/paper.yaml")
+    f.add_argument("--out", required=True, help="folder for the fixture data and params file")
+    f.add_argument("--images", type=int, default=DEFAULT_IMAGES, help="COCO images per surface (before the left-out tenth)")
+    f.set_defaults(func=_cmd_fixture)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _cmd_fixture(args: argparse.Namespace) -> int:
+    if args.images < 10:
+        raise InputError(f"--images must be >= 10, got {args.images}", field="images")
+    out = build(Path(args.params), Path(args.out), args.images)
+    print(f"capaudit plan fixture: {out} (run it: capaudit notebook run-all --params {out})", file=sys.stderr)
+    return 0
+
+
+__all__ = ["coco_captions", "surface_frame", "fixture_params", "build", "register"]

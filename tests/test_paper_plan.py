@@ -1,0 +1,98 @@
+"""params/paper.yaml, the published study as one run: refused in seconds where the Hub and the
+endpoints are unreachable; its offline fixture runs the same plan end to end from raw rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from capaudit.config import load_config
+from capaudit.errors import InputError
+from capaudit.preflight import needs, unreachable
+
+REPO = Path(__file__).resolve().parents[1]
+PLAN = REPO / "params" / "paper.yaml"
+
+
+def _cli(*args: str, env: dict = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "capaudit.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def test_the_plan_names_the_seven_comparisons_the_judges_and_the_pools() -> None:
+    plan = yaml.safe_load(PLAN.read_text(encoding="utf-8"))
+    fair = json.loads((Path(os.environ.get("CAPAUDIT_DATA_DIR", REPO.parent / "shared" / "data")).parent / "reference"
+                       / "configs" / "caption_survey" / "fair_slices.json").read_text(encoding="utf-8"))
+    published = {(c["name"], c["local_surface"], c["reference_surface"]) for c in fair["comparisons"]}
+    assert {(s["name"], s["local"], s["reference"]) for s in plan["slices"]} == published
+    assert all((s["n"], s["seed"]) == (1000000, 0) for s in plan["slices"])
+    assert plan["claims"]["prompts"] == "reference" and plan["claims"]["max_tokens"] == 4096
+    assert {j["model"] for j in plan["judges_plan"]["judges"]} == {"Qwen/Qwen3.5-397B-A17B-FP8", "google/gemma-4-31B-it"}
+    assert len(plan["prompt_support_plan"]["pools"]) == 7
+    from capaudit.data.registry import entry
+
+    for pool in plan["prompt_support_plan"]["pools"] + plan["prompt_support_plan"]["sensitivity_pools"]:
+        assert entry("hf_prompt_pools", pool).kind == "hf"
+    hub = {s["hf_path"] for s in plan["surfaces"]}
+    assert {entry("hf_released", f"ours_{f}").repository for f in ("cc12m", "laion_pop", "pd12m", "danbooru", "datacomp")} <= hub
+
+
+def test_unreachable_hub_and_endpoints_stop_the_run_in_seconds(tmp_path: Path) -> None:
+    cfg = load_config(PLAN)
+    kinds = {n.kind for n in needs(cfg)}
+    assert kinds == {"hub", "endpoint"}
+    start = time.monotonic()
+    r = _cli("notebook", "run-all", "--params", str(PLAN), env={"HF_HUB_OFFLINE": "1"}, timeout=120)
+    took = time.monotonic() - start
+    assert r.returncode != 0 and took < 30, (r.returncode, took)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "cannot run here: unreachable" in lines[0] and "HF_HUB_OFFLINE is set" in lines[0]
+    assert "claims.url http://127.0.0.1:8000" in lines[0]
+    assert not (REPO / "outputs" / "paper" / "logs").exists()
+
+
+def test_preflight_passes_a_reachable_endpoint(tmp_path: Path) -> None:
+    from capaudit.llm.server import background_server
+
+    with background_server(["capaudit-heuristic-extractor"]) as url:
+        (tmp_path / "p.yaml").write_text(f"run: p\nnotebooks: []\nclaims: {{url: '{url}'}}\n", encoding="utf-8")
+        assert unreachable(needs(load_config(tmp_path / "p.yaml")), timeout=5) == []
+    with pytest.raises(InputError, match="claims.url"):
+        from capaudit.preflight import check
+
+        check(load_config(tmp_path / "p.yaml"), timeout=2)
+
+
+@pytest.mark.slow
+def test_the_fixture_runs_the_plan_end_to_end(tmp_path: Path) -> None:
+    r = _cli("plan", "fixture", "--params", str(PLAN), "--out", str(tmp_path / "fx"), "--images", "120")
+    assert r.returncode == 0, r.stderr
+    params = tmp_path / "fx" / "paper_fixture.yaml"
+    fx = yaml.safe_load(params.read_text(encoding="utf-8"))
+    plan = yaml.safe_load(PLAN.read_text(encoding="utf-8"))
+    assert fx["slices"] == plan["slices"] and fx["text_stats"]["budgets"] == plan["text_stats"]["budgets"]
+    for s, p in zip(fx["surfaces"], plan["surfaces"]):  # same columns as the hub dataset
+        cols = list(pd.read_parquet(s["file"]).columns)
+        assert cols == [p["key_field"], p.get("caption_field") or "caption"]
+    r = _cli("notebook", "run-all", "--params", str(params))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "fx" / "outputs" / "paper_fixture"
+    slices = pd.read_csv(out / "tables" / "slices.csv")
+    assert len(slices) == 7 and (slices["matched"] == 96).all()  # 120 images, a different tenth left out per side
+    deltas = json.loads((out / "artifacts" / "tables" / "text_paired_deltas.json").read_text(encoding="utf-8"))
+    assert len({json.dumps(r.get("comparison") or r.get("slice"), sort_keys=True) for r in _rows(deltas)}) == 7
+    claimed = json.loads((out / "artifacts" / "claims" / "claimed_cbu_summary.json").read_text(encoding="utf-8"))
+    assert set(claimed["surfaces"]) >= {s["name"] for s in plan["claims"]["surfaces"]}
+
+
+def _rows(table: dict) -> list:
+    return table.get("rows") or table.get("data") or []
