@@ -36,19 +36,26 @@ def test_the_plan_names_the_seven_comparisons_the_judges_and_the_pools() -> None
     assert all((s["n"], s["seed"]) == (1000000, 0) for s in plan["slices"])
     assert plan["claims"]["prompts"] == "reference" and plan["claims"]["max_tokens"] == 4096
     assert {j["model"] for j in plan["judges_plan"]["judges"]} == {"Qwen/Qwen3.5-397B-A17B-FP8", "google/gemma-4-31B-it"}
-    assert len(plan["prompt_support_plan"]["pools"]) == 7
+    ps = plan["prompt_support"]
+    assert len(ps["paper_pools"]) == 7 and "sd_prompts_dedup_xzuyn" not in ps["paper_pools"]
     from capaudit.data.registry import entry
 
-    for pool in plan["prompt_support_plan"]["pools"] + plan["prompt_support_plan"]["sensitivity_pools"]:
+    hub_pools = [s["hub"] for s in ps["pools"]["prepare"]["sources"]]
+    assert set(hub_pools) == set(ps["paper_pools"]) | {"sd_prompts_dedup_xzuyn"}  # the reference's eight (§3.1)
+    for pool in hub_pools:
         assert entry("hf_prompt_pools", pool).kind == "hf"
+    assert [c["slice"] for c in ps["comparisons"]] == [s["name"] for s in plan["slices"]]
+    assert (ps["budget"], ps["ngram"], ps["block_size"], ps["reps"], ps["seed"]) == (64, 2, 5000, 2000, 0)
     hub = {s["hf_path"] for s in plan["surfaces"]}
     assert {entry("hf_released", f"ours_{f}").repository for f in ("cc12m", "laion_pop", "pd12m", "danbooru", "datacomp")} <= hub
 
 
 def test_unreachable_hub_and_endpoints_stop_the_run_in_seconds(tmp_path: Path) -> None:
     cfg = load_config(PLAN)
-    kinds = {n.kind for n in needs(cfg)}
-    assert kinds == {"hub", "endpoint"}
+    items = needs(cfg)
+    assert {n.kind for n in items} == {"hub", "endpoint"}
+    assert {n.target for n in items if n.where.startswith("prompt_support")} >= {"andyyang/stable_diffusion_prompts_2m",
+                                                                                 "Falah/1M_SDXL_Refiner_Prompts"}
     start = time.monotonic()
     r = _cli("notebook", "run-all", "--params", str(PLAN), env={"HF_HUB_OFFLINE": "1"}, timeout=120)
     took = time.monotonic() - start
@@ -92,6 +99,25 @@ def test_the_fixture_runs_the_plan_end_to_end(tmp_path: Path) -> None:
     assert len({json.dumps(r.get("comparison") or r.get("slice"), sort_keys=True) for r in _rows(deltas)}) == 7
     claimed = json.loads((out / "artifacts" / "claims" / "claimed_cbu_summary.json").read_text(encoding="utf-8"))
     assert set(claimed["surfaces"]) >= {s["name"] for s in plan["claims"]["surfaces"]}
+    # prompt support: the hub pools (as local files of their formats) against the seven slices
+    for src in fx["prompt_support"]["pools"]["prepare"]["sources"]:
+        assert "hub" not in src and Path(src["path"]).suffix.lstrip(".") == entry_format(src["name"])
+    wins = pd.read_csv(out / "tables" / "prompt_pool_wins.csv")
+    assert sorted(wins["comparison"]) == sorted(s["name"] for s in plan["slices"]) and (wins["pools"] == 7).all()
+    tsv = pd.read_csv(out / "artifacts" / "prompt_support" / "prompt_support.tsv", sep="\t")
+    assert set(tsv["prompt_pool"]) == {s["hub"] for s in plan["prompt_support"]["pools"]["prepare"]["sources"]}
+    assert (tsv["records"] == 96).all()  # every matched pair of each slice, one partial block
+    for c in plan["slices"]:  # the slice's roles name the surfaces
+        rows = tsv[tsv["comparison"] == c["name"]]
+        assert set(rows["local_surface"]) == {c["local"]} and set(rows["reference_surface"]) == {c["reference"]}
+    for name in ("text_stats", "text_paired_deltas", "prompt_pool_wins", "claims_summary"):
+        assert (out / "tables" / f"{name}.tex").is_file(), name
+
+
+def entry_format(pool: str) -> str:
+    from capaudit.data.registry import entry
+
+    return entry("hf_prompt_pools", pool).extra["format"]
 
 
 def _rows(table: dict) -> list:

@@ -183,3 +183,43 @@ def test_real_benchmark_pools(data_dir: Path, tmp_path: Path):
     dsg = prepared.manifest["sources"]["dsg_diffusiondb"]["stats"]
     # 100 DiffusionDB items, one row per proposition → the rest are duplicates
     assert dsg["read"] - dsg["duplicate"] - dsg["empty"] == 100
+
+
+# --- Hub pools (params `hub:`) and fair-slice comparisons (params `slice:`) ---------------------
+
+def test_hub_source_resolves_the_registered_pool() -> None:
+    txt = source_from_params({"name": "sd2m", "hub": "sd_prompts_2m_andyyang"})
+    (pf,) = txt.files
+    assert pf.hub is not None and pf.hub.repository == "andyyang/stable_diffusion_prompts_2m"
+    assert (pf.hub.field, pf.hub.data_files, pf.hub.split) == ("text", "sd_promts_2m.txt", "train")  # datasets' text builder
+    pq = source_from_params({"name": "falah", "hub": "sdxl_refiner_prompts_falah", "revision": "abc"}).files[0]
+    assert (pq.hub.repository, pq.hub.field, pq.hub.revision) == ("Falah/1M_SDXL_Refiner_Prompts", "prompts", "abc")
+    assert pq.provenance() == {"hub": "Falah/1M_SDXL_Refiner_Prompts", "revision": "abc", "data_files": None,
+                               "split": "train", "field": "prompts"}
+    with pytest.raises(ValueError, match=r"sources\[x\]\.hub: hf_prompt_pools/no_such_pool is not in the data registry"):
+        source_from_params({"name": "x", "hub": "no_such_pool"})
+
+
+def test_hub_pool_offline_fails_in_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    from capaudit.errors import OfflineError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    src = source_from_params({"name": "sd2m", "hub": "sd_prompts_2m_andyyang"})
+    out = tmp_path / "pools"
+    with pytest.raises(OfflineError, match="andyyang/stable_diffusion_prompts_2m.*HF_HUB_OFFLINE is set"):
+        prepare_pools([src], out)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_slice_comparisons_take_the_slice_pairs_and_roles(tmp_path: Path) -> None:
+    from capaudit.prompts.stage_params import parse_params
+
+    slices = {"s1": (tmp_path / "s1" / "pairs.parquet", "ours_a", "ref_b")}
+    p = parse_params({"comparisons": [{"name": "c", "slice": "s1"}]}, slices=slices)
+    (c,) = p.comparisons
+    assert (c.pairs, c.local_surface, c.reference_surface) == (slices["s1"][0], "ours_a", "ref_b")
+    assert (c.local_field, c.reference_field) == ("local_caption", "reference_caption")
+    with pytest.raises(ValueError, match=r"comparisons\[0\]\.slice: 'nope' is not a slice of this run \(slices: \['s1'\]\)"):
+        parse_params({"comparisons": [{"name": "c", "slice": "nope"}]}, slices=slices)
+    with pytest.raises(ValueError, match="one of 'pairs'"):
+        parse_params({"comparisons": [{"name": "c", "slice": "s1", "pairs": "x.jsonl"}]}, slices=slices)

@@ -14,7 +14,11 @@ the plan caption ``1 + i mod 4``). Keys are
 the COCO image id written the way the key normalisation must unify (``zfill9``: ``391895`` on local
 surfaces, ``000391895`` on reference ones; ``url``: upper-case scheme and host plus a fragment on
 reference surfaces). Each surface leaves out a different tenth of the images, so every slice has
-unmatched keys to count. The fixture is offline data, named as such: its run is ``<run>_fixture``.
+unmatched keys to count. Each Hub prompt pool (``prompt_support`` sources with ``hub:``) becomes a
+local file in that pool's format and text field (txt, Parquet or JSONL, per the data registry) of
+real user prompts: a disjoint run of DiffusionDB prompts from the ImageReward release (data
+registry ``imagereward_diffusiondb_prompts``). The fixture is offline data, named as such: its run
+is ``<run>_fixture``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from capaudit.errors import InputError
 
 OFFLINE_EXTRACTOR = "capaudit-heuristic-extractor"
 DEFAULT_IMAGES = 300
+POOL_PROMPTS = 250  # prompts per fixture pool
 
 
 def coco_captions(n: int) -> List[Tuple[int, List[str]]]:
@@ -70,7 +75,51 @@ def surface_frame(spec: Mapping[str, Any], index: int, images: Sequence[Tuple[in
     return pd.DataFrame(rows, columns=[key_col, caption_col])
 
 
-def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root: Path) -> Dict[str, Any]:
+def diffusiondb_prompts() -> List[str]:
+    """The DiffusionDB prompts of the ImageReward release (``refl_data.json``, field ``text``), in order."""
+    import json
+
+    from capaudit.data.registry import fetch
+
+    rows = json.loads(fetch("imagereward_diffusiondb_prompts", "refl_data.json").read_text(encoding="utf-8"))
+    return [str(r["text"]) for r in rows if isinstance(r, dict) and r.get("text")]
+
+
+def hub_pool_sources(plan: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    """The ``prompt_support`` pool sources of ``plan`` that stream from the Hub (``hub:``)."""
+    ps = plan.get("prompt_support")
+    prep = ((ps.get("pools") or {}).get("prepare") or {}) if isinstance(ps, Mapping) else {}
+    return [s for s in prep.get("sources") or [] if isinstance(s, Mapping) and s.get("hub")]
+
+
+def write_pool(spec: Mapping[str, Any], prompts: Sequence[str], data_dir: Path) -> Dict[str, Any]:
+    """Write one fixture pool in its Hub dataset's format and field; the local source spec for it."""
+    import json
+
+    import pandas as pd
+
+    from capaudit.prompts.pools import hub_pool
+    from capaudit.data.registry import entry
+
+    hub = hub_pool(spec, f"prompt_support.pools.prepare.sources[{spec['name']}]")
+    fmt = entry("hf_prompt_pools", str(spec["hub"])).extra.get("format") or "parquet"
+    path = (data_dir / f"pool_{spec['name']}.{fmt}").resolve()
+    tmp = path.with_name(path.name + ".tmp")
+    if fmt == "txt":
+        tmp.write_text("".join(p.replace("\n", " ") + "\n" for p in prompts), encoding="utf-8")
+    elif fmt == "jsonl":
+        tmp.write_text("".join(json.dumps({hub.field: p}, ensure_ascii=False) + "\n" for p in prompts), encoding="utf-8")
+    else:
+        pd.DataFrame({hub.field: list(prompts)}).to_parquet(tmp, index=False)
+    tmp.replace(path)
+    local = {"name": spec["name"], "path": str(path), "format": fmt}
+    if fmt != "txt":
+        local["field"] = hub.field
+    return local
+
+
+def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root: Path,
+                   pools: Mapping[str, Mapping[str, Any]] = {}) -> Dict[str, Any]:
     """The plan with hub surfaces → local files and endpoints → offline backends; its outputs go
     under ``out_root`` (beside the fixture data)."""
     out = copy.deepcopy(dict(plan))
@@ -86,6 +135,10 @@ def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root:
         else:
             surfaces.append(s)
     out["surfaces"] = surfaces
+    for src in hub_pool_sources(out):
+        local = pools[str(src["name"])]
+        src.clear()
+        src.update(local)
     claims = out.get("claims")
     if isinstance(claims, dict):
         for k in ("url", "revision"):
@@ -98,6 +151,8 @@ def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root:
             sec["judges"] = [{"name": "capaudit-offline-annotation-judge"}, {"name": "capaudit-offline-refcaption-judge"}]
     if isinstance(out.get("text_stats"), dict):
         out["text_stats"]["workers"] = 2
+    if isinstance(out.get("prompt_support"), dict):
+        out["prompt_support"]["workers"] = 1
     return out
 
 
@@ -123,10 +178,14 @@ def build(params: Path, out_dir: Path, images: int = DEFAULT_IMAGES) -> Path:
         surface_frame(spec, i, rows).to_parquet(tmp, index=False)
         tmp.replace(path)
         files[str(spec["name"])] = path
+    prompts = diffusiondb_prompts()
+    pools = {str(spec["name"]): write_pool(spec, prompts[i * POOL_PROMPTS:(i + 1) * POOL_PROMPTS], data_dir)
+             for i, spec in enumerate(hub_pool_sources(plan))}
     out = Path(out_dir) / f"{plan.get('run', params.stem)}_fixture.yaml"
     header = (f"# Offline fixture of {params} (capaudit plan fixture): hub surfaces replaced by small local\n"
-              f"# Parquet files of real COCO captions with the hub datasets' columns, endpoints by offline backends.\n")
-    out.write_text(header + yaml.safe_dump(fixture_params(plan, files, (Path(out_dir) / "outputs").resolve()), sort_keys=False, allow_unicode=True),
+              f"# Parquet files of real COCO captions with the hub datasets' columns, hub prompt pools by local files of\n"
+              f"# real DiffusionDB prompts in each pool's format, endpoints by offline backends.\n")
+    out.write_text(header + yaml.safe_dump(fixture_params(plan, files, (Path(out_dir) / "outputs").resolve(), pools), sort_keys=False, allow_unicode=True),
                    encoding="utf-8")
     return out
 
@@ -151,4 +210,5 @@ def _cmd_fixture(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["coco_captions", "surface_frame", "fixture_params", "build", "register"]
+__all__ = ["coco_captions", "diffusiondb_prompts", "hub_pool_sources", "write_pool", "surface_frame", "fixture_params",
+           "build", "register"]

@@ -1,6 +1,7 @@
 """Before a run starts: is everything its params file names reachable from here?
 
-A params file can name Hugging Face datasets (``surfaces`` of ``format: hf``) and model endpoints
+A params file can name Hugging Face datasets (``surfaces`` of ``format: hf``, prompt pools with
+``hub:``) and model endpoints
 (``claims.url``, ``judges.extractor_url``, ``judges.judges[].url``, ``recap.url``). A run that needs an
 unreachable one would fail minutes in, after partial work; :func:`check` asks each of them once, in
 parallel, with a short timeout, so ``make paper PARAMS=params/paper.yaml`` on a machine without the
@@ -42,6 +43,12 @@ def needs(cfg: RunConfig) -> List[Need]:
         if isinstance(s, Mapping) and s.get("format") == "hf" and s.get("hf_path") and not s.get("data_files"):
             rev = s.get("revision")
             out.append(Need("hub", str(s["hf_path"]) + (f"@{rev}" if rev else ""), f"surfaces[{s.get('name', i)}]"))
+    ps = cfg.raw.get("prompt_support")
+    prep = ((ps.get("pools") or {}).get("prepare") or {}) if isinstance(ps, Mapping) else {}
+    for src in prep.get("sources") or []:
+        if isinstance(src, Mapping) and src.get("hub"):
+            out.append(Need("hub", _pool_repo(str(src["hub"])) + (f"@{src['revision']}" if src.get("revision") else ""),
+                            f"prompt_support.pools.prepare.sources[{src.get('name', src['hub'])}]"))
     for section, key in (("claims", "url"), ("judges", "extractor_url"), ("recap", "url")):
         sec = cfg.raw.get(section)
         if isinstance(sec, Mapping) and sec.get(key):
@@ -52,6 +59,17 @@ def needs(cfg: RunConfig) -> List[Need]:
             if isinstance(j, Mapping) and j.get("url"):
                 out.append(Need("endpoint", str(j["url"]), f"{section}.judges[{j.get('name', '?')}].url"))
     return out
+
+
+def _pool_repo(name: str) -> str:
+    """The Hub repository of registered prompt pool ``name`` (the name itself if unregistered:
+    the stage then refuses it in one line)."""
+    from capaudit.data.registry import entry
+
+    try:
+        return str(entry("hf_prompt_pools", name).repository)
+    except KeyError:
+        return name
 
 
 def _as_list(value: Any) -> List[Any]:

@@ -210,6 +210,19 @@ def iter_prompt_records(
                 yield _text_value(value, path, row, fld)
 
 
+def iter_hub_prompts(repository: str, field: str, data_files: Optional[str] = None, revision: Optional[str] = None,
+                     split: str = "train") -> Iterator[str]:
+    """Every row's ``field`` of a Hugging Face dataset, streamed (``datasets.load_dataset``); offline,
+    one line naming the dataset and how to run without the Hub (:func:`capaudit.surfaces.readers.read_hf`)."""
+    from capaudit.surfaces.readers import read_hf
+
+    for row, where in read_hf(repository, split=split, data_files=data_files, revision=revision):
+        if field not in row:
+            raise InputError(f"field '{field}' is missing (fields: {sorted(row)[:10]})", path=where)
+        value = row[field]
+        yield "" if value is None else str(value)
+
+
 def _parquet_schema(path: Path):
     """The Arrow schema of a Parquet file; a file that is not Parquet is an error naming it."""
     import pyarrow.parquet as pq

@@ -19,12 +19,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from capaudit.errors import InputError
 from capaudit.io.atomic import StagedFiles, check_output_dir, write_json_atomic, write_text_atomic
 from capaudit.io.manifest import check_file, files_block, read_manifest
-from capaudit.prompts.io import detect_format, file_digest, iter_prompt_records, resolve_location
+from capaudit.prompts.io import detect_format, file_digest, iter_hub_prompts, iter_prompt_records, resolve_location
 from capaudit.text.lexical import lex_count
 
 PathLike = Union[str, Path]
@@ -75,13 +75,46 @@ def safety_reason(prompt: str) -> Optional[str]:
 
 
 @dataclass(frozen=True)
+class HubPool:
+    """A prompt pool streamed from a Hugging Face dataset (data registry ``hf_prompt_pools``)."""
+
+    repository: str
+    field: str
+    data_files: Optional[str] = None  # the file(s) inside the dataset repository the pool reads
+    revision: Optional[str] = None
+    split: str = "train"
+
+    @property
+    def label(self) -> str:
+        return f"hf:{self.repository}" + (f"@{self.revision}" if self.revision else "") + \
+            (f"/{self.data_files}" if self.data_files else "")
+
+
+@dataclass(frozen=True)
 class PoolFile:
-    """One raw input file of a pool source."""
+    """One raw input of a pool source: a local file, or (``hub``) a Hugging Face dataset."""
 
     path: Path
     field: Optional[str] = None
     fmt: Optional[str] = None
     where_prefix: Optional[Mapping[str, str]] = None
+    hub: Optional[HubPool] = None
+
+    def records(self) -> Iterator[str]:
+        """Every record's text in order (:func:`iter_prompt_records`, or the Hub dataset's rows)."""
+        if self.hub is not None:
+            return iter_hub_prompts(self.hub.repository, self.hub.field, self.hub.data_files, self.hub.revision,
+                                    self.hub.split)
+        return iter_prompt_records(self.path, self.field, self.fmt, self.where_prefix)
+
+    def provenance(self) -> Dict[str, Any]:
+        """What the manifest records of this input (a local file's digest; a Hub dataset's id)."""
+        if self.hub is not None:
+            return {"hub": self.hub.repository, "revision": self.hub.revision, "data_files": self.hub.data_files,
+                    "split": self.hub.split, "field": self.hub.field}
+        return {"path": str(self.path), "format": detect_format(self.path, self.fmt), "field": self.field,
+                "where_prefix": dict(self.where_prefix) if self.where_prefix else None,
+                "blake2b_128": file_digest(self.path)}
 
 
 @dataclass(frozen=True)
@@ -112,12 +145,16 @@ def _check_name(name: str, where: str) -> str:
 def source_from_params(spec: Mapping[str, Any], where: str = "prompt_support.pools.sources") -> PoolSource:
     """A :class:`PoolSource` from a params mapping.
 
-    Either one file (``dataset``/``path``, ``field``, ``format``, ``where_prefix`` at the top) or
-    ``files: [...]`` whose items take the same keys (``field``/``format`` default to the top's).
+    Either one file (``dataset``/``path``, ``field``, ``format``, ``where_prefix`` at the top),
+    ``files: [...]`` whose items take the same keys (``field``/``format`` default to the top's), or
+    ``hub: NAME``: the registered Hugging Face pool ``hf_prompt_pools/NAME`` (its repository, file
+    and text field from the registry; ``revision``, ``split`` and ``field`` may be given).
     """
     if not isinstance(spec, Mapping) or "name" not in spec:
         raise ValueError(f"{where}: each source needs a 'name', got {spec!r}")
     name = _check_name(spec["name"], where)
+    if spec.get("hub"):
+        return PoolSource(name, (PoolFile(Path(f"hf:{spec['hub']}"), hub=hub_pool(spec, f"{where}[{name}].hub")),))
     items = spec.get("files") or [spec]
     files = []
     for i, item in enumerate(items):
@@ -133,6 +170,23 @@ def source_from_params(spec: Mapping[str, Any], where: str = "prompt_support.poo
             )
         )
     return PoolSource(name, tuple(files))
+
+
+def hub_pool(spec: Mapping[str, Any], where: str) -> HubPool:
+    """The :class:`HubPool` of a ``hub:`` source (its registry entry, overridden by the spec's keys)."""
+    from capaudit.data.registry import entry
+
+    try:
+        e = entry("hf_prompt_pools", str(spec["hub"]))
+    except KeyError as exc:
+        raise ValueError(f"{where}: {exc.args[0]}") from None
+    fmt = e.extra.get("format")
+    field = spec.get("field") or e.extra.get("field") or ("text" if fmt == "txt" else None)
+    if not field:
+        raise ValueError(f"{where}: hf_prompt_pools/{spec['hub']} names no text field; give 'field'")
+    files = e.extra.get("files")
+    return HubPool(str(e.repository), str(field), str(files) if files else None,
+                   str(spec["revision"]) if spec.get("revision") else None, str(spec.get("split", "train")))
 
 
 def parse_source_arg(arg: str) -> PoolSource:
@@ -186,7 +240,7 @@ def prepare_source(
     raw_index = -1
     with raw_path.open("w", encoding="utf-8") as raw_fh, filtered_path.open("w", encoding="utf-8") as flt_fh:
         for pf in source.files:
-            for text in iter_prompt_records(pf.path, pf.field, pf.fmt, pf.where_prefix):
+            for text in pf.records():
                 if max_per_source is not None and stats["raw_written"] >= max_per_source:
                     break
                 raw_index += 1
@@ -223,11 +277,7 @@ def prepare_source(
         "stats": stats,
         "safety_reasons": safety,
         "token_histogram": {str(k): histogram[k] for k in sorted(histogram)},
-        "inputs": [
-            {"path": str(pf.path), "format": detect_format(pf.path, pf.fmt), "field": pf.field,
-             "where_prefix": dict(pf.where_prefix) if pf.where_prefix else None, "blake2b_128": file_digest(pf.path)}
-            for pf in source.files
-        ],
+        "inputs": [pf.provenance() for pf in source.files],
         "outputs": {"prompt_only": raw_path.name, "filtered": filtered_path.name},
     }
 
@@ -373,7 +423,7 @@ def prepare_pools(
         raise ValueError(f"max_per_source must be a positive integer, got {max_per_source}")
     for source in sources:  # fail before writing anything when an input is missing
         for pf in source.files:
-            if not Path(pf.path).exists():
+            if pf.hub is None and not Path(pf.path).exists():
                 raise FileNotFoundError(f"{pf.path}: prompt source '{source.name}' not found")
     entries: Dict[str, Any] = {}
     with StagedFiles(out_dir) as stage:

@@ -94,7 +94,13 @@ def _load_pools(p: StageParams, specs: Sequence[PoolFileSpec], ngram: int, cache
 
 def run(cfg) -> StageResult:
     """Run the stage for a loaded params file (:class:`capaudit.config.RunConfig`)."""
-    p = parse_params(cfg.section(SECTION))
+    section = cfg.section(SECTION)
+    slices = None
+    if any(isinstance(c, dict) and "slice" in c for c in section.get("comparisons") or []):
+        from capaudit.surfaces.stage import slice_pairs
+
+        slices = slice_pairs(cfg)
+    p = parse_params(section, slices=slices)
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "prompt_support"
     art.mkdir(parents=True, exist_ok=True)

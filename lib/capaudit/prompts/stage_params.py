@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Mapping, Optional
+from typing import Any, List, Mapping, Optional, Tuple
 
 from capaudit.prompts.io import resolve_location
 from capaudit.prompts.ngrams import HASH_BUCKETS
@@ -86,7 +86,8 @@ def _int(section: Mapping[str, Any], key: str, default: Any, where: str, minimum
     return value
 
 
-def parse_params(section: Mapping[str, Any], where: str = SECTION) -> StageParams:
+def parse_params(section: Mapping[str, Any], where: str = SECTION,
+                 slices: Optional[Mapping[str, Tuple[Path, str, str]]] = None) -> StageParams:
     """Validate the params section; errors name the offending key."""
     known = {"budget", "ngram", "hash_buckets", "alpha", "block_size", "reps", "seed", "max_prompt_records",
              "max_caption_records", "workers", "cache_dir", "pools", "paper_pools", "comparisons", "sensitivity",
@@ -143,18 +144,24 @@ def parse_params(section: Mapping[str, Any], where: str = SECTION) -> StageParam
         raise ValueError(f"{where}.comparisons: at least one comparison is required")
     for i, c in enumerate(comparisons):
         loc = f"{where}.comparisons[{i}]"
-        if not isinstance(c, Mapping) or "name" not in c or "pairs" not in c:
-            raise ValueError(f"{loc}: needs 'name' and 'pairs'")
+        if not isinstance(c, Mapping) or "name" not in c or ("pairs" in c) == ("slice" in c):
+            raise ValueError(f"{loc}: needs 'name' and one of 'pairs' (a file) or 'slice' (a fair slice of this run)")
         lf = str(c.get("local_field", "local_caption"))
         rf = str(c.get("reference_field", "reference_caption"))
+        if "slice" in c:  # the fair slice's pairs file; surface names from its roles
+            if not slices or str(c["slice"]) not in slices:
+                raise ValueError(f"{loc}.slice: '{c['slice']}' is not a slice of this run (slices: {sorted(slices or {})})")
+            pairs, local_name, ref_name = slices[str(c["slice"])]
+        else:
+            pairs, local_name, ref_name = resolve_location(c["pairs"], f"{loc}.pairs"), lf, rf
         p.comparisons.append(
             Comparison(
                 name=str(c["name"]),
-                pairs=resolve_location(c["pairs"], f"{loc}.pairs"),
+                pairs=pairs,
                 local_field=lf,
                 reference_field=rf,
-                local_surface=str(c.get("local_surface", lf)),
-                reference_surface=str(c.get("reference_surface", rf)),
+                local_surface=str(c.get("local_surface", local_name)),
+                reference_surface=str(c.get("reference_surface", ref_name)),
                 block_size=_int(c, "block_size", None, loc, 1),
                 skip_incomplete=bool(c.get("skip_incomplete", False)),
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import pandas as pd
 
@@ -119,6 +119,16 @@ def run(cfg: RunConfig, names: Optional[List[str]] = None) -> Dict[str, Any]:
                               "fingerprint": m.fingerprint} for k, m in manifests.items()}}
     write_json_atomic(dirs["artifacts"] / "surfaces_summary.json", summary)
     return {"surfaces": surfaces, "table": table, "slices": manifests, "slices_table": slices_table}
+
+
+def slice_pairs(cfg: RunConfig) -> Dict[str, Tuple[Path, str, str]]:
+    """Each declared slice's ``pairs.parquet`` with its local and reference surface names."""
+    from .slices import slice_dir
+
+    specs = surface_specs(cfg)
+    root = cfg.out_dir / "artifacts" / "slices"
+    return {sl["name"]: (slice_dir(root, sl["name"], sl["n"], sl["seed"]) / "pairs.parquet", sl["surfaces"][0],
+                         sl["surfaces"][1]) for sl in slice_specs(cfg, specs)}
 
 
 def slice_dirs(cfg: RunConfig) -> Dict[str, Path]:
