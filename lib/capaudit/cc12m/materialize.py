@@ -66,7 +66,7 @@ def _load_manifest(path: Path) -> Tuple[List[Dict[str, Any]], Dict[str, str]]:
     return rows, where_of
 
 
-def _previous_records(out_dir: Path, manifest_name: str, fmt: str) -> Dict[str, Dict[str, Any]]:
+def _previous_records(out_dir: Path, manifest_name: str) -> Dict[str, Dict[str, Any]]:
     """Records of images written by an earlier run (its manifest, then its journal)."""
     records: Dict[str, Dict[str, Any]] = {}
     prev = out_dir / manifest_name
@@ -112,7 +112,7 @@ def materialize(manifest: str, shards: str, out: str, *, match: str = "url", nam
     joined_rows = _load_joined(joined) if joined else None
     manifest_name = f"manifest.{fmt}"
 
-    previous = _previous_records(out_dir, manifest_name, fmt) if out_dir.is_dir() else {}
+    previous = _previous_records(out_dir, manifest_name) if out_dir.is_dir() else {}
     present = {str(r["image_id"]): previous[str(r["image_id"])] for r in rows
                if str(r["image_id"]) in previous and _still_valid(previous[str(r["image_id"])], r, out_dir, naming)}
     wanted = [r for r in rows if str(r["image_id"]) not in present]
