@@ -50,11 +50,26 @@ def voila_server(ipynb: Path, cwd: Path, log_path: Path, **options: Any) -> Iter
 
 
 def kernel_processes(pid: int) -> list:
-    """Live ipykernel processes under the server process ``pid`` (zombies left out)."""
+    """Live ipykernel processes under the server process ``pid``.
+
+    Race-free: a child can exit between the listing and the look at its command line or status
+    (psutil then raises NoSuchProcess, or ZombieProcess while it is not yet reaped); such a process
+    is not a live kernel and is left out, never an error.
+    """
     import psutil
 
-    return [p for p in psutil.Process(pid).children(recursive=True)
-            if any("ipykernel" in part for part in p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE]
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    live = []
+    for child in children:
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and any("ipykernel" in part for part in child.cmdline()):
+                live.append(child)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+    return live
 
 
 def free_port() -> int:

@@ -94,7 +94,10 @@ def test_keyboard_only_study_at_1280x800(tmp_path: Path) -> None:
                 while answered < len(tasks):
                     if answered == 7:  # mid-batch: kill the kernel, reload, log in again: resume here
                         for k in kernel_processes(proc.pid):
-                            os.kill(k.pid, signal.SIGKILL)
+                            try:
+                                os.kill(k.pid, signal.SIGKILL)
+                            except ProcessLookupError:  # exited between the listing and the kill
+                                pass
                         page.reload(timeout=90_000)
                         page.wait_for_selector(".capaudit-code input", timeout=90_000)
                         page.locator(".capaudit-code input").type(code)

@@ -35,7 +35,14 @@ def test_the_plan_names_the_seven_comparisons_the_judges_and_the_pools() -> None
     assert {(s["name"], s["local"], s["reference"]) for s in plan["slices"]} == published
     assert all((s["n"], s["seed"]) == (1000000, 0) for s in plan["slices"])
     assert plan["claims"]["prompts"] == "reference" and plan["claims"]["max_tokens"] == 4096
-    assert {j["model"] for j in plan["judges_plan"]["judges"]} == {"Qwen/Qwen3.5-397B-A17B-FP8", "google/gemma-4-31B-it"}
+    assert {j["model"] for j in plan["judges"]["judges"]} == {"Qwen/Qwen3.5-397B-A17B-FP8", "google/gemma-4-31B-it"}
+    assert plan["judges"]["prompts"] == "reference" and plan["judges"]["extractor"] == plan["claims"]["model"]
+    cc = plan["cc12m"]  # the reference's four-caption bridge: LLaVA-NeXT anchors, PixelProse meets it by URL
+    assert (cc["anchor"], cc["max_rows"], cc["seed"], cc["key_normalization"]) == ("ref_cc12m_llavanext", 5000, 0, "zfill9")
+    assert {s["name"]: s["join"] for s in cc["surfaces"]} == {"ref_cc12m_llavanext": "key", "ours_cc12m": "key",
+                                                             "ref_cc12m_qwen3vl8b": "key", "ref_pixelprose_cc12m": "url"}
+    (judged,) = plan["judges"]["slices"]
+    assert {s["name"] for s in judged["surfaces"]} == {s["name"] for s in cc["surfaces"]}
     ps = plan["prompt_support"]
     assert len(ps["paper_pools"]) == 7 and "sd_prompts_dedup_xzuyn" not in ps["paper_pools"]
     from capaudit.data.registry import entry
@@ -110,8 +117,16 @@ def test_the_fixture_runs_the_plan_end_to_end(tmp_path: Path) -> None:
     for c in plan["slices"]:  # the slice's roles name the surfaces
         rows = tsv[tsv["comparison"] == c["name"]]
         assert set(rows["local_surface"]) == {c["local"]} and set(rows["reference_surface"]) == {c["reference"]}
-    for name in ("text_stats", "text_paired_deltas", "prompt_pool_wins", "claims_summary"):
+    for name in ("text_stats", "text_paired_deltas", "prompt_pool_wins", "claims_summary", "vqa_mean_std",
+                 "vqa_by_type", "judges_summary", "cc12m_denominators"):
         assert (out / "tables" / f"{name}.tex").is_file(), name
+    # the CC12M case study from raw rows: bridge (each surface leaves out one image), shards (a tenth absent)
+    cc = json.loads((out / "artifacts" / "cc12m" / "cc12m_summary.json").read_text(encoding="utf-8"))
+    assert cc["joined"] == 36 and cc["located"] == {"located": 32, "not_located": 4}  # 40 images, 4 each left out
+    assert (cc["materialize"]["materialized"], cc["materialize"]["missing"]) == (32, 4)
+    assert {s: c["rows"] for s, c in cc["materialize"]["caption_files"].items()} == {s["name"]: 32 for s in plan["cc12m"]["surfaces"]}
+    vqa = pd.read_csv(out / "tables" / "vqa_mean_std.csv")
+    assert len(vqa) == 4 and set(vqa["slice"]) == {"CC12M"} and vqa["label" if "label" in vqa else "surface"].str.contains("fixture").all()
 
 
 def entry_format(pool: str) -> str:

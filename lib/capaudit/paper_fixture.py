@@ -17,8 +17,15 @@ reference surfaces). Each surface leaves out a different tenth of the images, so
 unmatched keys to count. Each Hub prompt pool (``prompt_support`` sources with ``hub:``) becomes a
 local file in that pool's format and text field (txt, Parquet or JSONL, per the data registry) of
 real user prompts: a disjoint run of DiffusionDB prompts from the ImageReward release (data
-registry ``imagereward_diffusiondb_prompts``). The fixture is offline data, named as such: its run
-is ``<run>_fixture``.
+registry ``imagereward_diffusiondb_prompts``). The CC12M case study (``cc12m:``) gets real images:
+COCO-MINI images (data registry ``coco_mini``) with one of their COCO captions per surface, each
+surface's file in its plan columns and keyed the way the bridge must unify (unpadded and zero-padded
+keys; the URL with an upper-case host), and WebDataset tar shards holding each image with a
+``.json`` sidecar of its URL; each surface leaves out one image and the shards leave out a tenth
+(counted out, as the reference judged the 4,494 of 5,000 its shards held). Its judges are the
+offline stand-ins, whose reference-caption judge may see the judged COCO caption among its
+references: the fixture's cells exercise the plan, they say nothing about captions. The fixture is
+offline data, named as such: its run is ``<run>_fixture``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from capaudit.errors import InputError
 OFFLINE_EXTRACTOR = "capaudit-heuristic-extractor"
 DEFAULT_IMAGES = 300
 POOL_PROMPTS = 250  # prompts per fixture pool
+CC12M_IMAGES = 40  # COCO-MINI images standing in for the CC12M bridge
 
 
 def coco_captions(n: int) -> List[Tuple[int, List[str]]]:
@@ -118,8 +126,74 @@ def write_pool(spec: Mapping[str, Any], prompts: Sequence[str], data_dir: Path) 
     return local
 
 
+def _first(value: Any) -> str:
+    return str(value if isinstance(value, str) else list(value)[0])
+
+
+def write_cc12m(section: Mapping[str, Any], data_dir: Path, n_images: int) -> Dict[str, Any]:
+    """The fixture's CC12M surfaces and shards (module docstring); the ``cc12m:`` section for them."""
+    import io
+    import json
+    import tarfile
+
+    import pandas as pd
+
+    from capaudit.data.coco import coco_mini
+
+    images = [im for im in sorted(coco_mini(), key=lambda im: im.id)
+              if im.path is not None and Path(im.path).is_file() and len(im.captions) >= 4][:n_images]
+    if len(images) < 10:
+        raise InputError(f"COCO-MINI holds {len(images)} usable images; the CC12M fixture needs 10")
+    root = (data_dir / "cc12m").resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    url_of = {im.id: f"http://images.cocodataset.org/{Path(im.path).parent.name}/{im.file_name}" for im in images}
+    out = copy.deepcopy(dict(section))
+    surfaces = []
+    for i, spec in enumerate(section.get("surfaces") or []):
+        rows = []
+        for k, im in enumerate(images):
+            if k == 1 + i:  # each surface leaves out one image of its own
+                continue
+            caps = sorted(im.captions, key=lambda c: c["id"])
+            row = {_first(spec["caption"]): caps[i % len(caps)]["caption"].strip()}
+            if spec.get("key"):
+                row[str(spec["key"])] = str(im.id) if i % 2 == 0 else f"{im.id:09d}"
+            if spec.get("url"):
+                url = url_of[im.id]
+                row[str(spec["url"])] = url.replace("images.cocodataset.org", "IMAGES.cocodataset.org") if i else url
+            rows.append(row)
+        path = root / f"{spec['name']}.parquet"
+        tmp = path.with_name(path.name + ".tmp")
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
+        tmp.replace(path)
+        local = {k: v for k, v in spec.items() if k != "hub"}
+        local["path"] = str(path)
+        surfaces.append(local)
+    out["surfaces"] = surfaces
+    shard_dir = root / "wds"
+    shard_dir.mkdir(exist_ok=True)
+    held = images[: len(images) - max(1, len(images) // 10)]
+    for s_i in range(2):
+        path = shard_dir / f"{s_i:05d}.tar"
+        tmp = path.with_name(path.name + ".tmp")
+        with tarfile.open(tmp, "w") as tf:
+            for k, im in enumerate(held):
+                if k % 2 != s_i:
+                    continue
+                key = f"{s_i:05d}{k:04d}"
+                for name, data in ((f"{key}.jpg", Path(im.path).read_bytes()),
+                                   (f"{key}.json", json.dumps({"url": url_of[im.id], "key": key}).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tf.addfile(info, io.BytesIO(data))
+        tmp.replace(path)
+    out["shards"] = str(shard_dir / "*.tar")
+    out.pop("shards_hub", None)
+    return out
+
+
 def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root: Path,
-                   pools: Mapping[str, Mapping[str, Any]] = {}) -> Dict[str, Any]:
+                   pools: Mapping[str, Mapping[str, Any]] = {}, cc12m: Any = None) -> Dict[str, Any]:
     """The plan with hub surfaces → local files and endpoints → offline backends; its outputs go
     under ``out_root`` (beside the fixture data)."""
     out = copy.deepcopy(dict(plan))
@@ -135,6 +209,8 @@ def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root:
         else:
             surfaces.append(s)
     out["surfaces"] = surfaces
+    if cc12m is not None:
+        out["cc12m"] = cc12m
     for src in hub_pool_sources(out):
         local = pools[str(src["name"])]
         src.clear()
@@ -144,11 +220,15 @@ def fixture_params(plan: Mapping[str, Any], files: Mapping[str, Path], out_root:
         for k in ("url", "revision"):
             claims.pop(k, None)
         claims.update({"model": OFFLINE_EXTRACTOR, "concurrency": 8, "timeout": 240})
-    for section in ("judges", "judges_plan"):
-        sec = out.get(section)
-        if isinstance(sec, dict):
-            sec.pop("extractor_url", None)
-            sec["judges"] = [{"name": "capaudit-offline-annotation-judge"}, {"name": "capaudit-offline-refcaption-judge"}]
+    sec = out.get("judges")
+    if isinstance(sec, dict):
+        for k in ("extractor_url", "extractor_revision"):
+            sec.pop(k, None)
+        sec.update({"extractor": OFFLINE_EXTRACTOR, "concurrency": 4, "timeout": 240})
+        sec["judges"] = [{"name": "capaudit-offline-annotation-judge"}, {"name": "capaudit-offline-refcaption-judge"}]
+        for sl in sec.get("slices") or []:  # the fixture's captions are COCO's, whatever the plan's surface
+            for surf in sl.get("surfaces") or []:
+                surf["label"] = f"{surf.get('label', surf.get('name'))} [fixture: COCO captions]"
     if isinstance(out.get("text_stats"), dict):
         out["text_stats"]["workers"] = 2
     if isinstance(out.get("prompt_support"), dict):
@@ -181,11 +261,12 @@ def build(params: Path, out_dir: Path, images: int = DEFAULT_IMAGES) -> Path:
     prompts = diffusiondb_prompts()
     pools = {str(spec["name"]): write_pool(spec, prompts[i * POOL_PROMPTS:(i + 1) * POOL_PROMPTS], data_dir)
              for i, spec in enumerate(hub_pool_sources(plan))}
+    cc12m = write_cc12m(plan["cc12m"], data_dir, CC12M_IMAGES) if isinstance(plan.get("cc12m"), Mapping) else None
     out = Path(out_dir) / f"{plan.get('run', params.stem)}_fixture.yaml"
     header = (f"# Offline fixture of {params} (capaudit plan fixture): hub surfaces replaced by small local\n"
               f"# Parquet files of real COCO captions with the hub datasets' columns, hub prompt pools by local files of\n"
               f"# real DiffusionDB prompts in each pool's format, endpoints by offline backends.\n")
-    out.write_text(header + yaml.safe_dump(fixture_params(plan, files, (Path(out_dir) / "outputs").resolve(), pools), sort_keys=False, allow_unicode=True),
+    out.write_text(header + yaml.safe_dump(fixture_params(plan, files, (Path(out_dir) / "outputs").resolve(), pools, cc12m), sort_keys=False, allow_unicode=True),
                    encoding="utf-8")
     return out
 
@@ -210,5 +291,5 @@ def _cmd_fixture(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["coco_captions", "diffusiondb_prompts", "hub_pool_sources", "write_pool", "surface_frame", "fixture_params",
+__all__ = ["coco_captions", "diffusiondb_prompts", "write_cc12m", "hub_pool_sources", "write_pool", "surface_frame", "fixture_params",
            "build", "register"]

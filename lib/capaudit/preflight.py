@@ -49,11 +49,20 @@ def needs(cfg: RunConfig) -> List[Need]:
         if isinstance(src, Mapping) and src.get("hub"):
             out.append(Need("hub", _pool_repo(str(src["hub"])) + (f"@{src['revision']}" if src.get("revision") else ""),
                             f"prompt_support.pools.prepare.sources[{src.get('name', src['hub'])}]"))
+    cc = cfg.raw.get("cc12m")
+    if isinstance(cc, Mapping):  # local copies of Hub repositories, downloaded when absent
+        from capaudit.cc12m.stage import is_present
+
+        pairs = [(x.get("path"), x.get("hub"), f"cc12m.surfaces[{x.get('name', i)}]")
+                 for i, x in enumerate(cc.get("surfaces") or []) if isinstance(x, Mapping)]
+        for path, hub, where in pairs + [(cc.get("shards"), cc.get("shards_hub"), "cc12m.shards")]:
+            if isinstance(hub, Mapping) and hub.get("repo") and not (path and is_present(str(path))):
+                out.append(Need("hub", str(hub["repo"]) + (f"@{hub['revision']}" if hub.get("revision") else ""), where))
     for section, key in (("claims", "url"), ("judges", "extractor_url"), ("recap", "url")):
         sec = cfg.raw.get(section)
         if isinstance(sec, Mapping) and sec.get(key):
             out += [Need("endpoint", str(u), f"{section}.{key}") for u in _as_list(sec[key])]
-    for section in ("judges", "judges_plan"):
+    for section in ("judges",):
         sec = cfg.raw.get(section)
         for j in (sec.get("judges") if isinstance(sec, Mapping) else None) or []:
             if isinstance(j, Mapping) and j.get("url"):

@@ -227,6 +227,13 @@ def _hub_reachable(timeout: float = HF_PROBE_TIMEOUT_S) -> Optional[str]:
     return box.get("err") or f"no answer from {host}:{port} within {timeout:g} s"
 
 
+def hub_unreachable() -> Optional[str]:
+    """Why the Hugging Face Hub cannot be used from here (an offline flag is set, or it does not
+    answer), else ``None``."""
+    flag = _offline_flag()
+    return f"{flag} is set" if flag else _hub_reachable()
+
+
 def _offline_how(label: str, hf_path: str) -> str:
     return (f"to run offline, save it once where the Hub is reachable "
             f"(datasets.load_dataset('{hf_path}').save_to_disk(DIR)) and use format 'hf_disk' with file DIR, "
