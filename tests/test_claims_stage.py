@@ -69,20 +69,56 @@ def test_stage_end_to_end(tmp_path):
     render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=cfg.out_dir)
     tex = (dirs["tables"] / "claims_summary.tex").read_text().splitlines()
     assert tex[0] == "% claimed CBU at B=8; extractor: capaudit-heuristic-extractor (heuristic baseline)"
-    assert tex[1].startswith("% offline extractor: ")
-    assert tex[2] == ("% columns: Surface & Captions & CBU/cap & CBU/100 lex & object & attribute & relation & count & "
+    assert tex[1].startswith("% [lo, hi]: 95% caption-level percentile bootstrap intervals of CBU/cap and CBU/100 lex "
+                             "(2,000 reps, seed 0;")
+    assert tex[2].startswith("% offline extractor: ")
+    assert tex[3] == ("% columns: Surface & Captions & CBU/cap & CBU/100 lex & object & attribute & relation & count & "
                       "style & camera & lighting & text-rendering")
     long_row = rows["rows"][0]
-    assert tex[3].startswith(f"Long & $4$ & ${long_row['cbu_per_cap']:.2f}$ & ${long_row['cbu_per_100_lex']:.2f}$ & "
-                             f"${long_row['object_per_cap']:.2f}$ & ")
-    assert len(tex) == 5 and all(line.count(" & ") == 11 for line in tex[3:])
+    lo, hi = long_row["cbu_per_cap_lower"], long_row["cbu_per_cap_upper"]
+    assert lo <= long_row["cbu_per_cap"] <= hi
+    assert tex[4].startswith(f"Long & $4$ & ${long_row['cbu_per_cap']:.2f}$ {{\\scriptsize [{lo:.2f}, {hi:.2f}]}} & "
+                             f"${long_row['cbu_per_100_lex']:.2f}$ {{\\scriptsize [")
+    assert f"${long_row['object_per_cap']:.2f}$ & " in tex[4]
+    assert len(tex) == 6 and all(line.count(" & ") == 11 for line in tex[4:])
     csv_head = (dirs["tables"] / "claims_summary.csv").read_text().splitlines()[0].split(",")
     assert csv_head[:5] == ["surface", "label", "extractor", "budget", "captions"] and "lexical_cbu_per_cap" in csv_head
+    assert {"cbu_per_cap_lower", "cbu_per_100_lex_upper", "count_per_cap_lower", "lexical_cbu_per_cap_upper"} <= set(csv_head)
+    # the intervals files: one per window, the main and lexical ones copied beside their summaries
+    assert rows["meta"]["bootstrap"]["reps"] == 2000 and rows["meta"]["bootstrap"]["seed"] == 0
+    ivs = json.loads((art / "claimed_cbu_summary.intervals.json").read_text())
+    assert ivs["surfaces"]["long"]["cbu_per_cap"] == {"lower": lo, "upper": hi}
+    assert ivs["surfaces"]["short"]["captions"] == 3
+    for w in ("b4", "b8", "lexical_b8"):
+        assert json.loads((art / w / "claimed_cbu_summary.intervals.json").read_text())["bootstrap"]["reps"] == 2000
+    assert (art / "lexical_window_claimed_cbu_summary.intervals.json").is_file()
     assert list(out["table"]["surface"]) == ["long", "short"]
     # a second run resumes: nothing is asked again, numbers identical
     again = run(cfg)
     assert all(s["sent"] == 0 for s in again["manifest"]["run_stats"].values())
     assert again["main"].to_dict()["surfaces"] == main.to_dict()["surfaces"]
+
+
+def test_stage_bootstrap_off_and_bad_reps(tmp_path):
+    from capaudit.claims.stage import run
+
+    params = _params(tmp_path)
+    doc = yaml.safe_load(params.read_text())
+    doc["claims"]["bootstrap_reps"] = 0
+    params.write_text(yaml.safe_dump(doc))
+    cfg = load_config(params)
+    out = run(cfg)
+    art = Path(out["artifacts"])
+    assert json.loads((art / "claimed_cbu_summary.intervals.json").read_text())["surfaces"] == {}
+    rows = json.loads((cfg.dirs()["artifacts"] / "tables" / "claims_summary.json").read_text())
+    assert rows["meta"]["bootstrap"]["reps"] == 0 and "cbu_per_cap_lower" not in rows["rows"][0]
+    render_stage_tables(cfg.dirs()["artifacts"], cfg.dirs()["tables"], run_dir=cfg.out_dir)
+    tex = (cfg.dirs()["tables"] / "claims_summary.tex").read_text().splitlines()
+    assert tex[1] == "% no intervals: caption bootstrap off (bootstrap_reps is 0: no intervals computed)"
+    doc["claims"]["bootstrap_reps"] = 1
+    params.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ValueError, match="claims: bootstrap reps must be 0 \\(off\\) or at least 2"):
+        run(load_config(params))
 
 
 def test_rerun_after_an_extractor_revision_change_leaves_old_answers_out(tmp_path, capsys):

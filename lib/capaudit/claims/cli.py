@@ -5,7 +5,7 @@
         [--id-field F] [--window whitespace|lexical] [--max-caption-chars 1800] [--max-units K] \
         [--prompts reference|capaudit] [--parent-links]
     capaudit claims summarize --responses RESPONSES.jsonl [--responses MORE.jsonl] \
-        [--requests REQUESTS.jsonl ...] --out SUMMARY.json
+        [--requests REQUESTS.jsonl ...] --out SUMMARY.json [--bootstrap-reps 2000 --bootstrap-seed 0]
     capaudit claims eval-dsg --out DIR [--dsg dsg-1k-anns.csv]
     capaudit claims run [--params params/demo.yaml]
 """
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capaudit.argtypes import budget, positive_int
+from capaudit.argtypes import budget, nonnegative_int, positive_int
 
 # Defaults shown in --help; capaudit.claims.requests (which imports the model-call layer) is
 # imported only when a command runs. tests/test_failures_cli.py checks they agree.
@@ -26,6 +26,17 @@ MAX_CAPTION_CHARS = 1800
 MAX_TOKENS = 4096
 WINDOW_MODES = ("whitespace", "lexical")
 PROMPT_SETS = ("reference", "capaudit")
+#: caption-level bootstrap defaults (the reference's export_cbu_metric_tables.py)
+BOOTSTRAP_REPS = 2000
+BOOTSTRAP_SEED = 0
+
+
+def bootstrap_reps(text: str) -> int:
+    """0 (no intervals) or an integer >= 2."""
+    value = nonnegative_int(text)
+    if value == 1:
+        raise argparse.ArgumentTypeError("expected 0 (off) or at least 2 replicates, got 1")
+    return value
 
 
 
@@ -74,6 +85,11 @@ def register(subparsers: Any) -> None:
     s.add_argument("--requests", action="append", default=[],
                    help="request JSONL (repeatable; default: the requests file beside each responses file)")
     s.add_argument("--out", required=True, help="claimed_cbu_summary.json")
+    s.add_argument("--bootstrap-reps", type=bootstrap_reps, default=BOOTSTRAP_REPS,
+                   help="caption-level bootstrap replicates of the 95%% percentile intervals of CBU/cap, CBU/100 lex "
+                        "and per-type CBU/cap, written beside --out as <name>.intervals.json (default %(default)s; "
+                        "0: no intervals, the file says so)")
+    s.add_argument("--bootstrap-seed", type=int, default=BOOTSTRAP_SEED, help="bootstrap seed (default %(default)s)")
     s.add_argument("--require-complete", action="store_true",
                    help="exit 4 (after writing the summary) when some requests have no response row")
     s.set_defaults(func=cmd_summarize)
@@ -111,9 +127,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from .summarize import summarize_to_file
+    from .summarize import summarize_to_files
 
-    summary = summarize_to_file(args.responses, args.out, args.requests or None)
+    summary, intervals, ipath = summarize_to_files(args.responses, args.out, args.requests or None,
+                                                   bootstrap_reps=args.bootstrap_reps, bootstrap_seed=args.bootstrap_seed)
     s = summary.surface("__all__")
     inp = summary.input if isinstance(summary.input, dict) else {}
     unanswered = inp.get("unanswered_requests")
@@ -123,6 +140,12 @@ def cmd_summarize(args: argparse.Namespace) -> int:
                 f"unfinished: run `capaudit llm run ... --resume` to complete it)")
     print(f"capaudit claims summarize: {summary.status.captions} captions ({summary.status.bad} failed){todo}, "
           f"CBU/cap {s.cbu_per_cap:.4f}, CBU/100 lex {s.cbu_per_100_lex:.4f} -> {args.out}", file=sys.stderr)
+    if intervals.off:
+        print(f"capaudit claims summarize: no intervals (--bootstrap-reps 0) -> {ipath}", file=sys.stderr)
+    else:
+        skipped = f"; {len(intervals.skipped)} surfaces without captions skipped" if intervals.skipped else ""
+        print(f"capaudit claims summarize: 95% caption-bootstrap intervals ({intervals.reps} reps, seed "
+              f"{intervals.seed}) for {len(intervals.surfaces)} surfaces{skipped} -> {ipath}", file=sys.stderr)
     if unanswered and args.require_complete:
         return 4
     return 0

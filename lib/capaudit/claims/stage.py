@@ -16,17 +16,21 @@ Params section ``claims``::
       concurrency: 8
       server_workers: 1
       timeout: 240
+      bootstrap_reps: 2000                  # caption-level bootstrap intervals (0: none, said so)
+      bootstrap_seed: 0
 
 For each window (``b16`` … ``b64``, ``lexical_b64``) one request file holds every configured
 surface (so ``bad_json`` of the frontier is shared by the surfaces of a budget, as in the
 reference), answered through the production path: ``capaudit.llm.client.run_requests`` against an
 in-process ``capaudit serve`` (:func:`capaudit.llm.server.background_server`) or the configured ``url``. Responses
 are resumable (answered ids are not asked again). Outputs under ``artifacts/claims/``:
-``<window>/{requests.jsonl, requests.manifest.json, responses.jsonl, claimed_cbu_summary.json}``,
-``claimed_cbu_summary.json`` (the main budget), ``budget_frontier.csv`` (+ ``.manifest.json`` naming
-the backend, which the fixed CSV schema cannot carry),
-``lexical_window_claimed_cbu_summary.json``, ``stage_manifest.json``; the summary table's rows
-``artifacts/tables/claims_summary.json`` (:mod:`.summary_rows`; the paper renders them).
+``<window>/{requests.jsonl, requests.manifest.json, responses.jsonl, claimed_cbu_summary.json,
+claimed_cbu_summary.intervals.json}``, ``claimed_cbu_summary{,.intervals}.json`` (the main budget),
+``budget_frontier.csv`` (+ ``.manifest.json`` naming the backend, which the fixed CSV schema cannot
+carry), ``lexical_window_claimed_cbu_summary{,.intervals}.json``, ``stage_manifest.json``; the summary
+table's rows ``artifacts/tables/claims_summary.json`` (:mod:`.summary_rows`; the paper renders them).
+The intervals files hold each surface's caption-level 95 % percentile bootstrap intervals of CBU/cap,
+CBU/100 lex and per-type CBU/cap (:class:`.summarize.ClaimIntervals`; ``bootstrap_reps`` 0: none).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from capaudit.summaries.frontier import rows_from_claimed, with_pareto_flags, wr
 from capaudit.prompt_sets import DEFAULT_PROMPT_SET, REFERENCE_EXTRACTION_MAX_TOKENS
 
 from .requests import BuildParams, build_requests, write_manifest
-from .summarize import summarize_responses
+from .summarize import ClaimIntervals, intervals_path, summarize_with_intervals, write_claim_intervals
 from .summary_rows import summary_rows, write_summary_rows
 
 OFFLINE_LABELS = {"capaudit-heuristic-extractor": "capaudit-heuristic-extractor (heuristic baseline)"}
@@ -153,6 +157,20 @@ def window_names(section: Mapping[str, Any]) -> List[Tuple[str, int, str]]:
     return out
 
 
+def bootstrap_params(cfg: RunConfig, section: Mapping[str, Any]) -> Tuple[int, int]:
+    """``(claims.bootstrap_reps, claims.bootstrap_seed)``, default ``(2000, 0)`` (the reference's);
+    reps 0 turns the intervals off (the intervals file and the table say so)."""
+    from capaudit.stats.bootstrap_caption import check_reps
+
+    reps, seed = section.get("bootstrap_reps", 2000), section.get("bootstrap_seed", 0)
+    try:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"bootstrap_seed must be an integer, got {seed!r}")
+        return check_reps(reps), seed
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{cfg.path}: claims: {exc}") from None
+
+
 def run(cfg: RunConfig) -> Dict[str, Any]:
     """Run the claims stage for the params file (module docstring); returns summaries and tables."""
     section = cfg.section("claims")
@@ -164,6 +182,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     plans = plan_surfaces(cfg, section)
     labels = {p.name: str((section.get("labels") or {}).get(p.name, p.name)) for p in plans}
     main_budget = int(section.get("budget", 64))
+    boot = bootstrap_params(cfg, section)
     t0 = time.monotonic()
     captions = {p.name: surface_items(p) for p in plans}
     url = section.get("url")
@@ -174,6 +193,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
 
         server = background_server([model], workers=int(section.get("server_workers", 1)))
     summaries: Dict[str, ClaimedSummary] = {}
+    intervals: Dict[str, ClaimIntervals] = {}
     run_stats: Dict[str, Any] = {}
     with server as base_url:
         for name, budget, window in window_names(section):
@@ -198,18 +218,21 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             if stale:
                 print(f"claims {name}: {stale} stored answers belong to requests no longer built (other params or "
                       f"extractor revision); kept in {resp_path}, left out of the summary", file=sys.stderr)
-                summary = _restrict(resp_path, req_path, ids, label)
+                summary, ivs = _restrict(resp_path, req_path, ids, label, boot)
             else:
-                summary = summarize_responses([resp_path], [req_path], input_label=label)
+                summary, ivs = summarize_with_intervals([resp_path], [req_path], label, *boot)
             run_stats[name]["stale_answers_left_out"] = stale
             write_claimed_summary(summary, wdir / "claimed_cbu_summary.json")
+            write_claim_intervals(ivs, intervals_path(wdir / "claimed_cbu_summary.json"))
             summaries[name] = summary
+            intervals[name] = ivs
     main = summaries[f"b{main_budget}"]
-    shutil.copyfile(art / f"b{main_budget}" / "claimed_cbu_summary.json", art / "claimed_cbu_summary.json")
+    for src, dst in ((f"b{main_budget}", "claimed_cbu_summary.json"),
+                     (f"lexical_b{main_budget}", "lexical_window_claimed_cbu_summary.json")):
+        if src in summaries:
+            shutil.copyfile(art / src / "claimed_cbu_summary.json", art / dst)
+            shutil.copyfile(intervals_path(art / src / "claimed_cbu_summary.json"), intervals_path(art / dst))
     lexical = summaries.get(f"lexical_b{main_budget}")
-    if lexical is not None:
-        shutil.copyfile(art / f"lexical_b{main_budget}" / "claimed_cbu_summary.json",
-                        art / "lexical_window_claimed_cbu_summary.json")
     frontier = []
     for name, budget, window in window_names(section):
         if window == "whitespace":
@@ -220,17 +243,19 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     (art / "budget_frontier.manifest.json").write_text(json.dumps(
         {"backend": extractor, "budgets": sorted({b for _, b, w in window_names(section) if w == "whitespace"}),
          "labels": labels, "csv": "budget_frontier.csv"}, indent=2) + "\n", encoding="utf-8")
-    table_rows = summary_rows(main, lexical, [p.name for p in plans], labels, extractor, main_budget)
+    main_ci, lexical_ci = intervals[f"b{main_budget}"], intervals.get(f"lexical_b{main_budget}")
+    table_rows = summary_rows(main, lexical, [p.name for p in plans], labels, extractor, main_budget,
+                              intervals=main_ci, lexical_intervals=lexical_ci)
+    inputs = [art / "claimed_cbu_summary.json", *([art / "lexical_window_claimed_cbu_summary.json"] if lexical is not None else [])]
     write_summary_rows(table_rows, dirs["artifacts"], extractor, main_budget, offline=model in OFFLINE_LABELS,
-                       inputs=[str(art / "claimed_cbu_summary.json"),
-                               *([str(art / "lexical_window_claimed_cbu_summary.json")] if lexical is not None else [])])
+                       inputs=[str(p) for q in inputs for p in (q, intervals_path(q))], bootstrap=main_ci.method())
     manifest = {"backend": extractor, "model": model, "revision": model_revision(model, section), "url": url or "in-process capaudit serve",
                 "windows": [n for n, _, _ in window_names(section)], "surfaces": [p.name for p in plans],
-                "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2)}
+                "bootstrap": {"reps": boot[0], "seed": boot[1]}, "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2)}
     (art / "stage_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     import pandas as pd
 
-    return {"summaries": summaries, "main": main, "lexical": lexical, "frontier": frontier,
+    return {"summaries": summaries, "intervals": intervals, "main": main, "lexical": lexical, "frontier": frontier,
             "table": pd.DataFrame(table_rows), "frontier_table": pd.DataFrame([r.to_row() for r in frontier]),
             "extractor": extractor, "manifest": manifest, "artifacts": art}
 
@@ -242,8 +267,9 @@ def stored_ids(resp_path: Path) -> List[str]:
     return list(merge(resp_path))
 
 
-def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any) -> ClaimedSummary:
-    """Summary over the responses whose ids are among the current requests only."""
+def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any,
+              boot: Tuple[int, int]) -> Tuple[ClaimedSummary, ClaimIntervals]:
+    """Summary and intervals over the responses whose ids are among the current requests only."""
     from capaudit.io.canonical_json import dumps_line
     from capaudit.llm.store import merge
 
@@ -254,7 +280,7 @@ def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any) -> ClaimedS
             if rid in ids:
                 fh.write(dumps_line(rows[rid]))
     try:
-        return summarize_responses([tmp], [req_path], input_label=label)
+        return summarize_with_intervals([tmp], [req_path], label, *boot)
     finally:
         tmp.unlink()
 

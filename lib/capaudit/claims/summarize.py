@@ -418,6 +418,9 @@ class ClaimedAccumulator:
 
 # ---------------------------------------------------------------------------------------------
 RequestInfo = Tuple[str, str]  # (surface, window caption)
+#: one surface's answered captions: lexical units of each window, its unit counts
+#: (:data:`UNIT_COUNT_FIELDS`), its request id (in the same order)
+CaptionRows = Tuple[List[int], List[Tuple[int, ...]], List[str]]
 
 
 def request_info(request: Mapping[str, Any], where: str) -> RequestInfo:
@@ -599,6 +602,16 @@ def summarize_responses(
     each response file (:func:`default_requests_path`), used only when rows lack a ``request``.
     Raises ``ValueError`` naming the file and request id when a row's request cannot be found.
     """
+    return _summarize(responses, requests, input_label)[0]
+
+
+def _summarize(
+    responses: Sequence[PathLike],
+    requests: Optional[Sequence[PathLike]],
+    input_label: Any,
+) -> Tuple[ClaimedSummary, Dict[str, "CaptionRows"]]:
+    """:func:`summarize_responses`, and each surface's per-caption rows ``(lexical units, unit
+    counts, request ids)`` of its answered captions (for :func:`caption_intervals`)."""
     if not responses:
         raise ValueError("summarize_responses: no response files given")
     for p in responses:
@@ -615,7 +628,7 @@ def summarize_responses(
     # Rows in any order (the summary does not depend on it: sums, and sorted distributions); an
     # error is that of the smallest request id that has one, as when rows went in id order.
     acc = ClaimedAccumulator()
-    rows: Dict[str, Tuple[List[int], List[Tuple[int, ...]]]] = {}
+    rows: Dict[str, CaptionRows] = {}
     first_error: Optional[Tuple[str, Any]] = None
     bad = 0
     get_index = index.get
@@ -636,9 +649,10 @@ def summarize_responses(
         surface, lex = req
         per = rows.get(surface)
         if per is None:
-            per = rows[surface] = ([], [])
+            per = rows[surface] = ([], [], [])
         per[0].append(lex)
         per[1].append(uc)
+        per[2].append(rid)
     if first_error is not None:
         rid, exc = first_error
         if exc is not None:
@@ -648,15 +662,15 @@ def summarize_responses(
             f"this id in {[str(p) for p in req_paths] or 'any request file (pass --requests)'}"
         )
     acc.responses, acc.bad = len(merged), bad
-    for surface, (lexs, ucs) in rows.items():
+    for surface, (lexs, ucs, _) in rows.items():
         sacc = acc.surfaces[surface] = SurfaceAccumulator()
-        sacc._lex, sacc._units = lexs, ucs
+        sacc._lex, sacc._units = lexs, ucs  # the accumulator rebinds (never clears) these lists
     label = input_label if input_label is not None else {
         "responses": [str(p) for p in responses], "requests": [str(p) for p in req_paths]}
     if index and isinstance(label, Mapping):
         # a half-finished store must say so: requests with no response row at all
         label = {**label, "requests_total": len(index), "unanswered_requests": len(set(index) - set(merged))}
-    return acc.finalize(input=label)
+    return acc.finalize(input=label), rows
 
 
 def summarize_to_file(responses: Sequence[PathLike], out: PathLike, requests: Optional[Sequence[PathLike]] = None,
@@ -669,7 +683,174 @@ def summarize_to_file(responses: Sequence[PathLike], out: PathLike, requests: Op
     return summary
 
 
+# ---------------------------------------------------------------------------------------------
+# Caption-level bootstrap intervals (the reference's export_cbu_metric_tables.py method)
+
+INTERVALS_KIND = "claimed_cbu_intervals"
+#: interval metrics of a surface block, by the summary ratio they bracket
+INTERVAL_METRICS = ("cbu_per_cap", "cbu_per_100_lex")
+_DEDUP_AT = UNIT_COUNT_FIELDS.index("claimed_dedup_total")
+_TYPE_AT = {t: UNIT_COUNT_FIELDS.index(f"claimed_dedup_{t}") for t in UNIT_CATEGORIES}
+
+
+@dataclass(frozen=True)
+class ClaimIntervals:
+    """Caption-level 95 % percentile bootstrap intervals of a claimed summary's surfaces.
+
+    ``surfaces``: name → ``{"captions", "zero_lex_captions", "cbu_per_cap": {"lower", "upper"},
+    "cbu_per_100_lex": {...}, "per_type_per_cap": {type: {...}}}``; ``skipped``: name → why it has
+    no interval (a surface with no answered caption is refused, never given a zero interval).
+    ``reps`` 0 = bootstrap off: no surface has an interval and :meth:`method` says so.
+    """
+
+    reps: int
+    seed: int
+    surfaces: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    skipped: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def off(self) -> bool:
+        return self.reps == 0
+
+    def surface(self, name: str) -> Optional[Dict[str, Any]]:
+        """The interval block of ``name`` (None when it has none)."""
+        return self.surfaces.get(name)
+
+    def method(self) -> Dict[str, Any]:
+        """How the intervals were computed (written into the intervals file and the table rows' meta)."""
+        from capaudit.stats.bootstrap_caption import LEVEL, METHOD, QUANTILES
+
+        if self.off:
+            return {"reps": 0, "seed": self.seed, "off": "bootstrap_reps is 0: no intervals computed"}
+        return {
+            "method": METHOD, "level": LEVEL, "quantiles": list(QUANTILES), "reps": self.reps, "seed": self.seed,
+            "unit": "caption (resampled with replacement, n per replicate)",
+            "rng": "numpy default_rng(seed), fresh for each surface: rng.integers(0, n, size=(reps, n)), one index "
+                   "matrix shared by every metric of the surface",
+            "caption_order": "request id",
+            "quantile": "numpy.quantile, linear interpolation",
+            "cbu_per_cap": "mean of the resampled captions' claimed_dedup_total",
+            "cbu_per_100_lex": "ratio of sums per replicate: 100 * sum(claimed_dedup_total) / sum(max(lex, 1))",
+            "per_type_per_cap": "mean of the resampled captions' claimed_dedup_<type>",
+            "pooled": f"{ALL} is not resampled",
+        }
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": INTERVALS_KIND, "bootstrap": self.method(), "surfaces": self.surfaces, "skipped": self.skipped}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], loc: str = "<claim intervals>") -> "ClaimIntervals":
+        if not isinstance(d, Mapping) or d.get("kind") != INTERVALS_KIND:
+            raise ValueError(f"{loc}: not a claimed-CBU intervals file (kind {INTERVALS_KIND!r})")
+        b = d.get("bootstrap") or {}
+        return cls(reps=int(b["reps"]), seed=int(b["seed"]), surfaces=dict(d.get("surfaces") or {}),
+                   skipped=dict(d.get("skipped") or {}))
+
+
+def _interval(iv: Any) -> Dict[str, float]:
+    return {"lower": iv.lower, "upper": iv.upper}
+
+
+def surface_intervals(lex: Sequence[int], units: Sequence[Tuple[int, ...]], reps: int, seed: int,
+                      rids: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """The interval block of one surface (:class:`ClaimIntervals`) from its answered captions'
+    lexical units and :meth:`UnitCounter.count` tuples; with ``rids`` the captions are taken in
+    request-id order (the store's completion order is not reproducible), else as given. Raises
+    ``ValueError`` for an empty surface or ``reps`` 0."""
+    import numpy as np
+
+    from capaudit.stats.bootstrap_caption import percentile_bootstrap
+
+    n = len(lex)
+    if n == 0:
+        raise ValueError("surface_intervals: the surface has no answered captions: no interval")
+    if len(units) != n or (rids is not None and len(rids) != n):
+        raise ValueError("surface_intervals: lexical units, unit counts and request ids differ in length")
+    order = sorted(range(n), key=rids.__getitem__) if rids is not None else list(range(n))
+    u = np.asarray(units, dtype=np.int64)[order]
+    x = np.asarray(lex, dtype=np.int64)[order]
+    cols = {"dedup": u[:, _DEDUP_AT], "lex1": np.maximum(x, 1), **{t: u[:, i] for t, i in _TYPE_AT.items()}}
+    ivs = percentile_bootstrap(cols, means=["dedup", *UNIT_CATEGORIES], ratios={"per100": ("dedup", "lex1", 100.0)},
+                               reps=reps, seed=seed)
+    return {"captions": n, "zero_lex_captions": int((x == 0).sum()),
+            "cbu_per_cap": _interval(ivs["dedup"]), "cbu_per_100_lex": _interval(ivs["per100"]),
+            "per_type_per_cap": {t: _interval(ivs[t]) for t in UNIT_CATEGORIES}}
+
+
+def caption_intervals(rows: Mapping[str, CaptionRows], reps: int = 2000, seed: int = 0) -> ClaimIntervals:
+    """:class:`ClaimIntervals` of every surface in ``rows`` (sorted by name; each surface alone,
+    with a fresh generator); a surface with no answered caption is listed in ``skipped``."""
+    from capaudit.stats.bootstrap_caption import check_reps
+
+    reps = check_reps(reps)
+    out = ClaimIntervals(reps=reps, seed=int(seed))
+    if out.off:
+        return out
+    for name in sorted(rows):
+        lex, units, rids = rows[name]
+        if not lex:
+            out.skipped[name] = "no answered captions: no interval"
+            continue
+        out.surfaces[name] = surface_intervals(lex, units, reps, int(seed), rids)
+    return out
+
+
+def summarize_with_intervals(
+    responses: Sequence[PathLike],
+    requests: Optional[Sequence[PathLike]] = None,
+    input_label: Any = None,
+    bootstrap_reps: int = 2000,
+    bootstrap_seed: int = 0,
+) -> Tuple[ClaimedSummary, ClaimIntervals]:
+    """:func:`summarize_responses` and its surfaces' caption-level bootstrap intervals (``bootstrap_reps``
+    0: none, said so). The summary is the same object :func:`summarize_responses` returns."""
+    from capaudit.stats.bootstrap_caption import check_reps
+
+    check_reps(bootstrap_reps)  # a bad value fails before the files are read
+    summary, rows = _summarize(responses, requests, input_label)
+    return summary, caption_intervals(rows, bootstrap_reps, bootstrap_seed)
+
+
+def intervals_path(summary_path: PathLike) -> Path:
+    """The intervals file beside a summary: ``X.json`` → ``X.intervals.json``."""
+    p = Path(summary_path)
+    return p.with_name(f"{p.stem if p.suffix == '.json' else p.name}.intervals.json")
+
+
+def write_claim_intervals(intervals: ClaimIntervals, path: PathLike) -> Path:
+    """The intervals as JSON (indent 2, UTF-8, trailing newline), atomically."""
+    import json
+
+    check_output_path(path)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(intervals.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return Path(path)
+
+
+def read_claim_intervals(path: PathLike) -> ClaimIntervals:
+    import json
+
+    return ClaimIntervals.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+
+
+def summarize_to_files(responses: Sequence[PathLike], out: PathLike, requests: Optional[Sequence[PathLike]] = None,
+                       input_label: Any = None, bootstrap_reps: int = 2000, bootstrap_seed: int = 0,
+                       intervals_out: Optional[PathLike] = None) -> Tuple[ClaimedSummary, ClaimIntervals, Path]:
+    """:func:`summarize_to_file` plus the intervals file (default :func:`intervals_path` of ``out``;
+    written with ``bootstrap_reps`` 0 too, saying the bootstrap was off)."""
+    check_output_path(out)
+    ipath = Path(intervals_out) if intervals_out is not None else intervals_path(out)
+    check_output_path(ipath)
+    summary, intervals = summarize_with_intervals(responses, requests, input_label, bootstrap_reps, bootstrap_seed)
+    with atomic_path(out) as tmp:
+        write_claimed_summary(summary, tmp)
+    write_claim_intervals(intervals, ipath)
+    return summary, intervals, ipath
+
+
 __all__ = [
+    "ClaimIntervals", "INTERVALS_KIND", "INTERVAL_METRICS", "surface_intervals", "caption_intervals",
+    "summarize_with_intervals", "intervals_path", "write_claim_intervals", "read_claim_intervals", "summarize_to_files",
     "ARTICLES", "NO_TEXT_MARKERS", "UnitRecord", "lex_count", "normalize_unit", "unit_records", "is_suspicious",
     "caption_counter", "UnitCounter", "UNIT_COUNT_FIELDS", "nearest_rank", "trimmed_mean", "distribution", "SurfaceAccumulator",
     "ClaimedAccumulator", "request_info", "index_requests", "default_requests_path", "summarize_responses",

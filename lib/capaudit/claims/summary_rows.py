@@ -15,11 +15,31 @@ from capaudit.summaries.table_rows import write_table_rows
 TABLE = "claims_summary"
 
 
+def interval_keys(block: Optional[Mapping[str, Any]], prefix: str = "") -> Dict[str, float]:
+    """``<metric>_lower`` / ``<metric>_upper`` row keys of one surface's interval block
+    (:class:`capaudit.claims.summarize.ClaimIntervals`): CBU/cap, CBU/100 lex and, without a
+    ``prefix``, each type's CBU/cap; none without a block."""
+    if not block:
+        return {}
+    items = [("cbu_per_cap", block["cbu_per_cap"]), ("cbu_per_100_lex", block["cbu_per_100_lex"])]
+    if not prefix:
+        items += [(f"{t}_per_cap", iv) for t, iv in block["per_type_per_cap"].items()]
+    out: Dict[str, float] = {}
+    for key, iv in items:
+        out[f"{prefix}{key}_lower"] = iv["lower"]
+        out[f"{prefix}{key}_upper"] = iv["upper"]
+    return out
+
+
 def summary_rows(main: ClaimedSummary, lexical: Optional[ClaimedSummary], surfaces: Sequence[str],
-                 labels: Mapping[str, str], extractor: str, budget: int) -> List[Dict[str, Any]]:
+                 labels: Mapping[str, str], extractor: str, budget: int, intervals: Any = None,
+                 lexical_intervals: Any = None) -> List[Dict[str, Any]]:
     """One row per surface (in ``surfaces`` order, those the main summary holds): CBU/cap, CBU/100
     lex, median lex, duplicate-row rate, deduplicated claims per caption by type, and the
-    lexical-window CBU/cap and CBU/100 lex where that window ran."""
+    lexical-window CBU/cap and CBU/100 lex where that window ran; then, after those keys, the
+    caption-bootstrap interval of every one of them that has one (:func:`interval_keys` of the
+    :class:`~capaudit.claims.summarize.ClaimIntervals` ``intervals`` / ``lexical_intervals``; the
+    existing keys and values are unchanged)."""
     rows = []
     for name in surfaces:
         if name not in main.surfaces:
@@ -35,16 +55,25 @@ def summary_rows(main: ClaimedSummary, lexical: Optional[ClaimedSummary], surfac
             ls = lexical.surface(name)
             row["lexical_cbu_per_cap"] = ls.cbu_per_cap
             row["lexical_cbu_per_100_lex"] = ls.cbu_per_100_lex
+        if intervals is not None:
+            row.update(interval_keys(intervals.surface(name)))
+        if lexical_intervals is not None and "lexical_cbu_per_cap" in row:
+            row.update(interval_keys(lexical_intervals.surface(name), "lexical_"))
         rows.append(row)
     return rows
 
 
 def write_summary_rows(rows: Sequence[Mapping[str, Any]], artifacts: Path, extractor: str, budget: int,
-                       offline: bool, inputs: Sequence[str] = ()) -> Path:
+                       offline: bool, inputs: Sequence[str] = (), bootstrap: Optional[Mapping[str, Any]] = None) -> Path:
     """``artifacts/tables/claims_summary.json``: the rows, the extractor (named in the table's note),
-    the main budget and whether the extractor is capaudit's offline heuristic."""
+    the main budget, whether the extractor is capaudit's offline heuristic and, when intervals were
+    computed or turned off, ``bootstrap`` (:meth:`ClaimIntervals.method`: reps, seed, method, or why
+    there are none)."""
+    meta: Dict[str, Any] = {"extractor": extractor, "budget": budget, "offline_extractor": offline}
+    if bootstrap is not None:
+        meta["bootstrap"] = dict(bootstrap)
     return write_table_rows(artifacts, TABLE, "claims", rows, function=f"{__name__}.summary_rows", inputs=inputs,
-                            meta={"extractor": extractor, "budget": budget, "offline_extractor": offline})
+                            meta=meta)
 
 
-__all__ = ["TABLE", "summary_rows", "write_summary_rows"]
+__all__ = ["TABLE", "interval_keys", "summary_rows", "write_summary_rows"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Tuple
+from typing import Any, Dict, Mapping, Sequence, Tuple
 
 from .shown_cells import stage_keys
 from .stage_tables import builder, columns
@@ -14,18 +14,50 @@ CLAIM_TYPES: Tuple[Tuple[str, str], ...] = (
     ("style", "style"), ("camera", "camera"), ("lighting", "lighting"), ("text_rendering", "text-rendering"))
 
 
+#: why a claims table has no intervals when its rows say nothing about a bootstrap
+NO_PER_CAPTION_DATA = ("no intervals: these rows come from a claims summary without per-caption data, "
+                       "so there is nothing to bootstrap")
+
+
+def _ci(key: str) -> Dict[str, str]:
+    return {"lo_key": f"{key}_lower", "hi_key": f"{key}_upper"}
+
+
+def interval_note(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    """The one line that says how the intervals were computed, or why there are none: the rows'
+    ``meta.bootstrap`` (written by the claims stage), absent for rows of a summary without
+    per-caption data; a row left without an interval while the others have one is named."""
+    boot = meta.get("bootstrap")
+    if not isinstance(boot, Mapping):
+        return NO_PER_CAPTION_DATA
+    if not boot.get("reps"):
+        return f"no intervals: caption bootstrap off ({boot.get('off') or 'bootstrap_reps is 0'})"
+    note = (f"[lo, hi]: 95% caption-level {boot.get('method', 'percentile')} bootstrap intervals of CBU/cap and "
+            f"CBU/100 lex ({int(boot['reps']):,} reps, seed {boot.get('seed')}; CBU/100 lex as a ratio of sums per "
+            "replicate); per-type intervals in the CSV")
+    without = [str(r.get("label", r.get("surface", "?"))) for r in rows if r.get("cbu_per_cap_lower") is None]
+    if without:
+        note += f"; no interval for {', '.join(without)} (no answered captions)"
+    return note
+
+
 @builder("claims_summary", notebook="04_claims")
 def claims_summary(data: Mapping[str, Any]) -> Table:
-    """One row per surface: captions, CBU/cap, CBU/100 lex at the main budget, and deduplicated
-    claims per caption by type."""
+    """One row per surface: captions, CBU/cap, CBU/100 lex at the main budget (with their
+    caption-bootstrap intervals where the rows carry them), and deduplicated claims per caption by
+    type (their intervals in the CSV); a note says how the intervals were computed or why there are
+    none (:func:`interval_note`)."""
     meta = data["meta"]
+    rows = list(data["rows"])
     return Table(
         id="claims_summary", title="Claimed density per surface", axis="claims",
         columns=columns(("label", "Surface", "text"), ("captions", "Captions", "int"),
-                        ("cbu_per_cap", "CBU/cap", "num", 2), ("cbu_per_100_lex", "CBU/100 lex", "num", 2),
+                        ("cbu_per_cap", "CBU/cap", "ci", 2, _ci("cbu_per_cap")),
+                        ("cbu_per_100_lex", "CBU/100 lex", "ci", 2, _ci("cbu_per_100_lex")),
                         *((f"{t}_per_cap", label, "num", 2) for t, label in CLAIM_TYPES)),
-        rows=list(data["rows"]), provenance=data["provenance"],
-        notes=(f"claimed CBU at B={meta.get('budget', '')}; extractor: {meta.get('extractor', '')}",),
+        rows=rows, provenance=data["provenance"],
+        notes=(f"claimed CBU at B={meta.get('budget', '')}; extractor: {meta.get('extractor', '')}",
+               interval_note(meta, rows)),
         caveats=("offline extractor",) if meta.get("offline_extractor") else ())
 
 
@@ -46,4 +78,4 @@ def extractor_eval_dsg(data: Mapping[str, Any]) -> Table:
         caveats=("offline extractor",) if meta.get("offline_extractor") else ())
 
 
-__all__ = ["CLAIM_TYPES", "claims_summary", "extractor_eval_dsg"]
+__all__ = ["CLAIM_TYPES", "NO_PER_CAPTION_DATA", "claims_summary", "extractor_eval_dsg", "interval_note"]
