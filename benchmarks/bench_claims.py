@@ -132,7 +132,8 @@ def main() -> int:
     parser = default_parser()
     runs, floors, json_floors = [], [], []
     for k in range(max(1, args.repeat)):
-        runs.append(cli("claims", "summarize", "--responses", str(resp), "--requests", str(req), "--out", str(out)))
+        runs.append(cli("claims", "summarize", "--responses", str(resp), "--requests", str(req), "--out", str(out),
+                        "--bootstrap-reps", "0"))  # like for like: the reference summarizer draws no interval
         floors.append(parse_floor(parser, req, resp))
         if not args.no_json_floor and parser != "json" and k == 0:
             json_floors.append(parse_floor("json", req, resp))
