@@ -211,10 +211,10 @@ def test_reference_report_has_every_table_and_figure_of_the_pdf(reference_run: P
     page = _parse(reference_run / "report" / "index.html")
     _check_self_contained(page)
     tables, figures = _pdf_elements(reference_run)
-    assert len(tables) == 9 and len(figures) == 4
+    assert len(tables) == 18 and len(figures) == 7
     assert tables <= set(page.tables) and figures <= set(page.figures)
     html = (reference_run / "report" / "index.html").read_text(encoding="utf-8")
-    assert html.count("<details class=\"figure-data\">") == 4  # every figure's data one click away
+    assert html.count("<details class=\"figure-data\">") == 7  # every figure's data one click away
     assert 'id="prov-numbers"' in html and "caNumCells" in html
 
 

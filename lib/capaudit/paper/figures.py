@@ -127,7 +127,7 @@ MARKERS = ("o", "^", "s", "D", "v", "P")
 
 
 def plot_yield_risk(points: Sequence[YieldRiskPoint], out_dir: Path, name: str = "fig2_left_yield_risk",
-                    layout: Optional[VqaLayout] = None) -> Dict[str, Path]:
+                    layout: Optional[VqaLayout] = None, inputs: Sequence[str] = ()) -> Dict[str, Path]:
     """Figure 2 left: risk (x) vs supported CBU/cap (y); colour = slice (with a layout: surface),
     marker = judge, filled = ours. With a layout the legend prints the judges' labels (offline
     judges say so) and the surfaces' labels."""
@@ -168,7 +168,8 @@ def plot_yield_risk(points: Sequence[YieldRiskPoint], out_dir: Path, name: str =
         if offline:
             ax.set_title("offline judges (annotation-grounded heuristics, not VLMs)", fontsize=6)
         info = FigureInfo("Supported CBU per caption vs risk for every cell (filled: audited surface)", "judges",
-                          "paper_fig2", f"{__name__}.plot_yield_risk", ("offline judges",) if offline else ())
+                          "paper_fig2", f"{__name__}.plot_yield_risk", ("offline judges",) if offline else (),
+                          inputs=tuple(inputs))
         return _save(fig, out_dir, name, points, info)
 
 
@@ -190,7 +191,8 @@ def budget_sweep_points(rows: Sequence[FrontierRow]) -> List[BudgetPoint]:
     return sorted(pts, key=lambda p: (order.get(p.surface, len(order)), p.surface, p.budget))
 
 
-def plot_budget_sweep(points: Sequence[BudgetPoint], out_dir: Path, name: str = "fig2_right_budget_sweep") -> Dict[str, Path]:
+def plot_budget_sweep(points: Sequence[BudgetPoint], out_dir: Path, name: str = "fig2_right_budget_sweep",
+                      inputs: Sequence[str] = ()) -> Dict[str, Path]:
     """Figure 2 right: CBU/100 lex (x) vs CBU/cap (y) per surface across budgets; filled = Pareto."""
     colors = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#666666"]
     with plt.rc_context(STYLE):
@@ -215,7 +217,7 @@ def plot_budget_sweep(points: Sequence[BudgetPoint], out_dir: Path, name: str = 
         ax.set_xlabel("CBU per 100 lex")
         ax.set_ylabel("CBU per caption")
         info = FigureInfo("Budget sweep: claimed CBU per caption vs CBU per 100 lex (filled: Pareto-efficient at B)",
-                          "claims", "paper_fig2", f"{__name__}.plot_budget_sweep")
+                          "claims", "paper_fig2", f"{__name__}.plot_budget_sweep", inputs=tuple(inputs))
         return _save(fig, out_dir, name, points, info)
 
 
@@ -247,7 +249,8 @@ def prompt_support_bars(rows: Sequence[PromptSupportRow], pools: Optional[Sequen
     return out
 
 
-def plot_prompt_support(bars: Sequence[PoolMeanBar], out_dir: Path, name: str = "fig1_right_prompt_support") -> Dict[str, Path]:
+def plot_prompt_support(bars: Sequence[PoolMeanBar], out_dir: Path, name: str = "fig1_right_prompt_support",
+                        inputs: Sequence[str] = ()) -> Dict[str, Path]:
     """Figure 1 right: two panels (prompt-mass support, JSD), ours vs reference per comparison."""
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, 2, figsize=(COLUMN_WIDTH_IN, 2.2), sharey=True)
@@ -265,7 +268,7 @@ def plot_prompt_support(bars: Sequence[PoolMeanBar], out_dir: Path, name: str = 
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.98), ncol=2, frameon=False)
         info = FigureInfo("Prompt-mass support and n-gram JSD at B = 64, mean over pools", "prompts",
-                          "paper_fig1_prompt_support", f"{__name__}.plot_prompt_support")
+                          "paper_fig1_prompt_support", f"{__name__}.plot_prompt_support", inputs=tuple(inputs))
         return _save(fig, out_dir, name, bars, info)
 
 
@@ -295,7 +298,8 @@ def prompt_support_heat(rows: Sequence[PromptSupportRow], metric: str = PROMPT_M
     return sorted(out, key=lambda c: (pool_order.get(c.prompt_pool, 99), c.prompt_pool, order.get(c.comparison, 99)))
 
 
-def plot_prompt_support_heatmap(cells: Sequence[HeatCell], out_dir: Path, name: str = "fig_prompt_support_heatmap") -> Dict[str, Path]:
+def plot_prompt_support_heatmap(cells: Sequence[HeatCell], out_dir: Path, name: str = "fig_prompt_support_heatmap",
+                                inputs: Sequence[str] = ()) -> Dict[str, Path]:
     """Pools (rows) × comparisons (columns), diverging colours centred at 0, values annotated."""
     pools = list(dict.fromkeys(c.prompt_pool for c in cells))
     present = {c.label for c in cells}
@@ -323,5 +327,6 @@ def plot_prompt_support_heatmap(cells: Sequence[HeatCell], out_dir: Path, name: 
         for s in ("top", "right"):
             ax.spines[s].set_visible(True)
         info = FigureInfo("Per-pool prompt-mass delta (first − second surface; \"sens.\": a pool not counted in pool-wins)",
-                          "prompts", "paper_fig1_prompt_support", f"{__name__}.plot_prompt_support_heatmap")
+                          "prompts", "paper_fig1_prompt_support", f"{__name__}.plot_prompt_support_heatmap",
+                          inputs=tuple(inputs))
         return _save(fig, out_dir, name, cells, info)

@@ -12,7 +12,7 @@ returns the (closed) figure.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import matplotlib
 
@@ -47,9 +47,10 @@ def _dumbbell(ax: "plt.Axes", frame: pd.DataFrame, xlabel: str) -> None:
     ax.set_xlabel(xlabel)
 
 
-def plot_pool_means(means: Sequence[PoolMeans], out_dir: Path) -> "plt.Figure":
+def plot_pool_means(means: Sequence[PoolMeans], out_dir: Path, info: Optional[FigureInfo] = None) -> "plt.Figure":
     """Mean over pools of the block means, local vs reference, per comparison; writes
-    ``prompt_support_pool_means``.pdf/.png into ``out_dir``."""
+    ``prompt_support_pool_means``.pdf/.png into ``out_dir`` (``info``: notebook, function and inputs
+    of the figure's provenance; default the prompt-support stage)."""
     frame = pd.DataFrame(rows_to_records(means))
     if frame.empty:
         raise ValueError("prompt support: no pool means to plot (the stage compared no pools)")
@@ -61,13 +62,14 @@ def plot_pool_means(means: Sequence[PoolMeans], out_dir: Path) -> "plt.Figure":
     ax_mass.legend(loc="best", fontsize=8)
     fig.suptitle(f"Prompt-pool support, mean over {int(mass['pools'].iloc[0])} pools")
     fig.tight_layout()
-    _save(fig, out_dir, MEANS_NAME, frame, FigureInfo(
+    _save(fig, out_dir, MEANS_NAME, frame, info or FigureInfo(
         title="Prompt-pool support: mean over pools, local vs reference", axis="prompts",
         notebook="03_prompt_support", function=f"{__name__}.plot_pool_means"))
     return fig
 
 
-def plot_pool_delta_heatmap(rows: Sequence[PromptSupportRow], out_dir: Path) -> "plt.Figure":
+def plot_pool_delta_heatmap(rows: Sequence[PromptSupportRow], out_dir: Path,
+                            info: Optional[FigureInfo] = None) -> "plt.Figure":
     """Block-delta mean (local − reference) per pool × comparison, prompt-mass support and JSD;
     writes ``prompt_support_pool_heatmap``.pdf/.png into ``out_dir``."""
     frame = pd.DataFrame(rows_to_records(rows))
@@ -92,7 +94,7 @@ def plot_pool_delta_heatmap(rows: Sequence[PromptSupportRow], out_dir: Path) -> 
     fig.colorbar(im_j, ax=ax_j, shrink=0.8)
     fig.tight_layout()
     _save(fig, out_dir, HEATMAP_NAME, frame[["prompt_pool", "metric", "comparison",
-                                              "delta_mean_local_minus_reference"]], FigureInfo(
+                                              "delta_mean_local_minus_reference"]], info or FigureInfo(
         title="Per-pool block-delta mean (local - reference)", axis="prompts",
         notebook="03_prompt_support", function=f"{__name__}.plot_pool_delta_heatmap"))
     return fig

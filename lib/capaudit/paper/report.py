@@ -16,6 +16,7 @@ from capaudit.errors import InputError
 from capaudit.io.atomic import write_text_atomic
 
 from . import report_html as H
+from .absent_reasons import AbsentReasons, reasons_for_params
 from .manuscript import PAPER_DIR
 from .report_inputs import FigureEntry, ManuscriptElement, RunContent, in_run, manuscript_elements, read_run
 from .table_model import CAVEATS, Provenance, Table
@@ -61,8 +62,10 @@ def _order(ids: Sequence[str], manuscript: Sequence[ManuscriptElement]) -> List[
 class Report:
     """The pages of one run's report."""
 
-    def __init__(self, content: RunContent, manuscript: Sequence[ManuscriptElement], params: Optional[str]):
+    def __init__(self, content: RunContent, manuscript: Sequence[ManuscriptElement], params: Optional[str],
+                 reasons: Optional[AbsentReasons] = None):
         self.c = content
+        self.reasons = reasons or AbsentReasons()
         self.manuscript = list(manuscript)
         self.params = params
         self.tables = {t.id: t for t in content.tables}
@@ -129,10 +132,17 @@ class Report:
         out = ""
         absent = [m for m in self.manuscript if not in_run(m, self.c.run_dir)]
         if absent:
-            items = "".join(f"<li><code>{H.e(m.file)}</code> ({m.kind})</li>" for m in absent)
+            why = self.reasons.elements
+            items = "".join(f"<li><code>{H.e(m.file)}</code> ({m.kind})"
+                            + (f": {H.e(why[m.file])}" if m.file in why else "") + "</li>" for m in absent)
             out += (f"<h3>Not produced by this run</h3><p>{len(absent)} of the manuscript's {len(self.manuscript)} "
-                    f"tables and figures have no file in this run (the PDF leaves them out too).</p>"
+                    f"tables and figures have no file in this run (the PDF leaves them out too)"
+                    + (", each with the reason" if all(m.file in why for m in absent) else "") + ".</p>"
                     f"<details><summary>The {len(absent)} files</summary><ul>{items}</ul></details>")
+        if self.reasons.unrendered_inputs:
+            items = "".join(f"<li><code>{H.e(f)}</code>: {H.e(r)}</li>" for f, r in self.reasons.unrendered_inputs.items())
+            out += ("<h3>Inputs no element renders</h3><p>Files this run is given that no table or figure shows, "
+                    f"and why:</p><ul>{items}</ul>")
         if self.c.tex_without_model:
             items = "".join(f"<li><code>{H.e(n)}</code></li>" for n in self.c.tex_without_model)
             out += (f'<div class="warnbox"><b>Tables without a model:</b> these LaTeX tables of the run have no '
@@ -190,7 +200,7 @@ def build_report(run_dir: Path, params: Optional[str] = None, manuscript: Option
     elements = manuscript_elements(main_tex) if main_tex.is_file() else []
     target = Path(out) if out is not None else Path(run_dir) / "report" / "index.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    return write_text_atomic(target, Report(content, elements, params).html())
+    return write_text_atomic(target, Report(content, elements, params, reasons_for_params(params)).html())
 
 
 __all__ = ["AXES", "Report", "axis_key", "axis_title", "build_report"]

@@ -104,6 +104,19 @@ def _provenance(cfg: Any, inp: PaperInputs, element: str, function: Callable[...
     return element_provenance(element, files, function, present, cfg.out_dir)
 
 
+def input_files(cfg: Any, inp: PaperInputs, keys: Sequence[str]) -> Tuple[str, ...]:
+    """The files of the ``paper.inputs`` keys this run has, as a figure's provenance names them
+    (relative to the run folder when inside it)."""
+    from .element_models import shown_path
+
+    files: List[str] = []
+    for k in keys:
+        v = inp.paths.get(k)
+        if v:
+            files += [shown_path(e["file"], cfg.out_dir) for e in v] if isinstance(v, list) else [shown_path(v, cfg.out_dir)]
+    return tuple(files)
+
+
 def _layout_judges(layout: Any) -> Tuple[str, str]:
     a, b = judge_pair(layout)
     return a.short, (b.short if b is not None else "B")
@@ -213,10 +226,12 @@ def run_fig2(cfg: Any) -> ElementResult:
     figs = cfg.dirs()["figures"]
     layout = inp.vqa_layout()
     pts = yield_risk_points(inp.cells(), layout=layout)
-    paths = {f"left_{k}": v for k, v in plot_yield_risk(pts, figs, layout=layout).items()}
+    paths = {f"left_{k}": v for k, v in plot_yield_risk(pts, figs, layout=layout,
+                                                         inputs=input_files(cfg, inp, ("cells", "vqa_layout"))).items()}
     sweep = budget_sweep_points(inp.frontier()) if inp.has("frontier") else []
     if sweep:
-        paths.update({f"right_{k}": v for k, v in plot_budget_sweep(sweep, figs).items()})
+        paths.update({f"right_{k}": v for k, v in plot_budget_sweep(sweep, figs,
+                                                                   inputs=input_files(cfg, inp, ("frontier",))).items()})
     return ElementResult("fig2", paths, _frame(sweep or pts))
 
 
@@ -227,9 +242,10 @@ def run_fig1_prompt_support(cfg: Any) -> ElementResult:
     rows = inp.prompt_support()
     pools = inp.pools(rows)
     bars = prompt_support_bars(rows, pools)
-    paths = {f"bars_{k}": v for k, v in plot_prompt_support(bars, figs).items()}
+    files = input_files(cfg, inp, ("prompt_support",))
+    paths = {f"bars_{k}": v for k, v in plot_prompt_support(bars, figs, inputs=files).items()}
     heat = prompt_support_heat(rows, pools=pools)
-    paths.update({f"heatmap_{k}": v for k, v in plot_prompt_support_heatmap(heat, figs).items()})
+    paths.update({f"heatmap_{k}": v for k, v in plot_prompt_support_heatmap(heat, figs, inputs=files).items()})
     return ElementResult("fig1_prompt_support", paths, _frame(bars))
 
 
@@ -268,6 +284,24 @@ def run_stage_tables(cfg: Any) -> ElementResult:
     return ElementResult("stage_tables", {t.id: dirs["tables"] / f"{t.id}.tex" for t in tables}, frame)
 
 
+def _reference(name: str, fn_name: str) -> Callable[[Any], ElementResult]:
+    """An element of :mod:`capaudit.paper.run_reference` as an :class:`ElementResult`."""
+    def run(cfg: Any) -> ElementResult:
+        from . import run_reference
+
+        out = getattr(run_reference, fn_name)(cfg)
+        return ElementResult(name, out.paths, out.frame())
+    run.__name__ = run.__qualname__ = f"run_{name}"
+    run.__doc__ = f"The reference run's ``{name}`` element: :func:`capaudit.paper.run_reference.{fn_name}`."
+    return run
+
+
+run_reference_text = _reference("reference_text", "run_reference_text")
+run_reference_prompts = _reference("reference_prompts", "run_reference_prompts")
+run_reference_embed = _reference("reference_embed", "run_reference_embed")
+run_reference_judges = _reference("reference_judges", "run_reference_judges")
+
+
 #: Element name (notebook ``paper_<name>``) → function.
 ELEMENTS: Dict[str, Callable[[Any], ElementResult]] = {
     "vqa_tables": run_vqa_tables,
@@ -277,6 +311,10 @@ ELEMENTS: Dict[str, Callable[[Any], ElementResult]] = {
     "fig2": run_fig2,
     "fig1_prompt_support": run_fig1_prompt_support,
     "stage_tables": run_stage_tables,
+    "reference_text": run_reference_text,
+    "reference_prompts": run_reference_prompts,
+    "reference_embed": run_reference_embed,
+    "reference_judges": run_reference_judges,
     "numbers": run_numbers,
 }
 
