@@ -39,6 +39,7 @@ from .figures import (
 from .inputs import PaperInputs, paper_inputs
 from .numbers import build_numbers, write_numbers
 from .table_model import Provenance
+from .tables_claims import NO_PER_CAPTION_DATA
 from .tables import (
     PolicyCbuRow,
     headline_rows,
@@ -215,8 +216,9 @@ def run_policy_cbu(cfg: Any) -> ElementResult:
             if layout is not None else "")  # the reference run stays byte-identical
     path = write_text(target, note + policy_cbu_tex(rows))
     keys = ("policy_control_claimed", "frontier", "vqa_layout")
-    write_model(policy_cbu_model(rows, _provenance(cfg, inp, "policy_cbu", policy_cbu_rows, keys), notes=(note[2:].strip(),) if note else ()),
-                tables)
+    notes = ((note[2:].strip(),) if note else ()) + \
+        ((f"published claimed summaries: {NO_PER_CAPTION_DATA}",) if inp.has("policy_control_claimed") else ())
+    write_model(policy_cbu_model(rows, _provenance(cfg, inp, "policy_cbu", policy_cbu_rows, keys), notes=notes), tables)
     return ElementResult("policy_cbu", {"policy_cbu.tex": path}, _frame(rows))
 
 
