@@ -137,3 +137,24 @@ def entry_format(pool: str) -> str:
 
 def _rows(table: dict) -> list:
     return table.get("rows") or table.get("data") or []
+
+
+def test_the_plans_human_study_is_the_references() -> None:
+    from capaudit.human.protocol import StudyConfig
+
+    plan = yaml.safe_load(PLAN.read_text(encoding="utf-8"))
+    ref = yaml.safe_load((Path(os.environ.get("CAPAUDIT_DATA_DIR", REPO.parent / "shared" / "data")).parent / "reference"
+                          / "configs" / "eval" / "human_cbu_cc12m.yaml").read_text(encoding="utf-8"))["study"]
+    cfg = StudyConfig.from_mapping(plan["human"], str(PLAN))
+    assert (cfg.study_id, cfg.protocol, cfg.mode) == (ref["id"], ref["protocol_version"], "real")
+    assert (cfg.seed, cfg.token_budget, cfg.claims_per_stratum, cfg.repeat_fraction, cfg.labels_per_item) == \
+        (ref["seed"], ref["token_budget"], ref["claims_per_stratum"], ref["repeat_fraction"], ref["required_labels_per_item"])
+    assert (cfg.participants, cfg.target_items, cfg.extension_batch, cfg.max_items, cfg.overlap_per_stratum) == \
+        (ref["primary_participant_count"], ref["target_items_per_participant"], ref["optional_extension_batch_size"],
+         ref["optional_extension_max_items"], ref["overlap_target_items_per_stratum"])
+    r = ref["readiness"]
+    assert (cfg.readiness.min_substantive, cfg.readiness.min_per_type, cfg.readiness.min_per_stratum,
+            cfg.readiness.bootstrap_resamples, cfg.readiness.bootstrap_seed) == \
+        (r["minimum_substantive_overall"], r["minimum_substantive_per_type"], r["minimum_substantive_per_stratum"],
+         r["required_bootstrap_resamples"], r["required_bootstrap_seed"])
+    assert cfg.consent_version == ref["consent_version"] and cfg.surface_groups == ref["surface_groups"]
