@@ -45,7 +45,8 @@ def test_a_missing_hub_copy_offline_is_one_line_naming_the_repository(tmp_path: 
     assert not (tmp_path / "pixel").exists()
     (tmp_path / "pixel").mkdir()
     (tmp_path / "pixel" / "x.parquet").write_bytes(b"")
-    fetch_from_hub(pattern, HubFiles("org/pixel"))  # present: nothing to fetch, offline or not
+    used = fetch_from_hub(pattern, HubFiles("org/pixel"))  # present but not checkable: used and said so
+    assert used["checked_against_hub"] is False and "HF_HUB_OFFLINE" in used["why"]
 
 
 def test_preflight_names_the_hub_copies_that_are_not_here(tmp_path: Path) -> None:
@@ -62,3 +63,25 @@ def test_preflight_names_the_hub_copies_that_are_not_here(tmp_path: Path) -> Non
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
     got = {(n.target, n.where) for n in needs(load_config(tmp_path / "p.yaml"))}
     assert got == {("org/pixel", "cc12m.surfaces[pixel]"), ("org/wds@abc", "cc12m.shards")}
+
+
+@pytest.mark.parametrize("key, value, expect", [
+    ("match", "URL", "cc12m.match: one of url, key"), ("naming", "x", "cc12m.naming"),
+    ("key_normalization", "zfill8", "cc12m.key_normalization"), ("allow_missing", "false", "true or false"),
+    ("max_rows", 0, "cc12m.max_rows: a positive whole number"), ("max_rows", -5, "cc12m.max_rows"),
+    ("seed", "0", "cc12m.seed"),
+])
+def test_bad_choices_and_flags_are_refused(key: str, value, expect: str) -> None:
+    with pytest.raises(InputError, match=expect):
+        parse_params({"surfaces": SURFACES, "shards": "x", key: value})
+
+
+def test_double_star_patterns_search_every_depth(tmp_path: Path) -> None:
+    from capaudit.cc12m.surface_loading import expand_inputs
+
+    for rel in ("top.parquet", "a/mid.parquet", "a/b/deep.parquet"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    found = expand_inputs(str(tmp_path / "**" / "*.parquet"), "s")
+    assert sorted(p.name for p in found) == ["deep.parquet", "mid.parquet", "top.parquet"]
+    assert is_present(str(tmp_path / "**" / "deep.parquet"))

@@ -85,13 +85,16 @@ def _as_list(value: Any) -> List[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _get(url: str, timeout: float) -> Optional[str]:
-    """``None`` when ``url`` answers (any HTTP status below 500 counts as reachable), else why not."""
+def _get(url: str, timeout: float, missing: Tuple[int, ...] = ()) -> Optional[str]:
+    """``None`` when ``url`` answers (any HTTP status below 500 counts as reachable, except the
+    ``missing`` ones: a dataset that is not found or gated), else why not."""
     try:
         with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout) as resp:
             resp.read(256)
         return None
     except urllib.error.HTTPError as exc:
+        if exc.code in missing:
+            return f"HTTP {exc.code}: not found or gated (is the repository id right?)"
         return None if exc.code < 500 else f"HTTP {exc.code}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -108,7 +111,7 @@ def _probe(need: Need, timeout: float) -> Optional[str]:
     if need.kind == "endpoint":
         return _get(need.target.rstrip("/") + "/v1/models", timeout)
     repo, _, rev = need.target.partition("@")
-    return _get(f"{HUB}/api/datasets/{repo}" + (f"/revision/{rev}" if rev else ""), timeout)
+    return _get(f"{HUB}/api/datasets/{repo}" + (f"/revision/{rev}" if rev else ""), timeout, missing=(401, 403, 404))
 
 
 def unreachable(items: Iterable[Need], timeout: float = TIMEOUT_S) -> List[Tuple[Need, str]]:

@@ -51,7 +51,7 @@ def expand_shards(pattern: str) -> List[Path]:
     if p.is_dir():
         paths = sorted(p.glob("*.tar"))
     elif any(ch in pattern for ch in "*?["):
-        paths = sorted(Path(x) for x in glob.glob(pattern))
+        paths = sorted(Path(x) for x in glob.glob(pattern, recursive=True))
     elif p.is_file():
         paths = [p]
     else:

@@ -102,6 +102,22 @@ def parse_params(section: Mapping[str, Any], where: str = SECTION) -> CC12MParam
         hub = _hub(s.get("hub"), f"{loc}.hub")
         if hub:
             hubs.append((spec.name, hub))
+    from .image_check import NAMINGS
+    from .shard_index import MATCH_MODES
+    from .urls import KEY_MODES
+
+    for key, allowed, default in (("match", MATCH_MODES, "url"), ("naming", NAMINGS, "image-id"),
+                                  ("key_normalization", KEY_MODES, "zfill9")):
+        if section.get(key, default) not in allowed:
+            raise InputError(f"{where}.{key}: one of {', '.join(allowed)}, got {section.get(key)!r}", field=f"{where}.{key}")
+    for key in ("skip_incomplete", "allow_missing"):
+        if key in section and not isinstance(section[key], bool):
+            raise InputError(f"{where}.{key}: true or false, got {section[key]!r}", field=f"{where}.{key}")
+    for key in ("max_rows", "seed"):
+        v = section.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < (1 if key == "max_rows" else 0)):
+            raise InputError(f"{where}.{key}: a {'positive' if key == 'max_rows' else 'non-negative'} whole number"
+                             f"{' or null (no cut)' if key == 'max_rows' else ''}, got {v!r}", field=f"{where}.{key}")
     if not section.get("shards"):
         raise InputError(f"{where}.shards: the WebDataset .tar shards holding the images", field=f"{where}.shards")
     max_rows = section.get("max_rows", 5000)
@@ -124,27 +140,37 @@ def _local_root(pattern: str) -> Path:
 
 def is_present(pattern: str) -> bool:
     """Whether a path, folder or glob names at least one local file."""
-    return bool(glob.glob(pattern)) if any(c in pattern for c in "*?[") else Path(pattern).exists()
+    return bool(glob.glob(pattern, recursive=True)) if any(c in pattern for c in "*?[") else Path(pattern).exists()
 
 
-def fetch_from_hub(pattern: str, hub: HubFiles) -> None:
-    """Download ``hub`` into the folder of ``pattern`` unless the pattern already names local files."""
-    if is_present(pattern):
-        return
+def fetch_from_hub(pattern: str, hub: HubFiles) -> Dict[str, Any]:
+    """Bring the local copy of ``hub`` in the folder of ``pattern`` up to date; what was used.
+
+    Where the Hub answers, ``snapshot_download`` always runs: it resumes an interrupted download and
+    checks what is there, so a partial copy is never taken for the whole; the commit it resolved is
+    returned. Where it does not, an existing local copy is used and marked as not checked against the
+    Hub (returned, and written to the stage summary); no copy at all is one line naming the repository.
+    """
     from capaudit.surfaces.readers import hub_unreachable
 
     why = hub_unreachable()
+    if why and is_present(pattern):
+        return {"repo": hub.repo, "revision": hub.revision, "local": str(_local_root(pattern)),
+                "checked_against_hub": False, "why": why}
     if why:
         raise OfflineError(f"{pattern} is not here and the Hugging Face dataset '{hub.repo}' it comes from cannot be "
                            f"downloaded ({why}); download it there (huggingface-cli download --repo-type dataset "
                            f"{hub.repo} --local-dir {_local_root(pattern)}) or point the path at a local copy",
                            path=pattern)
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import HfApi, snapshot_download
 
-    snapshot_download(repo_id=hub.repo, repo_type="dataset", revision=hub.revision,
+    commit = HfApi().dataset_info(hub.repo, revision=hub.revision).sha
+    snapshot_download(repo_id=hub.repo, repo_type="dataset", revision=commit,
                       allow_patterns=list(hub.allow) or None, local_dir=str(_local_root(pattern)))
     if not is_present(pattern):
         raise InputError(f"the download of '{hub.repo}' holds no file matching this path", path=pattern)
+    return {"repo": hub.repo, "revision": hub.revision, "commit": commit, "local": str(_local_root(pattern)),
+            "checked_against_hub": True}
 
 
 def run(cfg: Any) -> Dict[str, Any]:
@@ -159,10 +185,10 @@ def run(cfg: Any) -> Dict[str, Any]:
     from .tables import write_table, write_table_to
 
     p = parse_params(cfg.section(SECTION))
-    for name, hub in p.surface_hubs:
-        fetch_from_hub(next(s.path for s in p.surfaces if s.name == name), hub)
+    copies = {name: fetch_from_hub(next(s.path for s in p.surfaces if s.name == name), hub) for name, hub in p.surface_hubs}
     if p.shards_hub:
-        fetch_from_hub(p.shards, p.shards_hub)
+        copies["shards"] = fetch_from_hub(p.shards, p.shards_hub)
+    index = build_index(expand_shards(p.shards))  # a bad shard is refused before anything is written
     art = cfg.dirs()["artifacts"] / "cc12m"
     bridge_dir = check_output_dir(art / "bridge")
     result = run_bridge(list(p.surfaces), anchor=p.anchor, key_mode=p.key_normalization, seed=p.seed,
@@ -176,7 +202,6 @@ def run(cfg: Any) -> Dict[str, Any]:
         staged.commit()
     write_json_atomic(bridge_dir / "bridge_summary.json", result.summary)
     rows = manifest_from_joined(str(bridge_dir / "joined.jsonl"))
-    index = build_index(expand_shards(p.shards))
     located = locate(rows, index, p.match)
     write_table(rows, art / "manifest.jsonl")
     summary = materialize(str(art / "manifest.jsonl"), p.shards, str(art / "images"), match=p.match, naming=p.naming,
@@ -187,7 +212,7 @@ def run(cfg: Any) -> Dict[str, Any]:
            "params": {"anchor": p.anchor or p.surfaces[0].name, "seed": p.seed, "max_rows": p.max_rows,
                       "key_normalization": p.key_normalization, "match": p.match, "naming": p.naming,
                       "allow_missing": p.allow_missing, "skip_incomplete": p.skip_incomplete},
-           "joined": len(result.rows), "located": located, "shards": index.stats(), "materialize": summary,
+           "hub_copies": copies, "joined": len(result.rows), "located": located, "shards": index.stats(), "materialize": summary,
            "surfaces": {s.name: str(art / "images" / f"{s.name}.jsonl") for s in p.surfaces}}
     write_json_atomic(art / "cc12m_summary.json", out)
     return {"bridge": result.summary, **out}

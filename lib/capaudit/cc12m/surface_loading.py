@@ -54,7 +54,7 @@ class LoadedSurface:
 def expand_inputs(pattern: str, label: str) -> List[Path]:
     """The files of one surface path: a file, a Parquet folder, or a glob (sorted)."""
     if any(ch in pattern for ch in "*?["):
-        paths = [Path(p) for p in sorted(glob.glob(pattern))]
+        paths = [Path(p) for p in sorted(glob.glob(pattern, recursive=True))]
         if not paths:
             raise InputError(f"no file matches the pattern of surface '{label}'", path=pattern)
         return paths

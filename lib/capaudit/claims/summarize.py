@@ -730,7 +730,7 @@ class ClaimIntervals:
             "caption_order": "request id",
             "quantile": "numpy.quantile, linear interpolation",
             "cbu_per_cap": "mean of the resampled captions' claimed_dedup_total",
-            "cbu_per_100_lex": "ratio of sums per replicate: 100 * sum(claimed_dedup_total) / sum(max(lex, 1))",
+            "cbu_per_100_lex": "ratio of sums per replicate: 100 * sum(claimed_dedup_total) / sum(lex), the point's own ratio",
             "per_type_per_cap": "mean of the resampled captions' claimed_dedup_<type>",
             "pooled": f"{ALL} is not resampled",
         }
@@ -769,8 +769,8 @@ def surface_intervals(lex: Sequence[int], units: Sequence[Tuple[int, ...]], reps
     order = sorted(range(n), key=rids.__getitem__) if rids is not None else list(range(n))
     u = np.asarray(units, dtype=np.int64)[order]
     x = np.asarray(lex, dtype=np.int64)[order]
-    cols = {"dedup": u[:, _DEDUP_AT], "lex1": np.maximum(x, 1), **{t: u[:, i] for t, i in _TYPE_AT.items()}}
-    ivs = percentile_bootstrap(cols, means=["dedup", *UNIT_CATEGORIES], ratios={"per100": ("dedup", "lex1", 100.0)},
+    cols = {"dedup": u[:, _DEDUP_AT], "lex": x, **{t: u[:, i] for t, i in _TYPE_AT.items()}}
+    ivs = percentile_bootstrap(cols, means=["dedup", *UNIT_CATEGORIES], ratios={"per100": ("dedup", "lex", 100.0)},
                                reps=reps, seed=seed)
     return {"captions": n, "zero_lex_captions": int((x == 0).sum()),
             "cbu_per_cap": _interval(ivs["dedup"]), "cbu_per_100_lex": _interval(ivs["per100"]),

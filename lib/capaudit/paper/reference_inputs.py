@@ -44,7 +44,8 @@ def read_delimited(path: PathLike, required: Sequence[str], delimiter: str = "\t
             raise InputError(f"column is missing (columns present: {', '.join(header) or 'none'})",
                              path=path, line=1, field=col)
     out: List[Row] = []
-    for lineno, r in enumerate(reader, start=2):
+    for r in reader:
+        lineno = reader.line_num  # the physical line where the record ends (blank lines, multi-line cells)
         if not any((v or "").strip() for v in r.values() if isinstance(v, str)):
             continue
         if None in r or any(r.get(c) is None for c in header):

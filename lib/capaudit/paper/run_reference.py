@@ -155,6 +155,8 @@ def run_reference_prompts(cfg: Any) -> ElementFiles:
     nb = "paper_reference_prompts"
     if not inp.has("prompt_support"):
         _drop("prompt_pool_wins", dirs["tables"])
+        for stem in ("prompt_support_pool_means", "prompt_support_pool_heatmap"):
+            _drop_figure(stem, dirs["figures"])
         return out
     rows = inp.prompt_support()
     pools = inp.pools(rows)

@@ -220,7 +220,9 @@ def iter_hub_prompts(repository: str, field: str, data_files: Optional[str] = No
         if field not in row:
             raise InputError(f"field '{field}' is missing (fields: {sorted(row)[:10]})", path=where)
         value = row[field]
-        yield "" if value is None else str(value)
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"field '{field}': expected text, got {type(value).__name__} {value!r:.60}", path=where)
+        yield value or ""
 
 
 def _parquet_schema(path: Path):

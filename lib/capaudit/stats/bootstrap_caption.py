@@ -104,7 +104,7 @@ def percentile_bootstrap(
     order decides which caption each drawn index picks); ``means``: names bootstrapped as means;
     ``ratios``: name → ``(numerator column, denominator column, scale)``, bootstrapped as the ratio
     of sums. Every column must hold whole numbers (counts: the sums are then exact); a ratio's
-    denominator column must be positive for every caption. Raises ``ValueError`` for an empty
+    denominator column must be >= 0 for every caption and positive in every replicate's sum. Raises ``ValueError`` for an empty
     sample or ``reps`` < 2: no interval is ever made up.
     """
     ratios = dict(ratios or {})
@@ -125,14 +125,18 @@ def percentile_bootstrap(
     if not np.all(np.isfinite(values)) or not np.array_equal(values, np.round(values)):
         raise ValueError("percentile_bootstrap: columns must hold whole, finite numbers (per-caption counts)")
     for name, (_, den, _) in ratios.items():
-        if np.any(np.asarray(columns[den]) <= 0):
-            raise ValueError(f"percentile_bootstrap: ratio {name!r}: denominator column {den!r} has a value <= 0")
+        if np.any(np.asarray(columns[den]) < 0) or not np.asarray(columns[den]).sum() > 0:
+            raise ValueError(f"percentile_bootstrap: ratio {name!r}: denominator column {den!r} must be >= 0 "
+                             "with a positive sum")
     at = {c: i for i, c in enumerate(names)}
     sums = replicate_sums(values, reps, seed, chunk_cells)
     out: Dict[str, PercentileInterval] = {}
     for name in means:
         out[name] = _interval(sums[:, at[name]] / n)
     for name, (num, den, scale) in ratios.items():
+        if not np.all(sums[:, at[den]] > 0):  # a replicate of only zero-denominator captions: no ratio
+            raise ValueError(f"percentile_bootstrap: ratio {name!r}: a replicate drew only captions whose "
+                             f"{den!r} is 0; no interval")
         out[name] = _interval(scale * sums[:, at[num]] / sums[:, at[den]])
     return out
 
