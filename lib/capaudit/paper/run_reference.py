@@ -111,15 +111,17 @@ def run_reference_text(cfg: Any) -> ElementFiles:
         slices.append((None, inp.path("text_stats")))
     slices += [(e.get("label"), e["file"]) for e in inp.paths.get("text_stats_slices") or []]
     keys = ("text_stats", "text_stats_slices", "text_violations")
+    # every published input parsed (a bad one refused) before any file is written
+    delta_rows = T.paired_delta_rows(inp.path("text_paired_deltas")) if inp.has("text_paired_deltas") else None
     if slices:
         rows = T.text_stats_rows(slices, inp.path("text_violations", required=False))
+        curves = T.eligibility_curves(slices)
         prov = _prov(cfg, inp, "text_stats", nb, T.text_stats_rows, keys)
         _write(out, _table("text_stats", rows, {"budget": T.BUDGET, "window_definition": T.window_definition(meta)}, prov, (
             f"Reference study, {_published(prov.files)}; B={T.BUDGET}: {T.window_definition(meta)}.",
             "Avg lex = avg_tokens, elig@64 = cov64, prefix content = prefix_top100_64 (content top-100 prefix mass), "
             "D-3 = d3_64, rep-4 = rep4_64, opener = J_meta_statement rate of violation_code_breakdown.tsv for the same "
             "comparison and pair count; -- = not published.")), dirs["tables"])
-        curves = T.eligibility_curves(slices)
         stem = dirs["figures"] / "budget_curves"
         files = _files(cfg, inp, ("text_stats", "text_stats_slices"))
         plot_budget_curves(curves, stem, FigureInfo(
@@ -130,10 +132,9 @@ def run_reference_text(cfg: Any) -> ElementFiles:
     else:
         _drop("text_stats", dirs["tables"])
         _drop_figure("budget_curves", dirs["figures"])
-    if inp.has("text_paired_deltas"):
-        rows = T.paired_delta_rows(inp.path("text_paired_deltas"))
+    if delta_rows is not None:
         prov = _prov(cfg, inp, "text_paired_deltas", nb, T.paired_delta_rows, ("text_paired_deltas",))
-        _write(out, _table("text_paired_deltas", rows, {}, prov, (
+        _write(out, _table("text_paired_deltas", delta_rows, {}, prov, (
             f"Reference study, {_published(prov.files)}: per pair local - reference, mean and normal 95% interval "
             "(mean +- 1.96 sd/sqrt(n)), as published (reference-spec 2.7).",)), dirs["tables"])
     else:
