@@ -68,7 +68,11 @@ def test_stage_end_to_end(tmp_path):
     assert [r["surface"] for r in rows["rows"]] == ["long", "short"]
     render_stage_tables(dirs["artifacts"], dirs["tables"], run_dir=cfg.out_dir)
     tex = (dirs["tables"] / "claims_summary.tex").read_text().splitlines()
-    assert tex[0] == "% claimed CBU at B=8; extractor: capaudit-heuristic-extractor (heuristic baseline)"
+    # the note names the text the requests carried, read from the requests
+    version = json.loads((art / "b8" / "requests.jsonl").read_text().splitlines()[0])["prompt_version"]
+    assert version.startswith("reference:claimed_cbu_v2@")
+    assert tex[0] == ("% claimed CBU at B=8; extractor: capaudit-heuristic-extractor (heuristic baseline); "
+                      f"prompt: the reference study's own ({version})")
     assert tex[1].startswith("% [lo, hi]: 95% caption-level percentile bootstrap intervals of CBU/cap and CBU/100 lex "
                              "(2,000 reps, seed 0;")
     assert tex[2].startswith("% offline extractor: ")

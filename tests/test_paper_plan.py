@@ -120,6 +120,9 @@ def test_the_fixture_runs_the_plan_end_to_end(tmp_path: Path) -> None:
     for name in ("text_stats", "text_paired_deltas", "prompt_pool_wins", "claims_summary", "vqa_mean_std",
                  "vqa_by_type", "judges_summary", "cc12m_denominators"):
         assert (out / "tables" / f"{name}.tex").is_file(), name
+    for name in ("claims_summary", "judges_summary"):  # tables name the model-facing text, from the requests
+        notes = json.loads((out / "tables" / f"{name}.table.json").read_text(encoding="utf-8"))["notes"]
+        assert "prompt: the reference study's own (reference:" in notes[0], (name, notes)
     # the CC12M case study from raw rows: bridge (each surface leaves out one image), shards (a tenth absent)
     cc = json.loads((out / "artifacts" / "cc12m" / "cc12m_summary.json").read_text(encoding="utf-8"))
     assert cc["joined"] == 36 and cc["located"] == {"located": 32, "not_located": 4}  # 40 images, 4 each left out

@@ -195,6 +195,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     summaries: Dict[str, ClaimedSummary] = {}
     intervals: Dict[str, ClaimIntervals] = {}
     run_stats: Dict[str, Any] = {}
+    versions: Dict[str, List[str]] = {}
     with server as base_url:
         for name, budget, window in window_names(section):
             wdir = art / name
@@ -208,6 +209,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                                                  extra={"backend": extractor}),
                            {"per_surface": counts, "emitted": len(rows)})  # type: ignore[dict-item]
             resp_path = wdir / "responses.jsonl"
+            versions[name] = sorted({str(r.get("prompt_version")) for r in rows})
             run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], section)
             ids = {r["request_id"] for r in rows}
             label = {"requests": str(req_path), "responses": str(resp_path), "backend": extractor,
@@ -248,7 +250,8 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                               intervals=main_ci, lexical_intervals=lexical_ci)
     inputs = [art / "claimed_cbu_summary.json", *([art / "lexical_window_claimed_cbu_summary.json"] if lexical is not None else [])]
     write_summary_rows(table_rows, dirs["artifacts"], extractor, main_budget, offline=model in OFFLINE_LABELS,
-                       inputs=[str(p) for q in inputs for p in (q, intervals_path(q))], bootstrap=main_ci.method())
+                       inputs=[str(p) for q in inputs for p in (q, intervals_path(q))], bootstrap=main_ci.method(),
+                       prompt_versions=versions.get(f"b{main_budget}", []))
     manifest = {"backend": extractor, "model": model, "revision": model_revision(model, section), "url": url or "in-process capaudit serve",
                 "windows": [n for n, _, _ in window_names(section)], "surfaces": [p.name for p in plans],
                 "bootstrap": {"reps": boot[0], "seed": boot[1]}, "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2)}

@@ -64,12 +64,15 @@ def summary_rows(main: ClaimedSummary, lexical: Optional[ClaimedSummary], surfac
 
 
 def write_summary_rows(rows: Sequence[Mapping[str, Any]], artifacts: Path, extractor: str, budget: int,
-                       offline: bool, inputs: Sequence[str] = (), bootstrap: Optional[Mapping[str, Any]] = None) -> Path:
+                       offline: bool, inputs: Sequence[str] = (), bootstrap: Optional[Mapping[str, Any]] = None,
+                       prompt_versions: Sequence[str] = ()) -> Path:
     """``artifacts/tables/claims_summary.json``: the rows, the extractor (named in the table's note),
     the main budget, whether the extractor is capaudit's offline heuristic and, when intervals were
     computed or turned off, ``bootstrap`` (:meth:`ClaimIntervals.method`: reps, seed, method, or why
-    there are none)."""
-    meta: Dict[str, Any] = {"extractor": extractor, "budget": budget, "offline_extractor": offline}
+    there are none), and ``prompt_versions``: the prompt versions of the requests the rows were
+    answered from (the model-facing text, named in the note)."""
+    meta: Dict[str, Any] = {"extractor": extractor, "budget": budget, "offline_extractor": offline,
+                            "prompt_versions": list(prompt_versions)}
     if bootstrap is not None:
         meta["bootstrap"] = dict(bootstrap)
     return write_table_rows(artifacts, TABLE, "claims", rows, function=f"{__name__}.summary_rows", inputs=inputs,

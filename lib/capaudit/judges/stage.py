@@ -35,6 +35,7 @@ resumable: answered requests are never asked again.
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -83,7 +84,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
 
     from .cells import cells_from_answers, check_cells_have_data, extraction_accounting, load_slice
     from .judged_claims import judged_claim_rows, write_judged_claims
-    from .requests import JudgeBuildParams, build_judge_requests
+    from .requests import JudgeBuildParams, build_judge_requests, manifest_path as request_manifest_path
     from .summarize import degraded_list, summarize_judge
 
     sdir = art / slug(name)
@@ -135,6 +136,8 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
         builds[j.name] = counts.__dict__ | {"failures": counts.failures}
         run_stats[j.name] = _run_store(jreq, jresp, j.model, urls.get(j.name) or str(j.url), section, j.dialect)
         req_paths.append(jreq)
+    versions = sorted({str(json.loads(request_manifest_path(p).read_text(encoding="utf-8")).get("prompt_version"))
+                       for p in req_paths})  # the model-facing text, as the request manifests record it
     index, answers = load_slice([(j.name, [sdir / slug(j.name) / "responses.jsonl"]) for j in judges], req_paths,
                                 keep_examples=20)
     for j, one, rp in zip(judges, answers, req_paths):
@@ -153,6 +156,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
         name, [j.name for j in judges], index, answers, req_paths, [creq],
         {j.name: ("offline" if j.offline else "model") for j in judges}))
     return {"cells": cells, "claimed": claimed, "rows": rows, "builds": builds, "run_stats": run_stats,
+            "prompt_versions": versions,
             "report": report, "judged_claims": n_claims, "extraction": extraction}
 
 
@@ -247,7 +251,9 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     layout = build_layout(section, judges, slices, results, where)
     write_vqa_layout(layout, art / "vqa_layout.json")
     rows = summary_rows(cells, layout)
-    table_paths = {"rows": write_summary_rows(rows, dirs["artifacts"], judges, inputs=[str(art / "cells.json")])}
+    versions = sorted({v for r in results.values() for v in r["prompt_versions"]})
+    table_paths = {"rows": write_summary_rows(rows, dirs["artifacts"], judges, inputs=[str(art / "cells.json")],
+                                              prompt_versions=versions)}
     failures = sum(r["builds"][j.name]["failures"] for r in results.values() for j in judges)
     bad = sum(v["failed"] for r in results.values() for k, v in r["report"].items() if k != "__intersection__")
     captions = sum(r["report"]["__intersection__"]["captions"] for r in results.values())

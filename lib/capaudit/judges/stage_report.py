@@ -28,13 +28,15 @@ def summary_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
 
 
 def write_summary_rows(rows: List[Dict[str, Any]], artifacts: Path, judges: Sequence[JudgeSpec],
-                       inputs: Sequence[str] = ()) -> Path:
+                       inputs: Sequence[str] = (), prompt_versions: Sequence[str] = ()) -> Path:
     """The summary table's rows (``artifacts/tables/judges_summary.json``; ``paper.tables_judges``
-    renders it): one row per (slice, judge, surface) cell, and which judges are offline heuristics."""
+    renders it): one row per (slice, judge, surface) cell, which judges are offline heuristics, and the
+    prompt versions of the judges' requests (the model-facing text)."""
     from capaudit.summaries.table_rows import write_table_rows
 
     return write_table_rows(artifacts, "judges_summary", "judges", rows, function=f"{__name__}.summary_rows",
-                            inputs=inputs, meta={"offline_judges": [j.name for j in judges if j.offline]})
+                            inputs=inputs, meta={"offline_judges": [j.name for j in judges if j.offline],
+                                  "prompt_versions": list(prompt_versions)})
 
 
 def judges_numbers(captions: int, questions: int, failures: int, bad: int,

@@ -41,6 +41,17 @@ def interval_note(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) ->
     return note
 
 
+def prompt_note(versions: Sequence[str]) -> str:
+    """``; prompt: …`` naming the model-facing text the requests carried (empty when not recorded)."""
+    from capaudit.prompt_sets import is_reference_version
+
+    if not versions:
+        return ""
+    named = [f"the reference study's own ({v})" if is_reference_version(v) else f"capaudit's wording ({v})"
+             for v in versions]
+    return "; prompt: " + ", ".join(named)
+
+
 @builder("claims_summary", notebook="04_claims")
 def claims_summary(data: Mapping[str, Any]) -> Table:
     """One row per surface: captions, CBU/cap, CBU/100 lex at the main budget (with their
@@ -56,8 +67,8 @@ def claims_summary(data: Mapping[str, Any]) -> Table:
                         ("cbu_per_100_lex", "CBU/100 lex", "ci", 2, _ci("cbu_per_100_lex")),
                         *((f"{t}_per_cap", label, "num", 2) for t, label in CLAIM_TYPES)),
         rows=rows, provenance=data["provenance"],
-        notes=(f"claimed CBU at B={meta.get('budget', '')}; extractor: {meta.get('extractor', '')}",
-               interval_note(meta, rows)),
+        notes=(f"claimed CBU at B={meta.get('budget', '')}; extractor: {meta.get('extractor', '')}"
+               + prompt_note(meta.get("prompt_versions") or ()), interval_note(meta, rows)),
         caveats=("offline extractor",) if meta.get("offline_extractor") else ())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .stage_tables import builder, columns
+from .tables_claims import prompt_note
 from .table_model import Table
 
 
@@ -21,5 +22,6 @@ def judges_summary(data: Mapping[str, Any]) -> Table:
                         ("risk", "Risk", "pm", 3, {"std_key": "risk_std"}),
                         ("uncertain_rate", "Uncertain", "num", 3)),
         rows=list(data["rows"]), provenance=data["provenance"],
-        notes=("judges stage: one row per (slice, judge, surface) cell",),
+        notes=("judges stage: one row per (slice, judge, surface) cell"
+               + prompt_note(data["meta"].get("prompt_versions") or ()),),
         caveats=("offline judges",) if offline else ())
