@@ -103,8 +103,10 @@ def _still_valid(rec: Dict[str, Any], row: Dict[str, Any], out_dir: Path, naming
 
 
 def materialize(manifest: str, shards: str, out: str, *, match: str = "url", naming: str = "image-id",
-                allow_missing: bool = False, joined: Optional[str] = None) -> Dict[str, Any]:
-    """Run both passes and write the outputs; returns the summary (also written to OUT)."""
+                allow_missing: bool = False, joined: Optional[str] = None,
+                shard_index: Optional[ShardIndex] = None) -> Dict[str, Any]:
+    """Run both passes and write the outputs; returns the summary (also written to OUT).
+    ``shard_index``: the index of every shard of ``shards`` when the caller built it already."""
     manifest_path = Path(manifest)
     fmt = table_format(manifest_path)
     rows, where_of = _load_manifest(manifest_path)
@@ -117,7 +119,7 @@ def materialize(manifest: str, shards: str, out: str, *, match: str = "url", nam
                if str(r["image_id"]) in previous and _still_valid(previous[str(r["image_id"])], r, out_dir, naming)}
     wanted = [r for r in rows if str(r["image_id"]) not in present]
 
-    index: Optional[ShardIndex] = None
+    index: Optional[ShardIndex] = shard_index
     samples: Dict[str, ShardSample] = {}
     missing: List[str] = []
     if wanted:
@@ -129,7 +131,8 @@ def materialize(manifest: str, shards: str, out: str, *, match: str = "url", nam
                                  f"{len(shard_paths)} shard(s) of {shards}")
         if all(r.get("shard") for r in wanted):  # every location known: read only those shards
             shard_paths = [p for p in shard_paths if p.name in {str(r["shard"]) for r in wanted}]
-        index = build_index(shard_paths)
+        if index is None:
+            index = build_index(shard_paths)
         for r in wanted:
             s = index.find(r, match)
             if s is None and r.get("shard"):

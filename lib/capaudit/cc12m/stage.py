@@ -205,7 +205,7 @@ def run(cfg: Any) -> Dict[str, Any]:
     located = locate(rows, index, p.match)
     write_table(rows, art / "manifest.jsonl")
     summary = materialize(str(art / "manifest.jsonl"), p.shards, str(art / "images"), match=p.match, naming=p.naming,
-                          allow_missing=p.allow_missing, joined=str(bridge_dir / "joined.jsonl"))
+                          allow_missing=p.allow_missing, joined=str(bridge_dir / "joined.jsonl"), shard_index=index)
     if not summary["materialized"]:
         raise InputError("no image of the bridge was found in the shards", path=p.shards)
     out = {"spec": "CC12M four-caption bridge (reference build_cc12m_four_caption_llava_url_bridge_slice.py)",
@@ -229,11 +229,4 @@ def count_tables(result: Mapping[str, Any]) -> Tuple[Any, Any]:
     return pd.DataFrame(result["bridge"]["surfaces"]).T, images
 
 
-def surface_files(cfg: Any) -> Dict[str, Path]:
-    """Each surface's materialised caption file (``artifacts/cc12m/images/<surface>.jsonl``)."""
-    p = parse_params(cfg.section(SECTION))
-    root = cfg.dirs()["artifacts"] / "cc12m" / "images"
-    return {s.name: root / f"{s.name}.jsonl" for s in p.surfaces}
-
-
-__all__ = ["SECTION", "HubFiles", "CC12MParams", "parse_params", "is_present", "fetch_from_hub", "run", "count_tables", "surface_files"]
+__all__ = ["SECTION", "HubFiles", "CC12MParams", "parse_params", "is_present", "fetch_from_hub", "run", "count_tables"]

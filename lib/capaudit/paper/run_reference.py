@@ -22,10 +22,11 @@ from ..prompts.tables import pool_wins_rows
 from . import reference_inputs_embed as E
 from . import reference_inputs_judges as J
 from . import reference_inputs_text as T
-from .element_models import dotted, shown_path
+from .element_models import dotted
 from .figure_files import FigureInfo
 from .inputs import PaperInputs, paper_inputs
 from .render import write_table
+from .run import input_files
 from .reference_inputs import read_text
 from .stage_tables import build_table
 from .table_model import Provenance, Table
@@ -48,18 +49,9 @@ def _meta(cfg: Any, key: str) -> Mapping[str, Any]:
     return dict((cfg.section("paper").get("reference_meta") or {}).get(key) or {})
 
 
-def _files(cfg: Any, inp: PaperInputs, keys: Sequence[str]) -> Files:
-    out: List[str] = []
-    for k in keys:
-        v = inp.paths.get(k)
-        if v:
-            out += [shown_path(e["file"], cfg.out_dir) for e in v] if isinstance(v, list) else [shown_path(v, cfg.out_dir)]
-    return tuple(out)
-
-
 def _prov(cfg: Any, inp: PaperInputs, table: str, notebook: str, fn: Callable[..., Any], keys: Sequence[str]) -> Provenance:
     present = [k for k in keys if inp.paths.get(k)]
-    return Provenance(element=table, files=_files(cfg, inp, present), notebook=notebook, function=dotted(fn),
+    return Provenance(element=table, files=input_files(cfg, inp, present), notebook=notebook, function=dotted(fn),
                       inputs=tuple(f"paper.inputs.{k}" for k in present))
 
 
@@ -123,7 +115,7 @@ def run_reference_text(cfg: Any) -> ElementFiles:
             "D-3 = d3_64, rep-4 = rep4_64, opener = J_meta_statement rate of violation_code_breakdown.tsv for the same "
             "comparison and pair count; -- = not published.")), dirs["tables"])
         stem = dirs["figures"] / "budget_curves"
-        files = _files(cfg, inp, ("text_stats", "text_stats_slices"))
+        files = input_files(cfg, inp, ("text_stats", "text_stats_slices"))
         plot_budget_curves(curves, stem, FigureInfo(
             "B-eligibility vs budget B (reference study: cov64, cov128, cov256 of the fair-slice TSVs)", "text", nb,
             dotted(T.eligibility_curves), notes=("only B-eligibility is published at more than one budget",),
@@ -177,7 +169,7 @@ def run_reference_prompts(cfg: Any) -> ElementFiles:
     notes = (*t.notes, f"Reference study, {_published(prov.files)}"
              + ("; the direction summary recomputed from the TSV equals the published one" if direction else ""))
     _write(out, replace(t, provenance=prov, notes=notes), dirs["tables"])
-    files = _files(cfg, inp, ("prompt_support",))
+    files = input_files(cfg, inp, ("prompt_support",))
     plot_pool_means(seven_pool_means(rows, pools), dirs["figures"], FigureInfo(
         "Prompt-pool support: mean over pools, local vs reference", "prompts", nb, dotted(seven_pool_means),
         inputs=files))

@@ -84,11 +84,6 @@ class HubPool:
     revision: Optional[str] = None
     split: str = "train"
 
-    @property
-    def label(self) -> str:
-        return f"hf:{self.repository}" + (f"@{self.revision}" if self.revision else "") + \
-            (f"/{self.data_files}" if self.data_files else "")
-
 
 @dataclass(frozen=True)
 class PoolFile:

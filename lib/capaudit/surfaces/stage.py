@@ -133,8 +133,4 @@ def slice_pairs(cfg: RunConfig) -> Dict[str, Tuple[Path, str, str]]:
 
 def slice_dirs(cfg: RunConfig) -> Dict[str, Path]:
     """Where each declared slice of a run lives (for later stages that read ``pairs.parquet``)."""
-    from .slices import slice_dir
-
-    specs = surface_specs(cfg)
-    root = cfg.out_dir / "artifacts" / "slices"
-    return {sl["name"]: slice_dir(root, sl["name"], sl["n"], sl["seed"]) for sl in slice_specs(cfg, specs)}
+    return {name: pairs.parent for name, (pairs, _, _) in slice_pairs(cfg).items()}
