@@ -18,7 +18,8 @@ import pytest
 
 from capaudit.engine import list_shards, summary_json
 from capaudit.text.lexical import LEX_RE
-from capaudit.text.survey import SurveyConfig, survey_captions, survey_files, tokenize_batch
+from capaudit.text.lexkernel import tokenize_batch
+from capaudit.text.survey import SurveyConfig, survey_captions, survey_files
 from capaudit.text.violations import ALL_CODES, CATALOG, REPETITION_CODE, ViolationChecker, _has_repetition, opener_patterns
 
 

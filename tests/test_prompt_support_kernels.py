@@ -35,13 +35,9 @@ def _random_texts(rng: np.random.Generator, n: int, ascii_share: float) -> list:
     return out
 
 
-@pytest.mark.parametrize("few_other", [512, 0])  # non-ASCII texts one by one, or all via tokenize_batch
 @pytest.mark.parametrize("ascii_share", [1.0, 0.9, 0.0])
 @pytest.mark.parametrize("budget", [None, 1, 5, 64])
-def test_tokenize_chunk_equals_plain_definition(ascii_share, budget, few_other, monkeypatch):
-    import capaudit.prompts.ngrams as ngrams
-
-    monkeypatch.setattr(ngrams, "_FEW_OTHER", few_other)
+def test_tokenize_chunk_equals_plain_definition(ascii_share, budget):
     rng = np.random.default_rng(24 + int(ascii_share * 10) + (budget or 0))
     texts = _random_texts(rng, 300, ascii_share) + ["", "   ", "!!!"]
     # budgets found only after the prefix is doubled (7·B characters hold too few units) several times
@@ -143,14 +139,14 @@ def _same_partition(key: np.ndarray, ids: np.ndarray, firsts: np.ndarray) -> Non
 @pytest.mark.parametrize("n, distinct", [(0, 1), (1, 1), (7, 2), (5_000, 3), (100_000, 60_000), (400_000, 8_000),
                                          (300_000, 1 << 62)])
 def test_factorize_equals_pandas(n, distinct):
-    from capaudit.prompts.ngrams import _factorize
+    from capaudit.text.lexkernel import factorize_keys as _factorize
 
     key = np.random.default_rng(n).integers(0, distinct, n, dtype=np.uint64)
     _same_partition(key, *_factorize(key))
 
 
 def test_factorize_exact_when_every_key_collides():
-    from capaudit.prompts.ngrams import _factorize
+    from capaudit.text.lexkernel import factorize_keys as _factorize
 
     key = np.arange(20_000, dtype=np.uint64) << np.uint64(44)  # equal top bits after few multipliers
     key = np.concatenate([key, key[::-1], key[::7], np.array([0, 2**64 - 1, 2**63], np.uint64)])
@@ -160,7 +156,7 @@ def test_factorize_exact_when_every_key_collides():
 def test_unit_keys_equal_exactly_when_units_equal():
     """Keys of byte runs (units, up to 300 bytes) are equal when the bytes are; distinct runs get
     distinct keys here (exact up to 7 bytes, a 64-bit hash above), as the old keys did."""
-    from capaudit.prompts.ngrams import _PAD8, _unit_keys
+    from capaudit.text.lexkernel import unit_keys as _unit_keys; _PAD8 = bytes(8)
 
     rng = np.random.default_rng(5)
     alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789'"
@@ -284,12 +280,9 @@ def test_line_range_jobs_cut_the_file_into_runs_of_lines(tmp_path):
         assert b"".join(got) == b"".join(want) and counted[0] == first == len(want)
 
 
-def test_lone_surrogate_is_no_unit_on_every_path(monkeypatch):
-    import capaudit.prompts.ngrams as ngrams
-
+def test_lone_surrogate_is_no_unit():
     texts = ["café \ud83d nice", "a red car", "naïve \udc00x"]
     want = [support_units(t) for t in texts]
-    for few in (512, 0):  # one by one, or the vectorised path (which refuses to encode it, then falls back)
-        monkeypatch.setattr(ngrams, "_FEW_OTHER", few)
-        chunk = tokenize_chunk(texts, 64)
-        assert chunk.lengths.tolist() == [len(u) for u in want]
+    for budget in (None, 1, 64):
+        chunk = tokenize_chunk(texts, budget)
+        assert chunk.lengths.tolist() == [len(u[:budget]) for u in want]

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -103,8 +104,49 @@ def test_params_errors_name_the_key():
     assert parse_params({"budget": "full", "comparisons": [{"name": "x", "pairs": "p.jsonl"}]}).budget is None
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "capaudit.cli", *args], cwd=cwd, capture_output=True, text=True)
+def _cli(*args: str, cwd: Path, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "capaudit.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env)
+
+
+def test_cli_pool_counts_persist_in_the_cache_folder(tmp_path: Path):
+    """The second comparison against one pool reads its counts from $CAPAUDIT_CACHE/prompt_counts
+    (same output bytes, said on stderr); a changed pool file is counted again; --no-cache reads
+    and writes nothing; a cache folder that cannot be written is said, and the run still works."""
+    import os
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"L": f"a red car {i} on a street", "R": f"a photo {i}"}) + "\n"
+                             for i in range(6)), encoding="utf-8")
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ["red car", "a photo of a dog", "  "]))
+    env = dict(os.environ, CAPAUDIT_CACHE=str(tmp_path / "cache"))
+    base = ["prompt-support", "--pairs", str(pairs), "--local-field", "L", "--reference-field", "R",
+            "--pool", f"p={pool}", "--block-size", "3", "--reps", "50"]
+
+    def run(name: str, *extra: str, environ: dict = env) -> tuple:
+        proc = _cli(*base, *extra, "--out", str(tmp_path / name), cwd=tmp_path, env=environ)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stderr, (tmp_path / name).read_bytes()
+
+    folder = tmp_path / "cache" / "prompt_counts"
+    err1, out1 = run("cold.tsv")
+    assert f"pool 'p': 2 prompts, counted, cached in {folder}" in err1
+    assert len(list(folder.glob("p.n2.*.npy"))) == 1
+    err2, out2 = run("warm.tsv")
+    assert f"pool 'p': 2 prompts, read from the cache in {folder}" in err2 and out2 == out1
+    err3, out3 = run("nocache.tsv", "--no-cache", environ=dict(env, CAPAUDIT_CACHE=str(tmp_path / "other")))
+    assert "pool 'p': 2 prompts, counted (no cache)" in err3 and out3 == out1
+    assert not (tmp_path / "other").exists()
+    pool.write_text(json.dumps({"prompt": "a photo"}) + "\n")  # new content: counted again, never the old counts
+    err4, out4 = run("changed.tsv")
+    assert "counted, cached" in err4 and out4 != out1
+    assert len(list(folder.glob("p.n2.*.npy"))) == 2
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be")
+    err5, out5 = run("blocked.tsv", environ=dict(env, CAPAUDIT_CACHE=str(blocked)))
+    assert "cannot be written; pool counts are not cached" in err5 and "counted (no cache)" in err5
+    assert out5 == out4
 
 
 def test_cli_prompt_support_contract(tmp_path: Path):

@@ -29,6 +29,7 @@ class ResourceMissing(CapauditError):
 
 
 def cache_dir() -> Path:
+    """capaudit's cache folder: ``$CAPAUDIT_CACHE``, default ``~/.cache/capaudit``."""
     return Path(os.environ.get("CAPAUDIT_CACHE", Path.home() / ".cache" / "capaudit"))
 
 

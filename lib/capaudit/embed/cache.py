@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -34,7 +33,9 @@ DEFAULT_SHARD_SIZE = 16384
 
 def default_cache_dir() -> Path:
     """``$CAPAUDIT_CACHE/embeddings`` (default ``~/.cache/capaudit/embeddings``)."""
-    return Path(os.environ.get("CAPAUDIT_CACHE", Path.home() / ".cache" / "capaudit")) / "embeddings"
+    from capaudit.resources import cache_dir
+
+    return cache_dir() / "embeddings"
 
 
 def input_sha256(texts: Sequence[str]) -> str:

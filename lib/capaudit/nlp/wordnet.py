@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Optional
 
-from capaudit.resources import ResourceMissing
+from capaudit.resources import ResourceMissing, cache_dir
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 LEXNAMES_MAN = Path("/usr/share/man/man5/lexnames.5WN.gz")
@@ -28,10 +28,6 @@ INSTALL_HINT = "apt-get install wordnet-base wordnet-sense-index (Debian/Ubuntu)
 
 class WordNetUnavailable(ResourceMissing):
     """WordNet files are not installed (a missing resource: servers answer 503, never retried)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("CAPAUDIT_CACHE", Path.home() / ".cache" / "capaudit"))
 
 
 def _lexnames_text() -> str:

