@@ -41,14 +41,14 @@ the request files (``capaudit.llm.requests`` rows: ``input.surface`` / ``input.c
 
 Speed (issue 24): each row is decoded once; units are counted by :class:`UnitCounter` (memoised
 ``normalize_unit``, type checks on plain ``dict``/``str`` first, the reference functions for anything
-else) and windows by :func:`lex_count`; both are tested equal to the reference functions
+else) and windows by :func:`lex_counts` (the lexical-unit kernel, a batch at a time); both are tested
+equal to the reference functions
 (tests/test_claims_summarize_fast.py).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -71,6 +71,7 @@ from capaudit.summaries.claimed import (
     write_claimed_summary,
 )
 from capaudit.text.lexical import lex_units
+from capaudit.text.lexkernel import unit_spans
 
 PathLike = Union[str, Path]
 ARTICLES = frozenset({"a", "an", "the"})
@@ -87,24 +88,21 @@ def normalize_unit(text: Any) -> str:
     return " ".join(units[i:])
 
 
-#: ASCII bytes → themselves for letters and digits, a space for everything else
-_ASCII_ALNUM = bytes(b if b < 128 and chr(b).isalnum() else 32 for b in range(256))
-_ASCII_JOIN = re.compile(rb"(?<=[A-Za-z0-9])'(?=[A-Za-z0-9])")
-
-
 def lex_count(text: str) -> int:
-    """``len(lex_units(text))``, faster for ASCII text (tests/test_claims_summarize_fast.py checks the
-    equality on real captions). In ASCII, ``[^\\W_]`` is ``[A-Za-z0-9]`` and lower-casing keeps it,
-    so the lexical units are the runs of letters and digits, less one for every apostrophe with a
-    letter or digit on both sides (it joins two runs into one unit); other text takes
-    :func:`lex_units` (lower-casing may change non-ASCII text's units)."""
-    if text.isascii():
-        b = text.encode("ascii")
-        n = len(b.translate(_ASCII_ALNUM).split())
-        if b"'" in b:
-            n -= len(_ASCII_JOIN.findall(b))
-        return n
+    """``len(lex_units(text))``: the lexical units of the lower-cased window (one text)."""
     return len(lex_units(text))
+
+
+def lex_counts(windows: Sequence[str]) -> List[int]:
+    """:func:`lex_count` of many windows at once, by the lexical-unit kernel
+    (:func:`capaudit.text.lexkernel.unit_spans` on the lower-cased windows)."""
+    if not windows:
+        return []
+    return unit_spans([w.lower() for w in windows]).counts.tolist()
+
+
+#: windows counted per kernel call while request files are indexed
+_COUNT_BATCH = 20_000
 
 
 @dataclass(frozen=True)
@@ -443,7 +441,14 @@ def index_requests(paths: Iterable[PathLike]) -> Dict[str, Tuple[str, int]]:
     :func:`check_request` / :func:`request_info`, which raise exactly as before)."""
     out: Dict[str, Tuple[str, int]] = {}
     surfaces: Dict[str, str] = {}
-    required, roles, lex = frozenset(REQUIRED_FIELDS), ROLES, lex_count
+    required, roles = frozenset(REQUIRED_FIELDS), ROLES
+    pending: List[Tuple[str, str, str]] = []  # (request id, surface, window), counted a batch at a time
+
+    def flush() -> None:
+        for (rid, surface, _), n in zip(pending, lex_counts([w for _, _, w in pending])):
+            out[rid] = (surface, n)
+        pending.clear()
+
     for path in paths:
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: request file not found")
@@ -469,7 +474,10 @@ def index_requests(paths: Iterable[PathLike]) -> Dict[str, Tuple[str, int]]:
                     surface, window = inp.get("surface"), inp.get("caption")
                     if type(surface) is not str or not surface or type(window) is not str:
                         surface, window = request_info(row, f"{path}: request {i} ({row['request_id']})")
-                out[row["request_id"]] = (surfaces.setdefault(surface, surface), lex(window))
+                pending.append((row["request_id"], surfaces.setdefault(surface, surface), window))
+                if len(pending) >= _COUNT_BATCH:
+                    flush()
+    flush()
     return out
 
 
@@ -575,8 +583,7 @@ def _merge_counted(paths: Sequence[PathLike]) -> Dict[str, Tuple[bool, str, byte
             req = row.get("request")
             if type(req) is dict or isinstance(req, Mapping):
                 try:
-                    surface, window = request_info(req, f"response {rid}")
-                    req = (surface, lex_count(window))
+                    req = request_info(req, f"response {rid}")  # (surface, window): counted below
                 except Exception as exc:  # noqa: BLE001 - raised later, if this row wins
                     req = _Raise(exc)
             else:
@@ -588,6 +595,10 @@ def _merge_counted(paths: Sequence[PathLike]) -> Dict[str, Tuple[bool, str, byte
                 except Exception as exc:  # noqa: BLE001
                     uc = _Raise(exc)
             best[rid] = (ok, started, line, req, uc)
+    windows = [(rid, v[3]) for rid, v in best.items() if type(v[3]) is tuple]
+    for (rid, (surface, _)), n in zip(windows, lex_counts([w for _, (_, w) in windows])):
+        ok, started, line, _, uc = best[rid]
+        best[rid] = (ok, started, line, (surface, n), uc)
     return best
 
 

@@ -14,6 +14,7 @@ import os
 import time
 from itertools import islice
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -544,8 +545,8 @@ def _jsonl_prompt_runs(path: Path, field: Optional[str]) -> Iterator[List[str]]:
             if not lines:
                 return
             try:
-                objs = [fast_loads(line) for line in lines]
-                values = [o[fld] for o in objs]
+                objs = list(map(fast_loads, lines))
+                values = list(map(itemgetter(fld), objs))
                 plain = set(map(type, objs)) == {dict} and set(map(type, values)) == {str}
             except (ValueError, KeyError, TypeError, IndexError):
                 plain = False
@@ -577,7 +578,7 @@ def iter_prompt_runs(path: PathLike, field: Optional[str] = None, fmt: Optional[
     left = limit
     for run in source:
         # a value counts when it has a character that is not whitespace (``value.strip()`` non-empty)
-        kept = [v for v in run if v and not v.isspace()]
+        kept = run if all(run) and not any(map(str.isspace, run)) else [v for v in run if v and not v.isspace()]
         if left is not None:
             if len(kept) >= left:
                 if left:
