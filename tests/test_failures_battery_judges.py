@@ -49,6 +49,8 @@ def _judge_files(i: Path) -> None:
     (i / "cr_cut.jsonl").write_text(jsonl(cr[:1]) + CUT)
     (i / "caps_latin1.jsonl").write_bytes(jsonl(caps[:1]).encode() + b'{"cid": "c2", "caption": "caf\xe9"}\n')
     (i / "caps_noid.jsonl").write_text(jsonl([caps[0], {"caption": "no id", "image": "img.png"}]))
+    (i / "caps_noimage.jsonl").write_text(jsonl([caps[0], {k: v for k, v in caps[1].items() if k != "image"}]))
+    (i / "caps_image_gone.jsonl").write_text(jsonl([caps[0], {**caps[1], "image": "gone.png"}]))
     for judge in ("J1", "J2"):
         reqs = []
         for cid, surface in (("c1", "s"), ("c2", "s"), ("c3", "t")):
@@ -154,6 +156,11 @@ CASES = [
          ["in/malformed.jsonl:2", "invalid JSON"]),
     Case("build-latin1-captions", _with(BUILD, input="in/caps_latin1.jsonl"), ["in/caps_latin1.jsonl:2", "not valid UTF-8", "0xe9"]),
     Case("build-caption-without-id", _with(BUILD, input="in/caps_noid.jsonl"), ["in/caps_noid.jsonl:2", "'cid'"]),
+    Case("build-caption-without-image-field", _with(BUILD, input="in/caps_noimage.jsonl"),
+         ["in/caps_noimage.jsonl:2", "'image'", "'c2'", "--image-failures record"]),
+    Case("build-caption-image-file-missing", _with(BUILD, input="in/caps_image_gone.jsonl"),
+         ["in/caps_image_gone.jsonl:2", "'image'", "image_missing"]),
+    Case("build-image-failures-unknown", _with(BUILD, image_failures="skip"), ["--image-failures", "invalid choice"]),
     Case("build-max-tokens-negative", _with(BUILD, max_tokens=-5), ["--max-tokens", "positive"]),
     Case("build-max-tokens-zero", _with(BUILD, max_tokens=0), ["--max-tokens", "positive"]),
     Case("build-temperature-negative", _with(BUILD, temperature=-1), ["--temperature", ">= 0"]),

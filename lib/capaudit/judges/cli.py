@@ -80,6 +80,9 @@ def register(subparsers: Any) -> None:
     b.add_argument("--model", required=True, help="judge model name (hashed into request ids)")
     b.add_argument("--revision", help="judge model revision (hashed into request ids)")
     b.add_argument("--image-mode", choices=IMAGE_MODES, default="file")
+    b.add_argument("--image-failures", choices=("refuse", "record"), default="refuse",
+                   help="a claimed caption whose image is absent, missing or unreadable: refuse the build, naming "
+                        "its row (default), or record it in <out>.failures.jsonl and count it")
     b.add_argument("--max-tokens", type=positive_int, default=2048)
     b.add_argument("--temperature", type=nonnegative_float, default=0.0)
     b.add_argument("--evidence", action="store_true", help="ask for a short evidence string per answer")
@@ -200,14 +203,15 @@ def cmd_build(args: argparse.Namespace) -> int:
                               max_tokens=args.max_tokens, temperature=args.temperature, evidence=args.evidence,
                               thinking=_thinking(args.thinking), prompts=args.prompts)
     counts = build_judge_requests(args.claims_responses, args.claims_requests, args.input, args.id_field,
-                                  args.image_field, params, args.out)
+                                  args.image_field, params, args.out, image_failures=args.image_failures)
     cut = (f"; {counts.claims_cut_lines} cut last line(s) of claims stores still being written not counted"
            if counts.claims_cut_lines else "")
     print(f"capaudit judges build: {counts.requests} requests, {counts.questions} questions -> {args.out}; "
           f"{counts.claims_requests} claim requests ({counts.claims_not_answered} not answered, "
           f"{counts.claims_failed} failed, {counts.claims_zero_units} with no unit); "
           f"{counts.failures} image failures (no_image {counts.no_image}, missing {counts.image_missing}, "
-          f"unreadable {counts.image_unreadable}){cut}", file=sys.stderr)
+          f"unreadable {counts.image_unreadable}"
+          + (f", listed in {failures_path(args.out)}" if counts.failures else "") + f"){cut}", file=sys.stderr)
     return 0
 
 

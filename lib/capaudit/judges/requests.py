@@ -51,7 +51,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
-import os
 import warnings
 from collections import OrderedDict
 from itertools import chain
@@ -543,9 +542,14 @@ def build_judge_requests(
     params: JudgeBuildParams,
     out: PathLike,
     fast_path: bool = True,
+    image_failures: str = "record",
 ) -> BuildCounts:
     """``capaudit judges build``: write ``out`` (requests JSONL), ``<out>.failures.jsonl`` and the
     manifest (written last); returns the counts. Output order = claims request order.
+
+    ``image_failures``: ``record`` (a caption without a usable image becomes a row of the failures
+    file and is counted) or ``refuse`` (the first one raises :class:`InputError` naming the captions
+    file, row and image field; nothing is written).
 
     Rows are written by :class:`FastRows` (checked against :func:`build_request`; ``fast_path=False``
     writes every row through :func:`build_request` + ``dumps_line`` — the same bytes, slower)."""
@@ -575,7 +579,15 @@ def build_judge_requests(
                           RuntimeWarning, stacklevel=2)
     check_first, check_every = FastRows.CHECK_FIRST, FastRows.CHECK_EVERY
 
+    if image_failures not in ("record", "refuse"):
+        raise ValueError(f"image_failures must be 'record' or 'refuse', got {image_failures!r}")
+
     def fail(ff: Any, counts: BuildCounts, hit: Any, cid: str, surface: str, rid: str, reason: str, detail: str) -> None:
+        if image_failures == "refuse":
+            row = None if hit is None else hit[0] + 1
+            raise InputError(f"caption {cid!r} cannot be judged ({reason}: {detail}); --image-failures record "
+                             f"lists such captions in {failures_path(out)} instead",
+                             path=captions, line=row, field=image_field if row is not None else None)
         setattr(counts, reason, getattr(counts, reason) + 1)
         ff.write(dumps_line({"file": str(captions), "row": None if hit is None else hit[0] + 1, "caption_id": cid,
                              "surface": surface, "claims_request_id": rid, "reason": reason, "detail": detail}))
