@@ -67,6 +67,8 @@ def _judge_files(i: Path) -> None:
     lines = good.splitlines(keepends=True)
     (i / "resp_bad_mid.jsonl").write_text(lines[0] + "{not json\n" + lines[1])
     (i / "resp_latin1.jsonl").write_bytes(lines[0].encode() + lines[1].encode().replace(b'"yes"', b'"y\xe9s"'))
+    (i / "resp_no_parsed.jsonl").write_text(lines[0] + jsonl([{k: v for k, v in json.loads(lines[1]).items()
+                                                                if k != "parsed"}]) + lines[2])
     (i / "resp_no_ok.jsonl").write_text(jsonl([{k: v for k, v in json.loads(lines[0]).items() if k != "ok"}]))
     (i / "resp_failed.jsonl").write_text(jsonl([{"request_id": json.loads(x)["request_id"], "ok": False,
                                                  "started_at": "2026-01-01T00:00:02.000Z", "error": "HTTP 500",
@@ -178,6 +180,8 @@ CASES = [
          ["in/resp_latin1.jsonl:2", "not valid UTF-8", "0xe9"]),
     Case("summarize-row-without-ok", _with(SUMMARIZE, responses="in/resp_no_ok.jsonl"),
          ["in/resp_no_ok.jsonl:1", "'ok'"]),
+    Case("summarize-answered-row-without-parsed", _with(SUMMARIZE, responses="in/resp_no_parsed.jsonl"),
+         ["in/resp_no_parsed.jsonl:2", "'parsed'", "ok: true"]),
     Case("summarize-all-failed", _with(SUMMARIZE, responses="in/resp_failed.jsonl"),
          ["in/resp_failed.jsonl:1", "none of the 3 responses is a valid answer", "HTTP 500"]),
     Case("summarize-missing-requests", _with(SUMMARIZE, requests="in/nope.jsonl"), ["in/nope.jsonl", "not found"]),
@@ -185,6 +189,8 @@ CASES = [
     # --- judges cells
     Case("cells-empty-judge", _judge(CELLS, "in/empty.jsonl"), ["in/empty.jsonl", "no response row"]),
     Case("cells-cut-judge", _judge(CELLS, "in/resp_cut.jsonl"), ["in/resp_cut.jsonl:4", "last line is cut"]),
+    Case("cells-answered-row-without-parsed", _judge(CELLS, "in/resp_no_parsed.jsonl"),
+         ["in/resp_no_parsed.jsonl:2", "'parsed'", "ok: true"]),
     Case("cells-no-caption-answered-by-all", _judge(CELLS, "in/resp_failed.jsonl"),
          ["no caption is answered by every judge", "J2: 0 answered, 3 failed"]),
     Case("cells-request-without-questions", _with(CELLS, requests="in/req_noq.jsonl"),

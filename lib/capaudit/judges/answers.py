@@ -551,6 +551,9 @@ def load_answers(index: RequestIndex, responses: Sequence[PathLike], keep_exampl
                         if not better:
                             continue
                     if ok:
+                        if "parsed" not in row:  # llm run writes every answered row with its parsed answer
+                            raise InputError("an answered row (ok: true) has no parsed answer; the store is not one "
+                                             "llm run wrote, or was edited", path=fname, line=lineno, field="parsed")
                         cid = cids[r]
                         sufs, distinct = pattern(r)
                         qids = list(map(cid.__add__, sufs))
