@@ -42,6 +42,8 @@ def make_inputs(root: Path) -> None:
     (i / "latin1.jsonl").write_bytes(jsonl(CAPTIONS[:2]).encode() + b'{"id": "x", "caption": "caf\xe9"}\n')
     (i / "scores.jsonl").write_text(jsonl(SCORES))
     (i / "scores_noitm.jsonl").write_text(jsonl([{k: v for k, v in r.items() if k != "itm"} for r in SCORES]))
+    (i / "scores_nocd_row.jsonl").write_text(jsonl(SCORES[:2] + [{k: v for k, v in SCORES[2].items() if k != "cd"}]
+                                                    + SCORES[3:]))
     (i / "scores_nullitm.jsonl").write_text(jsonl([dict(r, itm=None) for r in SCORES]))
     (i / "scores_textitm.jsonl").write_text(jsonl(SCORES[:2] + [dict(SCORES[2], itm="high")] + SCORES[3:]))
     (i / "scores_badgraph.jsonl").write_text(jsonl(SCORES[:1] + [dict(SCORES[1], scene_graph={"objects": 3})]))
@@ -137,6 +139,8 @@ CASES = [
          ["in/scores_noitm.jsonl", "'itm'", "--itm"]),
     Case("select-itm-all-null", [*SELECT, "--scores", "in/scores_nullitm.jsonl", "--out", "out/sub.jsonl"],
          ["in/scores_nullitm.jsonl", "'itm'", "null"]),
+    Case("select-row-without-cd", [*SELECT, "--scores", "in/scores_nocd_row.jsonl", "--out", "out/sub.jsonl"],
+         ["in/scores_nocd_row.jsonl", "row 3", "'cd'", "missing"]),
     Case("select-itm-not-a-number", [*SELECT, "--scores", "in/scores_textitm.jsonl", "--out", "out/sub.jsonl"],
          ["in/scores_textitm.jsonl", "row 3", "'itm'"]),
     Case("select-k-zero", ["detail", "select", "--scores", "in/scores.jsonl", "--k", "0", "--t", "1",

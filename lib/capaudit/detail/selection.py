@@ -94,7 +94,10 @@ def parse_count(text: str) -> Count:
 
 
 def _number(row: Mapping[str, Any], key: str, i: int, where: str) -> Optional[float]:
-    v = row.get(key)
+    if key not in row:  # a score that could not be computed is written as null, never left out
+        raise InputError(f"row {i + 1}: field missing (other rows have it; a score that could not be computed "
+                         "is null)", path=where, field=key)
+    v = row[key]
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
