@@ -186,3 +186,23 @@ def test_serve_cli_refuses_in_seconds_without_wordnet(tmp_path):
     assert p.returncode != 0 and time.monotonic() - t0 < 30
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert "capaudit-offline-refcaption-judge" in lines[0] and "apt-get install" in lines[0]
+
+
+def _always_500(messages, payload):
+    raise RuntimeError("the model crashed on every request")  # served as HTTP 500
+
+
+def test_llm_run_whose_every_answer_is_http_500_names_the_endpoint(tmp_path):
+    """Every request answered HTTP 500 (after its retries): exit 3, and the one error line says
+    which endpoint and model answered so, with the first failure's status and body."""
+    req = tmp_path / "req.jsonl"
+    req.write_text("".join(json.dumps(r) + "\n" for r in _rows(3, "test-always-500")))
+    backends.register_backend("test-always-500", _always_500)
+    with background_server(["test-always-500"]) as url:
+        p = _cli(["llm", "run", "--requests", str(req), "--url", url, "--model", "test-always-500", "--no-progress",
+                  "--retries", "1", "--backoff", "0.01", "--out", str(tmp_path / "o.jsonl")])
+    assert p.returncode == 3, p.stderr
+    err = [ln for ln in p.stderr.splitlines() if "error:" in ln]
+    assert len(err) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "3 of 3 requests failed (http 3; first: " in err[0]
+    assert f"{url.rstrip('/')}" in err[0] and "(model test-always-500)" in err[0] and "HTTP 500" in err[0], err[0]

@@ -236,8 +236,10 @@ def report_run(args: argparse.Namespace, stats: Any) -> int:
         return 130
     if stats.failed:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(stats.failed_by_kind.items()))
-        msg = (f"{stats.failed} of {stats.answered + stats.failed} requests failed ({kinds}); the store keeps them "
-               f"as failed rows: rerun with --resume to retry them")
+        first = getattr(stats, "first_failure", None)
+        msg = (f"{stats.failed} of {stats.answered + stats.failed} requests failed ({kinds}"
+               + (f"; first: {first}" if first else "")
+               + "); the store keeps them as failed rows: rerun with --resume to retry them")
         if args.allow_failures:
             print(f"capaudit llm run: warning: {msg}", file=sys.stderr)
             return 0

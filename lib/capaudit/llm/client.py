@@ -94,6 +94,8 @@ class RequestStats:
     cancelled: int = 0
     interrupted: bool = False
     elapsed_sec: float = 0.0
+    #: the first failure, naming the endpoint and model that gave it (None when nothing failed)
+    first_failure: Optional[str] = None
 
     #: key of :attr:`rate` in :meth:`to_dict`
     RATE_KEY: ClassVar[str] = "rate_per_sec"
@@ -502,6 +504,9 @@ class RequestRun:
                         continue
                 st.failed += 1
                 st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
+                if st.first_failure is None:
+                    where = self.router.urls[idx] if idx < len(self.router.urls) else "?"
+                    st.first_failure = f"{where} (model {self.model}), request {rid}: {clip_text(reason, 300)}"
                 if rid == self._probe_rid and endpoint_failure(kind, status, raw) and not self.stop.is_set():
                     url = self.router.urls[idx] if idx < len(self.router.urls) else "?"
                     self.endpoint_error = EndpointUnavailable(
