@@ -39,6 +39,8 @@ def make_inputs(root: Path) -> None:
     (i / "answers.csv").write_text(ANSWERS)
     (i / "questions.csv").write_text(QUESTIONS)
     (i / "likert.csv").write_text(LIKERT)
+    (i / "questions_other_split.csv").write_text(QUESTIONS.replace("tifa160_", "coco_"))
+    (i / "nul_answer.csv").write_text(ANSWERS + "tifa160,dsg,m1,tifa160_2,Is it red?,2,1,ye\x00s\n")
     (i / "empty.csv").write_text("")
     (i / "header_only.csv").write_text(ANSWERS_HEAD)
     (i / "no_answer_col.csv").write_text(ANSWERS.replace(",answer\n", ",reply\n", 1))
@@ -88,6 +90,10 @@ CASES = [
     Case("import-repeated-question", _with(IMPORT, answers="in/dup_qid.csv"), ["in/dup_qid.csv:3", "repeats question 1"]),
     Case("import-latin1", _with(IMPORT, answers="in/latin1.csv"), ["in/latin1.csv", "UTF-8"]),
     Case("import-unknown-category", _with(IMPORT, questions="in/bad_category.csv"), ["'wibble'", "release_vqa.yaml"]),
+    Case("import-questions-of-another-split", _with(IMPORT, questions="in/questions_other_split.csv"),
+         ["in/answers.csv", "'item_id'", "no answered item is in the questions file", "'coco_0'", "'tifa160_0'"]),
+    Case("import-answer-with-nul-byte", _with(IMPORT, answers="in/nul_answer.csv"),
+         ["in/nul_answer.csv:10", "'answer'", "NUL"]),
     Case("import-missing-questions", _with(IMPORT, questions="in/nope.csv"), ["in/nope.csv", "not found"]),
     Case("import-tifa-not-a-result", _with(IMPORT, format="tifa", answers="in/tifa_bad.json", questions=None),
          ["in/tifa_bad.json", "question_details"]),

@@ -386,3 +386,26 @@ def test_ratings_refuse_a_worker_twice_and_a_missing_group(pali_dsg_store: Path,
     s = item_scores([rq], [rs], dependency=False).rows
     with pytest.raises(InputError, match=r"sd2\.1 \(0 of 160\)"):
         correlate(s, read_human_ratings(tmp_path / "typo.csv"), missing="zero", reps=0)
+
+
+def test_import_counts_unknown_parents_and_items_the_questions_file_lacks(tmp_path: Path):
+    """A dependency on a proposition the image does not have, and answered items the questions
+    file does not hold, are imported and counted in the manifest's reader counts, never silently."""
+    from capaudit.judges.releases import import_release
+
+    head = "dsg_prompt_split,qg_model,t2i_model,item_id,question,question_id,dependency_id,answer\n"
+    answers = tmp_path / "answers.csv"
+    answers.write_text(head + "s,dsg,m1,s_0,Is there a dog?,1,0,yes\n"
+                       "s,dsg,m1,s_0,Is the dog brown?,2,7,no\n"  # parent 7: no such question
+                       "s,dsg,m1,s_1,Is there a cat?,1,0,yes\n")
+    questions = tmp_path / "questions.csv"
+    questions.write_text("item_id,proposition_id,dependency,category_broad,category_detailed,"
+                         "question_natural_language\n"
+                         "s_0,1,0,entity,whole,Is there a dog?\n"
+                         "s_0,2,9,attribute,color,Is the dog brown?\n")  # s_1 absent; parent 9 unknown
+    m = import_release("dsg", answers, "J", tmp_path / "store", questions=questions).manifest
+    assert m["reader"]["answered_items_not_in_questions_file"] == 1
+    assert m["reader"]["not_in_questions_file"] == 1
+    assert m["reader"]["unknown_parent_ids"] == 1  # the questions file's dependency (9) replaces the answer file's
+    m2 = import_release("dsg", answers, "J", tmp_path / "store2").manifest
+    assert m2["reader"]["unknown_parent_ids"] == 1  # without a questions file: the answers' parent 7

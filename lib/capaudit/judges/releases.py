@@ -240,6 +240,9 @@ def read_dsg_answers(answers: Path, questions: Optional[Path] = None) -> Tuple[L
         if has_qid is None:
             has_qid = "question_id" in row
         group, item = row["t2i_model"].strip(), row["item_id"].strip()
+        for col in ("answer", "question"):
+            if "\x00" in row[col]:
+                raise InputError("holds a NUL byte (a damaged or binary file?)", path=answers, line=line, field=col)
         if not group:
             raise InputError("empty text-to-image model", path=answers, line=line, field="t2i_model")
         if not item:
@@ -277,8 +280,22 @@ def read_dsg_answers(answers: Path, questions: Optional[Path] = None) -> Tuple[L
             counts["malformed_dependency_cells"] += 1
     if not images:
         raise InputError("no answer rows", path=answers)
-    if qfile is not None and has_qid:
-        _add_missing(images, qfile, counts)
+    if qfile is not None:
+        items = {item for _, item in images}
+        if not items & set(qfile):
+            ours, theirs = sorted(items), list(qfile)
+            raise InputError(f"no answered item is in the questions file {questions} ({len(ours)} answered items, "
+                             f"e.g. {ours[0]!r}; {len(theirs)} question items, e.g. {theirs[0]!r}): a file of another "
+                             "split?", path=answers, field="item_id")
+        if has_qid:
+            _add_missing(images, qfile, counts)
+        if items - set(qfile):
+            counts["answered_items_not_in_questions_file"] = len(items - set(qfile))
+    for img in images.values():  # a dependency on a proposition the image does not have is counted
+        numbers = {q.number for q in img.questions}
+        unknown = sum(1 for q in img.questions for parent in q.parents if parent not in numbers)
+        if unknown:
+            counts["unknown_parent_ids"] += unknown
     return list(images.values()), dict(counts)
 
 
