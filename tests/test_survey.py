@@ -197,3 +197,20 @@ def test_kept_whole_caption_is_not_stripped():
     assert rate["1"] == (0.5, 0.0, 0.5)  # "- indented" (cut, stripped); "1"
     assert rate["2"] == (0.0, 0.5, 0.5)  # "  - indented bullet" (whole); "1. item" (cut, stripped)
     assert rate["4"] == rate["full"] == (0.0, 0.0, 0.0)  # both whole, unstripped
+
+
+@pytest.mark.parametrize("field", ["caption", None])  # the named field's fast path, and field detection
+def test_files_reach_the_survey_as_written(tmp_path, field):
+    """Read from a file (``text-stats``'s path), a caption keeps its leading whitespace, so an
+    indented bullet or numbered first line is no markdown or list leak while the plain ones are;
+    blank captions are still skipped and counted."""
+    from capaudit.text.survey import survey_files
+
+    rows = ["  - indented bullet", " 1. item indented", "- plain bullet", "1. numbered item", "   ", "\tThe image shows a dog"]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"caption": r}) + "\n" for r in rows))
+    summ = survey_files([str(path)], SurveyConfig(budgets=(64,)), caption_field=field)
+    b = summ.finalize()["budgets"]["64"]
+    assert summ.records == 5 and summ.load["rows_blank_caption"] == 1
+    assert b["violation_code_rate"]["D_markdown_leak"] == b["violation_code_rate"]["M_numbered_list_leak"] == 0.2
+    assert b["opener_rate"] == 0.0  # "\tThe image shows": whole and unstripped, "^the image shows" misses it

@@ -398,8 +398,9 @@ CaptionRule = Callable[[Mapping[str, Any], Optional[str], str, str], Tuple[Optio
 
 
 def iter_shard_captions(shard: Shard, rule: CaptionRule, caption_field: Optional[str] = None,
-                        on_missing: str = "error", stats: Optional[Dict[str, Any]] = None) -> Iterator[str]:
-    """Stripped non-empty captions of a shard, each row read with the caption ``rule`` (the
+                        on_missing: str = "error", stats: Optional[Dict[str, Any]] = None,
+                        strip: bool = True) -> Iterator[str]:
+    """Stripped (``strip=False``: as written) non-blank captions of a shard, each row read with the caption ``rule`` (the
     surfaces loader's per-row rules, spec §2.1: :func:`capaudit.surfaces.row_captions`):
     ``caption_field`` (a string or a list of strings per row) or, unset, the rule's default fields.
     A row whose ``caption_field`` is a plain string is read here without calling the rule (the same
@@ -429,10 +430,10 @@ def iter_shard_captions(shard: Shard, rule: CaptionRule, caption_field: Optional
         if caption_field:  # the common case first: a plain string
             value = row.get(caption_field, _MISSING)
             if type(value) is str:
-                value = value.strip()
-                if value:
+                kept = value.strip()
+                if kept:
                     st["records"] += 1
-                    yield value
+                    yield kept if strip else value
                 else:
                     st["rows_without_caption"] += 1
                     st["rows_empty_caption"] += 1

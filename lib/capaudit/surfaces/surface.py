@@ -218,17 +218,19 @@ def _get(row: Mapping[str, Any], name: str) -> Any:
     return obj
 
 
-def detect_caption(row: Mapping[str, Any], fields: Sequence[str] = CAPTION_FIELDS) -> Tuple[Optional[str], Optional[str]]:
-    """(field, stripped caption) of the first non-empty string among ``fields`` (spec §2.1)."""
+def detect_caption(row: Mapping[str, Any], fields: Sequence[str] = CAPTION_FIELDS,
+                   strip: bool = True) -> Tuple[Optional[str], Optional[str]]:
+    """(field, stripped caption) of the first non-empty string among ``fields`` (spec §2.1); with
+    ``strip=False`` the caption as written (a blank one still counts as empty)."""
     for f in fields:
         v = row.get(f)
         if isinstance(v, str) and v.strip():
-            return f, v.strip()
+            return f, v.strip() if strip else v
     return None, None
 
 
 def row_captions(row: Mapping[str, Any], caption_field: Optional[str], where: str,
-                 on_missing: str = "error") -> Tuple[Optional[str], List[Tuple[int, str]]]:
+                 on_missing: str = "error", strip: bool = True) -> Tuple[Optional[str], List[Tuple[int, str]]]:
     """The captions of one row under the loader's rules (spec §2.1): ``(field used, [(index, caption)])``.
 
     ``caption_field`` (dotted names reach into nested objects) holds a string or a list of strings
@@ -237,6 +239,8 @@ def row_captions(row: Mapping[str, Any], caption_field: Optional[str], where: st
     field found. A missing ``caption_field`` raises ``ValueError`` naming ``where`` unless
     ``on_missing="skip"``; a value of another type always does. The engine's shard readers take
     this function as their caption rule (:func:`capaudit.engine.iter_shard_captions`).
+    ``strip=False`` keeps each non-blank caption as written (the survey's rule, spec §2.2: a caption
+    of at most B units is its own window, leading whitespace included).
     """
     if caption_field:
         value = _get(row, caption_field)
@@ -250,7 +254,7 @@ def row_captions(row: Mapping[str, Any], caption_field: Optional[str], where: st
     elif CAPTIONS in row:
         value, used = row[CAPTIONS], CAPTIONS
     else:
-        used, cap = detect_caption(row)
+        used, cap = detect_caption(row, strip=strip)
         if used is None and any(f in row for f in CAPTION_FIELDS):
             used = next(f for f in CAPTION_FIELDS if f in row)  # present but empty/null: an empty caption
         return used, ([(0, cap)] if cap else [])
@@ -269,7 +273,7 @@ def row_captions(row: Mapping[str, Any], caption_field: Optional[str], where: st
             raise ValueError(f"{where}: caption field '{caption_field or 'caption'}' item {i} is "
                              f"{type(v).__name__}, not a string")
         if v.strip():
-            out.append((i, v.strip()))
+            out.append((i, v.strip() if strip else v))
     return used, out
 
 

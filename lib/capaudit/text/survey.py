@@ -912,12 +912,18 @@ def survey_shard(shard, config: SurveyConfig = SurveyConfig(), caption_field: Op
                  on_missing: str = "error", chunk_size: int = 20_000, merge_every: int = 8) -> SurveySummary:
     """The survey of one input shard (:class:`capaudit.engine.Shard`): the engine's map."""
     from capaudit.engine.shards import iter_shard_captions
+    from functools import partial
+
     from capaudit.surfaces import row_captions
 
     surveyor = _ChunkSurveyor(config)
     pending: List[SurveySummary] = [SurveySummary(config=config)]
     stats: Dict[str, object] = {}
-    for chunk in _chunks(iter_shard_captions(shard, row_captions, caption_field, on_missing, stats), chunk_size):
+    # captions as written (blank ones skipped): a caption of at most B units is its own window, kept
+    # whole and unstripped, so a line-start pattern misses an indented first line (spec §2.2)
+    as_written = partial(row_captions, strip=False)
+    for chunk in _chunks(iter_shard_captions(shard, as_written, caption_field, on_missing, stats, strip=False),
+                         chunk_size):
         pending.append(surveyor(chunk))
         if len(pending) > merge_every:
             pending[:] = [SurveySummary.merge_all(pending)]
