@@ -89,6 +89,7 @@ def scratch(tmp_path_factory) -> Path:
 
 CASES = [
     # --- text-stats: silent zeros are errors that name the file and list the fields
+    Case("text-top-k-list-with-zero", ["text-stats", "in/good.jsonl", "--top-k", "10,0,100"], ["--top-k", "0"]),
     Case("text-empty-file", ["text-stats", "in/empty.jsonl"], ["in/empty.jsonl", "empty"]),
     Case("text-blank-lines-only", ["text-stats", "in/blank.jsonl"], ["in/blank.jsonl", "empty"]),
     Case("text-autodetect-fails", ["text-stats", "in/iiw_like.jsonl"],

@@ -30,6 +30,34 @@ def test_cli_contract(tmp_path):
     assert res["definitions"]["window"].startswith("lex-cut window (as the reference)")
 
 
+def test_cli_top_k_as_a_list(tmp_path):
+    """``--top-k 2,3,10`` (a list, as the reference's driver runs 10,100,1000): every k's raw prefix
+    mass, recomputed here from the first five lexical units of each caption by a plain Counter."""
+    import random
+    from collections import Counter
+
+    from capaudit.text.lexical import lex_units
+
+    rng = random.Random(5)
+    words = ["a", "red", "car", "dog", "on", "the", "street", "two", "cats"]
+    caps = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)]
+    src = tmp_path / "caps.jsonl"
+    src.write_text("".join(json.dumps({"caption": c}) + "\n" for c in caps))
+    out = tmp_path / "out.json"
+    subprocess.run([sys.executable, "-m", "capaudit.cli", "text-stats", str(src), "--caption-field", "caption",
+                    "--budgets", "64", "--top-k", "2,3,10", "--out", str(out)], check=True)
+    b = json.loads(out.read_text())["budgets"]["64"]
+    counts = sorted(Counter(" ".join(lex_units(c)[:5]) for c in caps).values(), reverse=True)
+    want = {str(k): sum(counts[:k]) / len(caps) for k in (2, 3, 10)}
+    assert {k: v["raw"] for k, v in b["prefix_top_mass_by_k"].items()} == pytest.approx(want, abs=1e-12)
+    assert b["prefix_top_mass"]["raw"] == pytest.approx(want["2"], abs=1e-12)  # 100 not listed: the first k
+    one = tmp_path / "one.json"
+    subprocess.run([sys.executable, "-m", "capaudit.cli", "text-stats", str(src), "--caption-field", "caption",
+                    "--budgets", "64", "--top-k", "3", "--out", str(one)], check=True)
+    single = json.loads(one.read_text())["budgets"]["64"]
+    assert "prefix_top_mass_by_k" not in single and single["prefix_top_mass"]["raw"] == pytest.approx(want["3"])
+
+
 def test_cli_malformed_jsonl_names_file_and_line(tmp_path):
     src = tmp_path / "bad.jsonl"
     src.write_text('{"caption": "ok"}\n{"caption": oops}\n')

@@ -97,10 +97,6 @@ def _run_support(args: argparse.Namespace) -> int:
                          cache, args.workers, args.engine, args.address)
         for name, path, field in args.pool
     ]
-    for pool in pools:
-        how = "read from the cache" if pool.cached else ("counted, cached" if cache else "counted (no cache)")
-        print(f"capaudit prompt-support: pool '{pool.name}': {pool.records} prompts, {how}"
-              + (f" in {cache}" if cache else ""), file=sys.stderr)
     local_s, reference_s = default_surfaces(Path(args.pairs), args.local_field, args.reference_field)
     local_s, reference_s = args.local_surface or local_s, args.reference_surface or reference_s
     comparison = args.comparison or default_comparison(local_s, reference_s)
@@ -112,6 +108,10 @@ def _run_support(args: argparse.Namespace) -> int:
     )
     with atomic_path(args.out) as tmp:
         write_prompt_support_tsv(rows, tmp)
+    for pool in pools:  # said once the comparison has succeeded (a failed run prints its one error line)
+        how = "read from the cache" if pool.cached else ("counted, cached" if cache else "counted (no cache)")
+        print(f"capaudit prompt-support: pool '{pool.name}': {pool.records} prompts, {how}"
+              + (f" in {cache}" if cache else ""), file=sys.stderr)
     for note in direction_notes(rows):
         print(f"capaudit prompt-support: note: {note}", file=sys.stderr)
     skipped = f", {pairs.skipped} incomplete rows skipped" if pairs.skipped else ""

@@ -21,7 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budgets", type=positive_ints, default=(16, 32, 64, 128, 256))
     p.add_argument("--ngram-orders", type=positive_ints, default=(1, 2, 3))
     p.add_argument("--repeat-orders", type=positive_ints, default=(3, 4, 5, 6))
-    p.add_argument("--top-k", type=positive_int, default=100)
+    p.add_argument("--top-k", type=positive_ints, default=(100,),
+                   help="k of the top-k prefix mass: one k, or a list (10,100,1000 as the reference's "
+                        "driver runs it); with a list, prefix_top_mass_by_k gives every k (prefix_top_mass: k = 100 "
+                        "when listed, else the first)")
     p.add_argument("--max-records", type=positive_int, default=None)
     add_engine_options(p)
     p.add_argument("--spill-dir", default=None,
@@ -41,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     from ..surfaces import LoadStats, iter_captions
-    from .stage import contract_view, load_counts, survey_input, survey_notes
+    from .stage import contract_view, headline_k, load_counts, survey_input, survey_notes
     from ..errors import InputError
     from .sharding import shardable
     from .survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
@@ -49,7 +52,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.out != "-":
         check_output_path(args.out)  # fail before the survey, not after it
     cfg = SurveyConfig(budgets=tuple(sorted(set(args.budgets))), ngram_orders=args.ngram_orders,
-                       repeat_orders=args.repeat_orders, top_k=args.top_k,
+                       repeat_orders=args.repeat_orders, top_k=headline_k(args.top_k),
+                       top_ks=tuple(sorted(set(args.top_k) | {10, 100, 1000})),
                        marginal_gain_from_rounded=args.rounded_marginal_gain, distinct=args.distinct,
                        hll_precision=args.hll_precision)
     summary = None
@@ -78,7 +82,8 @@ def _main(args: argparse.Namespace) -> int:
     result["input"] = load_counts(stats)
     result["notes"] = survey_notes(result, cfg.budgets, cfg.top_k)
     result["definitions"] = {"window": WINDOW_DEFINITION}
-    out = result if args.detail else contract_view(result, cfg.budgets, cfg.top_k)
+    out = result if args.detail else contract_view(result, cfg.budgets, cfg.top_k,
+                                                   args.top_k if len(args.top_k) > 1 else ())
     text = json.dumps(out, indent=2, ensure_ascii=False) + "\n"
     if args.out == "-":
         sys.stdout.write(text)

@@ -42,8 +42,15 @@ def survey_notes(result: Dict[str, object], budgets: Sequence[int], top_k: int) 
     return notes
 
 
-def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int = 100) -> Dict[str, object]:
-    """The ``capaudit text-stats`` output shape: records, avg_lex and per-budget metrics.
+def headline_k(ks: Sequence[int]) -> int:
+    """The k of ``prefix_top_mass`` among the asked ``ks``: 100 (the reference's) when listed, else the first."""
+    return 100 if 100 in ks else int(ks[0])
+
+
+def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int = 100,
+                  top_ks: Sequence[int] = ()) -> Dict[str, object]:
+    """The ``capaudit text-stats`` output shape: records, avg_lex and per-budget metrics; with
+    ``top_ks`` (more than one k asked) also ``prefix_top_mass_by_k`` (raw and content, each k).
 
     ``prefix_top_mass_by_construction[B]`` flags (per prefix kind) a top-k prefix mass that is
     1.0 only because k covers every distinct prefix; ``notes`` says so in words, and ``input`` (when
@@ -60,6 +67,10 @@ def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int 
             "rep": blk["rep"],
             "prefix_top_mass": blk["prefix_top_mass"],
         }
+        if top_ks:
+            view = out["budgets"][str(b)]
+            view["prefix_top_mass_by_k"] = {str(k): {kind: blk[f"prefix_{kind}"]["top_k_mass"][str(k)]
+                                                     for kind in ("raw", "content")} for k in top_ks}
     out["prefix_top_mass_by_construction"] = {
         str(b): prefix_mass_by_construction(result["budgets"][str(b)], top_k) for b in budgets}
     if "input" in result:
@@ -79,14 +90,16 @@ def survey_config(section: Dict[str, object], where: str = "text_stats") -> Surv
         return tuple(value)
 
     top_k = section.get("top_k", 100)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"{where}.top_k: expected a positive integer, got {top_k!r}")
+    ks = top_k if isinstance(top_k, (list, tuple)) and top_k else [top_k]
+    if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"{where}.top_k: expected a positive integer or a list of them, got {top_k!r}")
     budgets = ints("budgets", (16, 32, 64, 128, 256))
     return SurveyConfig(
         budgets=tuple(sorted(set(budgets))),
         ngram_orders=ints("ngram_orders", (1, 2, 3)),
         repeat_orders=ints("repeat_orders", (3, 4, 5, 6)),
-        top_k=top_k,
+        top_k=headline_k(ks),
+        top_ks=tuple(sorted(set(ks) | {10, 100, 1000})),
         marginal_gain_from_rounded=bool(section.get("marginal_gain_from_rounded", True)),
         distinct=str(section.get("distinct", "exact")),
         hll_precision=int(section.get("hll_precision", 14)),
