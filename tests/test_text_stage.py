@@ -175,3 +175,41 @@ def test_text_stats_tex_columns_marks_and_missing(tmp_path):
     assert lines[-1].startswith(r"% $^{\dagger}$ top-k prefix mass is 1.0 by construction")
     missing = _text_stats_lines(tmp_path, dict(row, d3_64=None))[2].split(" & ")
     assert len(missing) == 14 and missing[10] == "--"
+
+
+def test_stamps_ignore_the_runs_own_outputs_and_status_names_what_changed(tmp_path, monkeypatch, capsys):
+    """A params value naming a file under outputs/ (a stage's product) does not move any stamp when
+    a stage writes it; ``notebook status`` names the part that changed for a stale notebook."""
+    import json as _json
+
+    from capaudit.workflow import _main, stamp_parts, stamp_of, stamps
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "a.py").write_text("# %%\nx = 1\n")
+    (tmp_path / "notebooks" / "b.py").write_text("# %%\ny = 2\n")
+    (tmp_path / "in.tsv").write_text("v\n1\n")
+    pfile = tmp_path / "p.yaml"
+    pfile.write_text("run: r\nnotebooks: [a, b]\nstage: {input: in.tsv, product: outputs/r/artifacts/x.jsonl}\n")
+    s0 = stamps(load_config(pfile))
+    (tmp_path / "outputs" / "r" / "artifacts").mkdir(parents=True)
+    (tmp_path / "outputs" / "r" / "artifacts" / "x.jsonl").write_text("{}\n")  # a stage wrote its product
+    assert stamps(load_config(pfile)) == s0
+    # stamp both as a run does (hash + parts), then change the named input and the notebook b
+    parts = stamp_parts(load_config(pfile))
+    (tmp_path / "outputs" / "r" / "stamps").mkdir()
+    for name, p in parts.items():
+        (tmp_path / "outputs" / "r" / "stamps" / f"{name}.sha256").write_text(stamp_of(name, p) + "\n")
+        (tmp_path / "outputs" / "r" / "stamps" / f"{name}.parts.json").write_text(_json.dumps(p))
+
+    class Args:
+        action, params, names, force = "status", str(pfile), [], False
+
+    assert _main(Args()) == 0
+    assert capsys.readouterr().out.splitlines() == ["a\tup to date", "b\tup to date"]
+    (tmp_path / "in.tsv").write_text("v\n2\n")
+    (tmp_path / "notebooks" / "b.py").write_text("# %%\ny = 3\n")
+    assert _main(Args()) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "a\tstale: changed: params in.tsv"
+    assert out[1] == "b\tstale: changed: its notebook source; params in.tsv; the notebook before it (a)"

@@ -1,9 +1,12 @@
 """Execute a run's notebooks with papermill, skipping those whose inputs are unchanged.
 
 A notebook's stamp is a sha256 over: the notebook source, the params file and every file it
-names directly, the library source (``lib/capaudit/**/*.py`` and the data registry), and the stamps of every notebook before it in
+names directly (not files under the outputs folder: those are the run's own products, which the
+chain of stamps covers), the library source (``lib/capaudit/**/*.py`` and the data registry), and the stamps of every notebook before it in
 the run's list (so a changed upstream stage re-runs what follows). Stamps live in
-``outputs/<run>/stamps/<notebook>.sha256``; timestamps play no part.
+``outputs/<run>/stamps/<notebook>.sha256``, with the hash of each part beside them
+(``<notebook>.parts.json``) so that ``capaudit notebook status`` names what changed; timestamps
+play no part.
 """
 
 from __future__ import annotations
@@ -25,13 +28,18 @@ from .io.params import load_params as _load_params
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def library_hash() -> str:
+def library_files() -> Dict[str, str]:
+    """sha256 of each file of the library's code and packaged data (registry), by relative path."""
+    return {str(p.relative_to(PACKAGE_DIR)): sha256_file(p) for p in sorted(PACKAGE_DIR.rglob("*"))
+            if p.is_file() and p.suffix in (".py", ".json", ".yaml") and "__pycache__" not in p.parts}
+
+
+def library_hash(files: Optional[Dict[str, str]] = None) -> str:
     """Hash of the library's code and packaged data (registry)."""
     h = hashlib.sha256()
-    for p in sorted(PACKAGE_DIR.rglob("*")):
-        if p.is_file() and p.suffix in (".py", ".json", ".yaml") and "__pycache__" not in p.parts:
-            h.update(str(p.relative_to(PACKAGE_DIR)).encode())
-            h.update(sha256_file(p).encode())
+    for rel, digest in (library_files() if files is None else files).items():
+        h.update(rel.encode())
+        h.update(digest.encode())
     return h.hexdigest()
 
 
@@ -49,8 +57,10 @@ def notebook_path(name: str, notebooks_dir: Path = Path("notebooks")) -> Path:
     return path
 
 
-def input_files(value: Any) -> List[Path]:
-    """Files a params tree names directly (strings that are paths of existing files).
+def input_files(value: Any, outputs: Optional[Path] = None) -> List[Path]:
+    """Files a params tree names directly (strings that are paths of existing files), less those
+    under ``outputs`` (a run's products appear there as its stages write them: counting them would
+    make a stamp depend on whether a stage has run yet, not on an input).
 
     Registry inputs (``dataset`` + ``path``) are pinned by the registry's sha256, which is part
     of :func:`library_hash`; user files named in the params are hashed by content.
@@ -58,35 +68,66 @@ def input_files(value: Any) -> List[Path]:
     found: List[Path] = []
     if isinstance(value, dict):
         for v in value.values():
-            found += input_files(v)
+            found += input_files(v, outputs)
     elif isinstance(value, list):
         for v in value:
-            found += input_files(v)
+            found += input_files(v, outputs)
     elif isinstance(value, str) and len(value) < 4096 and ("/" in value or "." in value):
         p = Path(value[5:] if value.startswith("file:") else value)
         try:
-            if p.is_file():
+            if p.is_file() and not (outputs is not None and p.resolve().is_relative_to(outputs.resolve())):
                 found.append(p)
         except OSError:
             pass
     return found
 
 
-def stamps(cfg: RunConfig, notebooks_dir: Path = Path("notebooks")) -> Dict[str, str]:
-    """The content hash each notebook of the run would be stamped with now."""
-    lib = library_hash()
-    params = sha256_file(cfg.path)
-    for f in sorted(set(input_files(cfg.raw))):
-        params += sha256_file(f)
-    out: Dict[str, str] = {}
+def stamp_parts(cfg: RunConfig, notebooks_dir: Path = Path("notebooks")) -> Dict[str, Dict[str, Any]]:
+    """Per notebook of the run, what its stamp hashes now: ``notebook`` (its source), ``params``
+    (the params file and the files it names, by path), ``library`` (file by file) and ``upstream``
+    (the previous notebook's stamp)."""
+    lib = library_files()
+    params = {str(cfg.path): sha256_file(cfg.path)}
+    for f in sorted(set(input_files(cfg.raw, cfg.out_root))):
+        params[str(f)] = sha256_file(f)
+    out: Dict[str, Dict[str, Any]] = {}
     chain = ""
     for name in cfg.notebooks:
-        h = hashlib.sha256()
-        for part in (name, sha256_file(notebook_path(name, notebooks_dir)), params, lib, chain):
-            h.update(part.encode())
-        chain = h.hexdigest()
-        out[name] = chain
+        out[name] = {"notebook": sha256_file(notebook_path(name, notebooks_dir)), "params": params, "library": lib,
+                     "upstream": chain}
+        chain = stamp_of(name, out[name])
     return out
+
+
+def stamp_of(name: str, parts: Dict[str, Any]) -> str:
+    """The stamp of one notebook from its :func:`stamp_parts` entry."""
+    h = hashlib.sha256()
+    for part in (name, parts["notebook"], "".join(parts["params"].values()), library_hash(parts["library"]),
+                 parts["upstream"]):
+        h.update(part.encode())
+    return h.hexdigest()
+
+
+def stamps(cfg: RunConfig, notebooks_dir: Path = Path("notebooks")) -> Dict[str, str]:
+    """The content hash each notebook of the run would be stamped with now."""
+    return {name: stamp_of(name, parts) for name, parts in stamp_parts(cfg, notebooks_dir).items()}
+
+
+def what_changed(old: Optional[Dict[str, Any]], new: Dict[str, Any], upstream: Optional[str] = None) -> str:
+    """In words, which parts of a notebook's stamp differ from those it was last stamped with."""
+    if not old:
+        return "never stamped with its parts recorded"
+    said = []
+    if old.get("notebook") != new["notebook"]:
+        said.append("its notebook source")
+    for kind in ("params", "library"):
+        a, b = old.get(kind) or {}, new[kind]
+        files = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+        if files:
+            said.append(f"{kind} {', '.join(files[:4])}" + (f" (+{len(files) - 4} more)" if len(files) > 4 else ""))
+    if old.get("upstream") != new["upstream"]:
+        said.append(f"the notebook before it ({upstream})" if upstream else "the notebook before it")
+    return "changed: " + "; ".join(said) if said else "changed (no part differs: stamped by another version)"
 
 
 def notebook_log(cfg: RunConfig, name: str) -> Path:
@@ -162,7 +203,8 @@ def _failure_line(name: str, exc: BaseException, seconds: float, failed: Path, l
 
 
 def run_notebook(cfg: RunConfig, name: str, stamp: str, force: bool = False,
-                 notebooks_dir: Path = Path("notebooks"), debug: bool = False, width: int = 0) -> bool:
+                 notebooks_dir: Path = Path("notebooks"), debug: bool = False, width: int = 0,
+                 parts: Optional[Dict[str, Any]] = None) -> bool:
     """Execute one notebook into ``outputs/<run>/notebooks/``; returns False when up to date.
 
     Prints one line, ``[capaudit] <name>  <seconds>s  ran`` or ``... skipped (unchanged)`` (while
@@ -185,6 +227,8 @@ def run_notebook(cfg: RunConfig, name: str, stamp: str, force: bool = False,
         return False
     stamp_file.parent.mkdir(parents=True, exist_ok=True)
     stamp_file.unlink(missing_ok=True)  # a failed run leaves no stamp
+    parts_file = stamp_file.with_name(f"{name}.parts.json")
+    parts_file.unlink(missing_ok=True)
     source = nb_dir / f".{name}.source.ipynb"
     running = nb_dir / f".{name}.running.ipynb"
     failed = nb_dir / f"{name}.failed.ipynb"
@@ -213,6 +257,10 @@ def run_notebook(cfg: RunConfig, name: str, stamp: str, force: bool = False,
         source.unlink(missing_ok=True)
     os.replace(running, executed)
     failed.unlink(missing_ok=True)
+    if parts is not None:
+        import json
+
+        parts_file.write_text(json.dumps(parts, sort_keys=True) + "\n")
     stamp_file.write_text(stamp + "\n")
     print(status_line(name, time.perf_counter() - t0, "ran", width), flush=True)
     return True
@@ -224,7 +272,8 @@ def run_all(params: str, only: Optional[List[str]] = None, force: bool = False, 
     from capaudit.preflight import check
 
     check(cfg)  # a Hub dataset or model endpoint the params file names but cannot reach: one line, now
-    todo = stamps(cfg)
+    parts = stamp_parts(cfg)
+    todo = {name: stamp_of(name, p) for name, p in parts.items()}
     if only:
         unknown = [n for n in only if n not in cfg.notebooks]
         if unknown:
@@ -240,7 +289,7 @@ def run_all(params: str, only: Optional[List[str]] = None, force: bool = False, 
     names = [n for n in cfg.notebooks if not only or n in only]
     width = max(map(len, names), default=0)
     for name in names:
-        run_notebook(cfg, name, todo[name], force=force, debug=debug, width=width)
+        run_notebook(cfg, name, todo[name], force=force, debug=debug, width=width, parts=parts[name])
     return 0
 
 
@@ -267,11 +316,25 @@ def register(sub) -> None:
 
 def _main(args) -> int:
     if args.action == "status":
+        import json
+
         cfg = load_params(args.params)
-        for name, stamp in stamps(cfg).items():
+        previous = None
+        for name, parts in stamp_parts(cfg).items():
             f = cfg.out_dir / "stamps" / f"{name}.sha256"
-            state = "up to date" if f.exists() and f.read_text().strip() == stamp else "stale"
+            if f.exists() and f.read_text().strip() == stamp_of(name, parts):
+                state = "up to date"
+            elif not f.exists():
+                state = "stale: never run"
+            else:
+                pf = f.with_name(f"{name}.parts.json")
+                try:
+                    old = json.loads(pf.read_text(encoding="utf-8")) if pf.is_file() else None
+                except ValueError:
+                    old = None
+                state = f"stale: {what_changed(old, parts, previous)}"
             print(f"{name}\t{state}")
+            previous = name
         return 0
     if args.action == "run" and not args.names:
         raise InputError(f"name at least one notebook (known: {', '.join(known_notebooks()) or 'none'})")
