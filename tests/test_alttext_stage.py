@@ -61,6 +61,8 @@ def test_stage_filters_then_coverage(tmp_path):
     art = tmp_path / "outputs" / "t" / "artifacts"
     rows = json.loads((art / "tables" / "alttext_funnel_alttext_raw.json").read_text())
     assert rows["meta"]["pipelines"] == ["cc3m", "cc12m"] and rows["stage"] == "alttext_filters"
+    changed = "rule parameters changed from the published: cc12m rare_words.min_count=1, cc3m rare_words.min_count=1"
+    assert rows["meta"]["note"].endswith(changed)  # the funnel tables name what this run changed
     assert rows["inputs"] == ["artifacts/alttext/filters/alttext_raw/cc3m/funnel.csv",
                               "artifacts/alttext/filters/alttext_raw/cc12m/funnel.csv"]
     render_stage_tables(art, tables, run_dir=cfg.out_dir)

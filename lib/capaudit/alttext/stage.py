@@ -88,6 +88,14 @@ def _tables(cfg: RunConfig, stage: str, tables: Sequence[Tuple[str, List[Dict[st
 
 # --- filters -----------------------------------------------------------------------------------------
 
+def override_note(overrides: Mapping[str, Any]) -> str:
+    """In words, the published rule parameters a run changed (``alttext.filters.overrides``), e.g.
+    ``rule parameters changed from the published: cc12m rare_words.min_count=1``; empty when none."""
+    said = [f"{pipe} {block}.{param}={value}" for pipe, blocks in sorted((overrides or {}).items())
+            for block, params in sorted((blocks or {}).items()) for param, value in sorted((params or {}).items())]
+    return "rule parameters changed from the published: " + ", ".join(said) if said else ""
+
+
 def run_filters(cfg: RunConfig) -> Dict[str, Any]:
     """Run every configured pipeline over every filter corpus; funnel tables side by side, examples of
     transformed captions, the funnel figure and quoted numbers."""
@@ -121,16 +129,21 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
             funnel_files.append(outs["funnel"])
             examples += transform_examples(outs["kept"], text_field, name, pipe.name, int(fsec.get("examples", 8)))
     here = "capaudit.alttext.funnel_report"
-    tables = [("alttext_funnel", long_rows, f"{here}.funnel_rows", funnel_files, {"note": BACKEND_NOTE})]
+    changed = override_note(overrides)
+    note = BACKEND_NOTE + (f"; {changed}" if changed else "")
+    tables = [("alttext_funnel", long_rows, f"{here}.funnel_rows", funnel_files, {"note": note})]
     for spec in corpora:
         name = safe_name(str(spec.get("name") or "corpus"))
         tables.append((f"alttext_funnel_{name}", side_by_side_rows(funnels[name]), f"{here}.side_by_side_rows",
                        [p for p in funnel_files if p.parent.parent.name == name],
-                       {"note": BACKEND_NOTE, "corpus": name, "pipelines": list(funnels[name])}))
+                       {"note": note, "corpus": name, "pipelines": list(funnels[name])}))
     tables.append(("alttext_transform_examples", examples, f"{here}.transform_examples",
                    [filter_outputs(cfg, c, p)["kept"] for c, fs in funnels.items() for p in fs],
                    {"note": BACKEND_NOTE}))
     numbers = funnel_numbers(funnels)
+    if changed:
+        numbers["AlttextOverrideNote"] = {"value": changed[0].upper() + changed[1:] + ".", "format": "text",
+                                          "description": "the rule parameters this run changed from the published"}
     person = None
     if fsec.get("person_labels"):
         labels, match = str(fsec["person_labels"]), person_match_rule(fsec)
