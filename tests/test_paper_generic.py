@@ -230,3 +230,46 @@ def test_manuscript_macros_are_defined_in_both_runs() -> None:
         defined = {n.name[2:] for n in m}
         missing = sorted({x for x, guards in uses if all(g in defined for g in guards) and x not in defined})
         assert not missing, missing
+
+
+@pytest.mark.parametrize("backend,offline", [("capaudit-heuristic-extractor (heuristic baseline)", True),
+                                             ("Qwen/Qwen3.5-397B-A17B-FP8", False), (None, False)])
+def test_the_claims_backend_follows_the_frontier_into_figure_and_numbers(tmp_path: Path, backend, offline) -> None:
+    """Who extracted the claims is read from the claims stage's record beside the frontier CSV: the
+    budget-sweep figure carries the offline-extractor caveat exactly when that record names
+    capaudit's heuristic extractor, and the numbers map says who extracted them (nothing when unrecorded)."""
+    import json as _json
+
+    from capaudit.paper.run import run_fig2
+    from capaudit.summaries.frontier import FrontierRow, write_frontier_csv
+
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "mini", "out_root": str(tmp_path / "out"), "paper": {"inputs": {
+        "cells": "{run_dir}/artifacts/judges/cells.json", "vqa_layout": "{run_dir}/artifacts/judges/vqa_layout.json",
+        "frontier": "{run_dir}/artifacts/claims/budget_frontier.csv"}}}))
+    cfg = load_config(params)
+    from capaudit.io.atomic import write_text_atomic
+    from capaudit.summaries.cells import format_cells
+
+    cells, layout = demo_like()
+    art = cfg.dirs()["artifacts"]
+    write_text_atomic(art / "judges" / "cells.json", format_cells(cells))
+    write_vqa_layout(layout, art / "judges" / "vqa_layout.json")
+    from capaudit.summaries.categories import UNIT_CATEGORIES
+
+    rows = [FrontierRow(b, s, s, 10, 0, c, c * 10, 0.0, {t: 0.1 for t in UNIT_CATEGORIES}) for b, s, c in ((32, "a", 3.0), (64, "a", 5.0), (64, "b", 4.0))]
+    write_frontier_csv(rows, art / "claims" / "budget_frontier.csv")
+    if backend:
+        (art / "claims" / "budget_frontier.manifest.json").write_text(_json.dumps({"backend": backend}))
+    assert paper_inputs(cfg).claims_backend() == backend
+    fig = run_fig2(cfg)
+    model = _json.loads(next((cfg.out_dir / "figures").glob("fig2_right_budget_sweep*.json")).read_text())
+    assert ("offline extractor" in model.get("caveats", [])) is offline, model
+    m = build_numbers(claims_backend=backend)
+    if backend:
+        assert m["ClaimsBackendNote"].value.startswith(f"Claims extracted by {backend}")
+        assert ("not a language model" in m["ClaimsBackendNote"].value) is offline
+    else:
+        with pytest.raises(KeyError):
+            m["ClaimsBackendNote"]
+    assert "right_pdf" in fig.paths

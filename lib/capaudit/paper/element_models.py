@@ -140,7 +140,8 @@ def reference_headline_rows(rows: Sequence[Any]) -> Rows:
              "risk_b_ref": r.gemma_risk_ref, "risk_b_ours": r.gemma_risk_ours, "key": r.key} for r in rows]
 
 
-def lexical_window_model(rows: Sequence[Any], provenance: Provenance) -> Table:
+def lexical_window_model(rows: Sequence[Any], provenance: Provenance, notes: Sequence[str] = (),
+                         caveats: Sequence[str] = ()) -> Table:
     """:class:`~capaudit.paper.tables.LexicalWindowRow` rows: whitespace vs lexical claim window (B = 64)."""
     data = [{**asdict(r), "cbu_cap_change_pct": r.cbu_cap_change_pct, "cbu100_change": r.cbu100_change} for r in rows]
     return Table(id="lexical_window", title="Whitespace → lexical claim window (B = 64)", axis="claims",
@@ -150,7 +151,7 @@ def lexical_window_model(rows: Sequence[Any], provenance: Provenance) -> Table:
                                  ("cbu100_ws", "CBU/100 lex, whitespace window", "num", 2),
                                  ("cbu100_lex", "CBU/100 lex, lexical window", "num", 2),
                                  ("captions_lex", "Captions", "int"), ("caption_tokens_median_lex", "Median lex", "num", 0)),
-                 rows=data, provenance=provenance)
+                 rows=data, provenance=provenance, notes=tuple(notes), caveats=tuple(caveats))
 
 
 def policy_cbu_model(rows: Sequence[Any], provenance: Provenance, notes: Sequence[str] = ()) -> Table:

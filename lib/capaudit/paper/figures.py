@@ -36,6 +36,7 @@ from ..summaries.prompt_support import (  # noqa: E402
 )
 from .figure_files import FigureInfo, write_figure_data  # noqa: E402
 from .layout import BY_COMPARISON, CC12M_FRONTIER, PAIRINGS  # noqa: E402
+from .table_model import caveats_in  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.3
 STYLE = {
@@ -192,8 +193,10 @@ def budget_sweep_points(rows: Sequence[FrontierRow]) -> List[BudgetPoint]:
 
 
 def plot_budget_sweep(points: Sequence[BudgetPoint], out_dir: Path, name: str = "fig2_right_budget_sweep",
-                      inputs: Sequence[str] = ()) -> Dict[str, Path]:
-    """Figure 2 right: CBU/100 lex (x) vs CBU/cap (y) per surface across budgets; filled = Pareto."""
+                      inputs: Sequence[str] = (), backend: Optional[str] = None) -> Dict[str, Path]:
+    """Figure 2 right: CBU/100 lex (x) vs CBU/cap (y) per surface across budgets; filled = Pareto.
+    ``backend`` (the extractor the claims stage recorded) is named in the title when it is
+    capaudit's heuristic one, and in the figure's notes."""
     colors = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#666666"]
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.4))
@@ -216,8 +219,12 @@ def plot_budget_sweep(points: Sequence[BudgetPoint], out_dir: Path, name: str = 
         ax.legend(loc="upper right", frameon=False, title="filled = Pareto-efficient at B", title_fontsize=5)
         ax.set_xlabel("CBU per 100 lex")
         ax.set_ylabel("CBU per caption")
+        caveats = caveats_in([backend or ""])
+        if "offline extractor" in caveats:
+            ax.set_title("claims: offline heuristic extractor, not a language model", fontsize=6)
         info = FigureInfo("Budget sweep: claimed CBU per caption vs CBU per 100 lex (filled: Pareto-efficient at B)",
-                          "claims", "paper_fig2", f"{__name__}.plot_budget_sweep", inputs=tuple(inputs))
+                          "claims", "paper_fig2", f"{__name__}.plot_budget_sweep", caveats=caveats,
+                          notes=(f"claims extracted by {backend}",) if backend else (), inputs=tuple(inputs))
         return _save(fig, out_dir, name, points, info)
 
 

@@ -9,6 +9,8 @@ the reference run works from any checkout location.
 
 from __future__ import annotations
 
+import json
+
 import csv
 import io
 import os
@@ -56,6 +58,20 @@ class PaperInputs:
 
     def frontier(self) -> List[FrontierRow]:
         return read_frontier_csv(self.path("frontier"))  # type: ignore[arg-type]
+
+    def claims_backend(self) -> Optional[str]:
+        """The extractor that answered the claims behind the frontier, as the claims stage recorded it
+        beside the frontier CSV (``<frontier>.manifest.json``, ``backend``); ``None`` when not recorded
+        (the reference run's published files)."""
+        p = self.path("frontier", required=False)
+        if p is None:
+            return None
+        man = p.with_name(p.stem + ".manifest.json")
+        try:
+            backend = json.loads(man.read_text(encoding="utf-8")).get("backend") if man.is_file() else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        return backend if isinstance(backend, str) and backend else None
 
     def lexical_window(self) -> ClaimedSummary:
         return read_claimed_summary(self.path("lexical_window"))  # type: ignore[arg-type]

@@ -347,6 +347,7 @@ def build_numbers(
     layout: Optional[VqaLayout] = None,
     fragments: Optional[Mapping[str, Mapping[str, Any]]] = None,
     pools: Optional[Sequence[str]] = SEVEN_PAPER_POOLS,
+    claims_backend: Optional[str] = None,
 ) -> NumbersMap:
     """All sections whose inputs are present (a missing input skips its section).
 
@@ -362,6 +363,12 @@ def build_numbers(
         add_policy_control(m, cells)
         if rollup is not None and frontier is not None:
             add_headline(m, headline_rows(cells, rollup, frontier))
+    if claims_backend:  # said beside every number and figure the frontier feeds
+        from .vqa_generic import tex_text
+
+        text = f"Claims extracted by {claims_backend}" + (
+            ", capaudit's offline heuristic extractor, not a language model." if "heuristic" in claims_backend else ".")
+        m.add("ClaimsBackendNote", text, tex_text(text), "frontier manifest", "who extracted the claims")
     if frontier is not None:
         add_frontier(m, frontier)
         if lexical is not None:

@@ -38,7 +38,7 @@ from .figures import (
 )
 from .inputs import PaperInputs, paper_inputs
 from .numbers import build_numbers, write_numbers
-from .table_model import Provenance
+from .table_model import Provenance, caveats_in
 from .tables_claims import NO_PER_CAPTION_DATA
 from .tables import (
     PolicyCbuRow,
@@ -188,9 +188,13 @@ def run_lexical_window(cfg: Any) -> ElementResult:
     inp = _inputs(cfg)
     tables = cfg.dirs()["tables"]
     rows = lexical_window_rows(inp.frontier(), inp.lexical_window())
-    path = write_text(tables / "lexical_window.tex", lexical_window_tex(rows))
+    backend = inp.claims_backend()  # recorded by our claims stage; the reference run stays byte-identical
+    note = f"% claims extracted by {backend}\n" if backend else ""
+    path = write_text(tables / "lexical_window.tex", note + lexical_window_tex(rows))
     keys = ("frontier", "lexical_window")
-    write_model(lexical_window_model(rows, _provenance(cfg, inp, "lexical_window", lexical_window_rows, keys)), tables)
+    write_model(lexical_window_model(rows, _provenance(cfg, inp, "lexical_window", lexical_window_rows, keys),
+                                     notes=(note[2:].strip(),) if note else (),
+                                     caveats=caveats_in([backend or ""])), tables)
     frame = _frame(rows).assign(cbu_cap_change_pct=[r.cbu_cap_change_pct for r in rows], cbu100_change=[r.cbu100_change for r in rows])
     return ElementResult("lexical_window", {"lexical_window.tex": path}, frame)
 
@@ -232,8 +236,8 @@ def run_fig2(cfg: Any) -> ElementResult:
                                                          inputs=input_files(cfg, inp, ("cells", "vqa_layout"))).items()}
     sweep = budget_sweep_points(inp.frontier()) if inp.has("frontier") else []
     if sweep:
-        paths.update({f"right_{k}": v for k, v in plot_budget_sweep(sweep, figs,
-                                                                   inputs=input_files(cfg, inp, ("frontier",))).items()})
+        paths.update({f"right_{k}": v for k, v in plot_budget_sweep(sweep, figs, inputs=input_files(cfg, inp, ("frontier",)),
+                                                                   backend=inp.claims_backend()).items()})
     return ElementResult("fig2", paths, _frame(sweep or pts))
 
 
@@ -262,6 +266,7 @@ def run_numbers(cfg: Any) -> ElementResult:
         rollup=inp.claimed_rollup() if inp.has("claimed_rollup") else None,
         frontier=inp.frontier() if inp.has("frontier") else None,
         lexical=inp.lexical_window() if inp.has("lexical_window") else None,
+        claims_backend=inp.claims_backend(),
         policies=inp.policy_claimed(),
         prompt_support=ps,
         human=inp.human_agreement() if inp.has("human_agreement") else None,

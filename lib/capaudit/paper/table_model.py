@@ -143,6 +143,8 @@ def caveats_in(texts: Sequence[str]) -> Tuple[str, ...]:
         out.append("things-only ICR")
     if "random-init" in joined or "random init" in joined:
         out.append("random-init encoder")
+    if "heuristic extractor" in joined or "heuristic-extractor" in joined:
+        out.append("offline extractor")
     return tuple(out)
 
 
