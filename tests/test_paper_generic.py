@@ -273,3 +273,32 @@ def test_the_claims_backend_follows_the_frontier_into_figure_and_numbers(tmp_pat
         with pytest.raises(KeyError):
             m["ClaimsBackendNote"]
     assert "right_pdf" in fig.paths
+
+
+def test_policy_tables_name_the_captioner_the_recap_stage_recorded(tmp_path: Path) -> None:
+    """The policy tables of our own runs say who captioned the policy surfaces (read from the run's
+    recap summary), with the heuristic-captioner caveat when the recap stage says it was capaudit's."""
+    import json as _json
+
+    from capaudit.io.atomic import write_text_atomic
+    from capaudit.paper.run import run_policy_cbu, run_vqa_tables
+    from capaudit.summaries.cells import format_cells
+
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "mini", "out_root": str(tmp_path / "out"), "paper": {"inputs": {
+        "cells": "{run_dir}/artifacts/judges/cells.json", "vqa_layout": "{run_dir}/artifacts/judges/vqa_layout.json"}}}))
+    cfg = load_config(params)
+    cells, layout = demo_like(policy=True)
+    art = cfg.dirs()["artifacts"]
+    write_text_atomic(art / "judges" / "cells.json", format_cells(cells))
+    write_vqa_layout(layout, art / "judges" / "vqa_layout.json")
+    (art / "tables").mkdir(parents=True, exist_ok=True)
+    (art / "tables" / "recap_summary.json").write_text(_json.dumps(
+        {"rows": [], "meta": {"captioners": ["capaudit-offline-coco-captioner (heuristic)"], "offline_captioner": True}}))
+    line = "% policy surfaces captioned by capaudit-offline-coco-captioner (heuristic)\n"
+    assert line in run_policy_cbu(cfg).paths["policy_cbu.tex"].read_text()
+    assert run_vqa_tables(cfg).paths["policy_control.tex"].read_text().startswith("% judges: ")
+    assert line in (cfg.out_dir / "tables" / "policy_control.tex").read_text()
+    for tid in ("policy_cbu", "policy_control"):
+        model = _json.loads((cfg.out_dir / "tables" / f"{tid}.table.json").read_text())
+        assert "heuristic captioner" in model["caveats"], (tid, model["caveats"])

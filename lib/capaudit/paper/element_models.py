@@ -154,13 +154,14 @@ def lexical_window_model(rows: Sequence[Any], provenance: Provenance, notes: Seq
                  rows=data, provenance=provenance, notes=tuple(notes), caveats=tuple(caveats))
 
 
-def policy_cbu_model(rows: Sequence[Any], provenance: Provenance, notes: Sequence[str] = ()) -> Table:
+def policy_cbu_model(rows: Sequence[Any], provenance: Provenance, notes: Sequence[str] = (),
+                     caveats: Sequence[str] = ()) -> Table:
     """:class:`~capaudit.paper.tables.PolicyCbuRow` rows: claimed density per captioning policy (B = 64)."""
     return Table(id="policy_cbu", title="Claimed density of captioning policies at B = 64", axis="claims",
                  columns=columns(("corpus", "Corpus", "text", {"group": True}), ("policy", "Policy", "text"),
                                  ("captions", "Captions", "int"), ("cbu_cap", "CBU/cap", "num", 2),
                                  ("cbu100", "CBU/100 lex", "num", 2)),
-                 rows=[asdict(r) for r in rows], provenance=provenance, notes=tuple(notes))
+                 rows=[asdict(r) for r in rows], provenance=provenance, notes=tuple(notes), caveats=tuple(caveats))
 
 
 __all__ = ["VQA_TITLES", "dotted", "element_provenance", "headline_model", "lexical_window_model", "policy_cbu_model",

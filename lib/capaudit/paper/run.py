@@ -7,7 +7,7 @@ run root). It returns an :class:`ElementResult` whose ``frame`` is what the note
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -128,6 +128,24 @@ def _layout_notes(layout: Any) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     return (provenance_comment(layout)[2:].strip(),), (("offline judges",) if layout.any_offline else ())
 
 
+def captioner_note(cfg: Any) -> Tuple[str, Tuple[str, ...]]:
+    """Who captioned this run's policy surfaces, as its recap stage recorded it
+    (``artifacts/tables/recap_summary.json``: the captioners and whether one is capaudit's offline
+    heuristic captioner): ``(note, caveats)``; empty when the run recaptioned nothing."""
+    import json
+
+    path = cfg.out_dir / "artifacts" / "tables" / "recap_summary.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8")).get("meta") or {} if path.is_file() else {}
+    except (OSError, ValueError, AttributeError):
+        meta = {}
+    captioners = [str(c) for c in meta.get("captioners") or []]
+    if not captioners:
+        return "", ()
+    return (f"policy surfaces captioned by {'; '.join(captioners)}",
+            ("heuristic captioner",) if meta.get("offline_captioner") else ())
+
+
 def run_vqa_tables(cfg: Any) -> ElementResult:
     """The six VQA table bodies of §5.5 → ``tables/*.tex`` (our own runs: laid out by
     ``paper.inputs.vqa_layout``, :mod:`.vqa_generic`; ``policy_control.tex`` only when a surface has a policy),
@@ -145,8 +163,14 @@ def run_vqa_tables(cfg: Any) -> ElementResult:
         tables = all_vqa_tables(cells, inp.eligibility())
         rows, judges, fns = all_vqa_rows(cells, inp.eligibility()), REFERENCE_JUDGES, VQA_ROWS
         notes, caveats, keys = (), (), ("cells", "text_stats")
+    cap_note, cap_caveats = captioner_note(cfg) if layout is not None else ("", ())
+    if cap_note and "policy_control.tex" in tables:
+        head, _, body = tables["policy_control.tex"].partition("\n")  # after the judges line
+        tables["policy_control.tex"] = f"{head}\n% {cap_note}\n{body}"
     paths = {name: write_text(dirs["tables"] / name, text) for name, text in tables.items()}
     for t in vqa_models(rows, judges, lambda tid: _provenance(cfg, inp, "vqa_tables", fns[tid], keys), notes, caveats):
+        if t.id == "policy_control" and cap_note:
+            t = replace(t, notes=(*t.notes, cap_note), caveats=(*t.caveats, *cap_caveats))
         write_model(t, dirs["tables"])
     if layout is not None and "policy_control.tex" not in tables:
         (dirs["tables"] / "policy_control.tex").unlink(missing_ok=True)  # no policy surface in this run
@@ -218,11 +242,15 @@ def run_policy_cbu(cfg: Any) -> ElementResult:
         return ElementResult("policy_cbu", {}, _frame(rows))
     note = ("% claimed CBU of the judged slices' policy surfaces (their extractor is named in claims_summary.tex)\n"
             if layout is not None else "")  # the reference run stays byte-identical
+    cap_note, cap_caveats = captioner_note(cfg) if layout is not None else ("", ())
+    if cap_note:
+        note += f"% {cap_note}\n"
     path = write_text(target, note + policy_cbu_tex(rows))
     keys = ("policy_control_claimed", "frontier", "vqa_layout")
-    notes = ((note[2:].strip(),) if note else ()) + \
+    notes = tuple(line[2:].strip() for line in note.splitlines()) + \
         ((f"published claimed summaries: {NO_PER_CAPTION_DATA}",) if inp.has("policy_control_claimed") else ())
-    write_model(policy_cbu_model(rows, _provenance(cfg, inp, "policy_cbu", policy_cbu_rows, keys), notes=notes), tables)
+    write_model(policy_cbu_model(rows, _provenance(cfg, inp, "policy_cbu", policy_cbu_rows, keys), notes=notes,
+                                 caveats=cap_caveats), tables)
     return ElementResult("policy_cbu", {"policy_cbu.tex": path}, _frame(rows))
 
 
