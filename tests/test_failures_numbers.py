@@ -86,7 +86,7 @@ def test_survey_config_rejects_meaningless_settings(kwargs):
 def test_text_stage_params_rejected_with_key_named(tmp_path):
     from capaudit.text.stage import survey_config
 
-    with pytest.raises(ValueError, match=r"text_stats\.top_k: expected a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"text_stats\.top_k: expected a positive integer or a list of them, got 0"):
         survey_config({"top_k": 0})
     with pytest.raises(ValueError, match=r"text_stats\.budgets"):
         survey_config({"budgets": [64, -1]})
@@ -261,7 +261,7 @@ def test_usage_errors_are_one_line(capsys):
         main(["text-stats", "x.jsonl", "--top-k", "0"])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["capaudit text-stats: error: argument --top-k: expected a positive integer, got 0 "
+    assert err == ["capaudit text-stats: error: argument --top-k: expected comma-separated positive integers, got '0' "
                    "(see 'capaudit text-stats --help')"]
 
 
