@@ -114,16 +114,22 @@ def test_demo_stages_through_papermill(tmp_path, repo_dir, monkeypatch):
     assert cfg.out_dir == out
 
 
-def test_stamps_change_with_notebook_params_and_named_inputs(tmp_path, repo_dir, monkeypatch):
-    from capaudit.workflow import stamps
-
+def _two_notebooks(tmp_path, monkeypatch, params: str):
+    """A project folder (the working directory) with notebooks a and b, an input in.tsv and a params file."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "a.py").write_text("# %%\nx = 1\n")
     (tmp_path / "notebooks" / "b.py").write_text("# %%\ny = 2\n")
     (tmp_path / "in.tsv").write_text("v\n1\n")
     pfile = tmp_path / "p.yaml"
-    pfile.write_text("notebooks: [a, b]\nstage: {input: in.tsv}\n")
+    pfile.write_text(params)
+    return pfile
+
+
+def test_stamps_change_with_notebook_params_and_named_inputs(tmp_path, repo_dir, monkeypatch):
+    from capaudit.workflow import stamps
+
+    pfile = _two_notebooks(tmp_path, monkeypatch, "notebooks: [a, b]\nstage: {input: in.tsv}\n")
     s0 = stamps(load_config(pfile))
     assert stamps(load_config(pfile)) == s0  # deterministic
     (tmp_path / "in.tsv").write_text("v\n2\n")  # a named input changes: everything re-runs
@@ -184,13 +190,8 @@ def test_stamps_ignore_the_runs_own_outputs_and_status_names_what_changed(tmp_pa
 
     from capaudit.workflow import _main, stamp_parts, stamp_of, stamps
 
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / "a.py").write_text("# %%\nx = 1\n")
-    (tmp_path / "notebooks" / "b.py").write_text("# %%\ny = 2\n")
-    (tmp_path / "in.tsv").write_text("v\n1\n")
-    pfile = tmp_path / "p.yaml"
-    pfile.write_text("run: r\nnotebooks: [a, b]\nstage: {input: in.tsv, product: outputs/r/artifacts/x.jsonl}\n")
+    pfile = _two_notebooks(tmp_path, monkeypatch,
+                           "run: r\nnotebooks: [a, b]\nstage: {input: in.tsv, product: outputs/r/artifacts/x.jsonl}\n")
     s0 = stamps(load_config(pfile))
     (tmp_path / "outputs" / "r" / "artifacts").mkdir(parents=True)
     (tmp_path / "outputs" / "r" / "artifacts" / "x.jsonl").write_text("{}\n")  # a stage wrote its product

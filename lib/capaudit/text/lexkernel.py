@@ -62,10 +62,6 @@ class UnitSpans:
         """Unit ``k`` as text (the inverse of the encoding)."""
         return self.buf[self.starts[k]:self.ends[k]].tobytes().decode("utf-8", "surrogatepass")
 
-    def non_ascii(self) -> np.ndarray:
-        """Per unit: whether it holds a non-ASCII character."""
-        return non_ascii_runs(self.buf, self.starts, self.ends)
-
 
 def non_ascii_runs(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per byte run ``buf[starts[k]:ends[k]]``: whether it holds a byte >= 0x80."""
