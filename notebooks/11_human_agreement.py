@@ -42,7 +42,10 @@ pd.DataFrame(out["status"]["readiness"]["checks"])
 # %%
 from IPython.display import Image
 
-Image(filename=str(out["figure"]))
+from capaudit.paper.human_figures import plot_confusion
+
+fig = plot_confusion(out["confusion"], dirs["figures"] / "human_confusion", simulated=True)
+Image(filename=str(fig))
 
 # %% [markdown]
 # Supported CBU per caption corrected by the (simulated) annotators: per judge and surface, the

@@ -193,7 +193,7 @@ def test_engine_cli_shards_and_info(tmp_path, capsys):
 
 
 def test_llm_run_sharded_local_engine_equals_single_store(tmp_path):
-    from capaudit.engine.llm_fanout import run_requests_sharded
+    from capaudit.llm.fanout import run_requests_sharded
     from capaudit.llm.client import run_requests
     from capaudit.llm.requests import write_requests
     from capaudit.llm.store import merge

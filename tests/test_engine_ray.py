@@ -11,7 +11,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from capaudit.engine import list_shards, map_merge, summary_json  # noqa: E402
-from capaudit.engine.llm_fanout import run_requests_sharded  # noqa: E402
+from capaudit.llm.fanout import run_requests_sharded  # noqa: E402
 from capaudit.errors import InputError  # noqa: E402
 from capaudit.llm.client import run_requests  # noqa: E402
 from capaudit.llm.requests import write_requests  # noqa: E402

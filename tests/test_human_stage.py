@@ -13,6 +13,7 @@ from capaudit.errors import InputError
 from capaudit.human.simulate import synthetic_judged_claims
 from capaudit.human.stage import judged_claims_paths, run_demo, study_db_path
 from capaudit.human.study import Study
+from capaudit.paper.human_figures import plot_confusion
 from capaudit.paper.stage_tables import render_stage_tables
 from capaudit.summaries.numbers_fragments import read_numbers_fragments
 
@@ -69,7 +70,13 @@ def test_run_demo_writes_simulated_table_figure_and_numbers(tmp_path: Path) -> N
     assert (tables / "human_corrected_support.csv").read_text().count("simulated annotators") == len(corr)
     exported = json.loads((art / "human" / "export" / "human_corrected_support.json").read_text())
     assert exported["simulated"] is True and len(exported["rows"]) == len(corr)
+    # the stage writes the confusion counts; the notebook draws them with the paper's plot_confusion
+    conf = json.loads((art / "human" / "confusion.json").read_text())
+    assert conf["simulated"] is True and conf["confusion"] == out["confusion"]
+    assert set(out["confusion"]) == {"judge_a", "judge_b"}
     figs = tmp_path / "outputs" / "demo_test" / "figures"
+    assert not (figs / "human_confusion.png").exists()  # the stage draws no figure
+    plot_confusion(out["confusion"], figs / "human_confusion", simulated=True)
     assert (figs / "human_confusion.png").stat().st_size > 0 and (figs / "human_confusion.pdf").is_file()
     nums = read_numbers_fragments(art)
     assert {"HumanSimItems", "HumanSimJudgments", "HumanSimAgreementJudgeA", "HumanSimAgreementJudgeB"} <= set(nums)
@@ -117,6 +124,8 @@ def test_demo_notebook_runs_with_papermill(tmp_path: Path, repo_dir: Path) -> No
                                cwd=str(repo_dir), progress_bar=False, kernel_name="python3")
     assert (art / "tables" / "human_judge_agreement.json").is_file()
     assert (art / "tables" / "human_corrected_support.json").is_file()
+    figs = tmp_path / "outputs" / "demo_test" / "figures"
+    assert (figs / "human_confusion.png").stat().st_size > 0 and (figs / "human_confusion.pdf").is_file()
     # the annotation notebook is a parameters cell plus one call
     hv = jupytext.read(repo_dir / "notebooks" / "human_verification.py")
     code = [c for c in hv.cells if c.cell_type == "code"]

@@ -95,7 +95,8 @@ def register(subparsers: Any) -> None:
     s.set_defaults(func=cmd_summarize)
 
     e = sub.add_parser("eval-dsg", help="evaluate the heuristic extractor on DSG-1k gold propositions")
-    e.add_argument("--out", required=True, help="output folder (extractor_eval_dsg.{csv,tex,json}, tables/extractor_eval_dsg.json)")
+    e.add_argument("--out", required=True, help="output folder (extractor_eval_dsg.json, rows tables/extractor_eval_dsg.json; "
+                        "`capaudit paper render DIR --out DIR` renders them to extractor_eval_dsg.{csv,tex})")
     e.add_argument("--dsg", help="dsg-1k-anns.csv (default: the registry copy)")
     e.set_defaults(func=cmd_eval_dsg)
 
@@ -153,18 +154,16 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 def cmd_eval_dsg(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import check_output_dir
-    from capaudit.paper.render import write_table
-    from capaudit.paper.stage_tables import stage_table
 
     from .dsg_eval import run_dsg_eval
 
     out = check_output_dir(args.out)
     result, paths = run_dsg_eval(out, out, Path(args.dsg) if args.dsg else None)
-    table = write_table(stage_table(paths["rows"], run_dir=out), out)
     overall = result.rows()[-1]
     shown = {k: "n/a" if overall[k] is None else f"{overall[k]:.3f}" for k in ("precision", "recall", "f1")}
     print(f"capaudit claims eval-dsg: {result.extractor}: P {shown['precision']} R {shown['recall']} "
-          f"F1 {shown['f1']} -> {table['csv']}", file=sys.stderr)
+          f"F1 {shown['f1']} -> {paths['rows']} (render the table: capaudit paper render {out} --out {out})",
+          file=sys.stderr)
     return 0
 
 

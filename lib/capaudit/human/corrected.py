@@ -12,7 +12,7 @@ figure for the judge's bias, per judge and surface (and per surface group holdin
   weights describe the same claims. ``f = 1`` where the judge answered "yes", else 0 ("no" and
   "uncertain" alike, as ``supported_cap`` counts only "yes").
 * **Labelled**: the study's sampled items of the surface (hidden repeats, weight 0, excluded) whose
-  image-support consensus (:func:`capaudit.human.export.consensus_rows`) is substantive: ``y = 1``
+  image-support consensus (:func:`capaudit.human.consensus.consensus_rows`) is substantive: ``y = 1``
   for "yes" (the image supports the claim), 0 for "no". Consensus "uncertain", "not_visual",
   "image_unavailable", "prefer_not_to_answer", no consensus, and items without image labels are
   *not* zeros: they are left out and counted per row (``excluded``). Their recorded sampling
@@ -62,6 +62,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from capaudit.errors import InputError
 from capaudit.stats.calibration import Interval, weighted_ppi_mean
 
+from .consensus import consensus_rows
 from .sampling import Claim, build_pool, file_digest, read_judged_claims, substratum_pools
 from .study import Study
 
@@ -222,8 +223,6 @@ def corrected_support(study: Study, judged_claims_paths: Optional[Sequence[PathL
     every row (e.g. "simulated annotators"). Rows: per judge, per surface group (sorted) the group's
     surfaces (sorted), preceded by a group row where the group holds two or more surfaces.
     """
-    from .export import consensus_rows  # export imports this module
-
     paths = [Path(p) for p in (judged_claims_paths if judged_claims_paths is not None else
                                [s["path"] for s in study.sample_report().get("sources") or []])]
     _check_sources(study, paths)

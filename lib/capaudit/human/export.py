@@ -31,6 +31,7 @@ from capaudit.stats.agreement import (
 from capaudit.summaries.agreement import AgreementInterval, JudgeAgreement, format_agreement
 
 from .claim_display import renders_unit
+from .consensus import consensus_rows, labels_by_field, ratings_by_field
 from .corrected import CORRECTED_JSON, corrected_payload, corrected_support
 from .protocol import ADJUDICABLE_FIELDS, CATEGORIES, PHASE_FIELDS, PHASES, SCALE_FIELDS
 from .study import Study
@@ -56,23 +57,9 @@ class Disagreement:
     labels: Tuple[str, ...]
 
 
-def _labels_by_field(study: Study) -> Dict[Tuple[str, str], List[str]]:
-    """(item_id, field) → labels of distinct participants (latest revision; non-repeat items)."""
-    return {(item, f): list(by_participant.values())
-            for f, by_item in ratings_by_field(study).items() for item, by_participant in by_item.items()}
-
-
-def consensus_rows(study: Study) -> Dict[Tuple[str, str], Optional[str]]:
-    """(item_id, field) → consensus value (or ``None``) for every nominal field with at least one label."""
-    labels = _labels_by_field(study)
-    adj = study.adjudicated()
-    keys = set(labels) | {(i, f) for (i, _, f) in adj}
-    return {k: consensus(labels.get(k, []), adj.get((k[0], ADJUDICABLE_FIELDS[k[1]], k[1]))) for k in sorted(keys)}
-
-
 def disagreements(study: Study) -> List[Disagreement]:
     """Fields with the planned number of labels but no consensus and no adjudication."""
-    labels = _labels_by_field(study)
+    labels = labels_by_field(study)
     adj = study.adjudicated()
     need = study.config.labels_per_item
     out = []
@@ -181,20 +168,6 @@ def status_report(study: Study) -> Dict[str, Any]:
 
 def _hash(salt: str, kind: str, value: str) -> str:
     return hashlib.blake2b(f"{salt}\0{kind}\0{value}".encode("utf-8"), digest_size=12).hexdigest()
-
-
-def ratings_by_field(study: Study) -> Dict[str, Dict[str, Dict[str, str]]]:
-    """field → item_id → participant_id → label (latest revision; non-repeat items)."""
-    items = {r["item_id"]: r for r in study.items()}
-    out: Dict[str, Dict[str, Dict[str, str]]] = {f: {} for f in ADJUDICABLE_FIELDS}
-    for a in study.latest_annotations():
-        it = items.get(a["item_id"])
-        if it is None or it["repeat_of"] is not None:
-            continue
-        for f, ph in ADJUDICABLE_FIELDS.items():
-            if a["phase"] == ph and a[f] is not None:
-                out[f].setdefault(a["item_id"], {})[a["participant_id"]] = a[f]
-    return out
 
 
 def _nominal_block(ratings: Dict[str, Dict[str, str]], labels: Sequence[str]) -> Dict[str, Any]:

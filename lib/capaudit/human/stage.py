@@ -11,8 +11,10 @@ adjudicator, exports it, and writes the rows of the judge–human agreement tabl
 surface group, per judge, with cluster-bootstrap intervals; ``artifacts/tables/human_judge_agreement.json``)
 and of the human-corrected supported CBU per caption (per judge and surface,
 :mod:`capaudit.human.corrected`; ``artifacts/tables/human_corrected_support.json``) for the paper to
-render (:mod:`.demo_report`), a confusion-matrix figure and the ``human`` numbers fragment — every
-one marked simulated.
+render (:mod:`.demo_report`), the judge × human confusion counts
+(``artifacts/human/confusion.json``, returned as ``confusion``: the notebook draws the figure with
+:func:`capaudit.paper.human_figures.plot_confusion`; stages never import the renderer) and the
+``human`` numbers fragment — every one marked simulated.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from .study import Study
 
 DEFAULT_JUDGED = "judges/*/judged_claims.jsonl"
 SIM_LABEL = "simulated annotators"
+#: judge × human consensus counts of the demo study (``artifacts/human/``), the confusion figure's data
+CONFUSION_JSON = "confusion.json"
 
 
 def study_config(cfg: RunConfig) -> StudyConfig:
@@ -77,8 +81,6 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
     """Build, simulate, export and report the demo study of ``cfg`` (module docstring)."""
     import pandas as pd
 
-    from capaudit.paper.human_figures import plot_confusion
-
     conf = study_config(cfg)
     if conf.mode != "simulated":
         raise InputError("the demo report builds a simulated study: set human.mode: simulated", path=cfg.path,
@@ -112,7 +114,9 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
         corrected = [r.flat() for r in corrected_support(study, paths, labels=SIM_LABEL)]
         tables = write_report_rows(rows, corrected, dirs["artifacts"], simulated=True,
                                    inputs=[str(export_dir / AGREEMENT_JSON), str(export_dir / CORRECTED_JSON)])
-        fig = plot_confusion(confusion_counts(study), dirs["figures"] / "human_confusion", simulated=True)
+        confusion = confusion_counts(study)
+        conf_path = write_json_atomic(dirs["artifacts"] / "human" / CONFUSION_JSON,
+                                      {"simulated": True, "labels": SIM_LABEL, "confusion": confusion})
         numbers = demo_numbers(status["items"], n_judgments, agreement)
         frag = write_numbers_fragment(dirs["artifacts"], "human", numbers, backend=SIM_LABEL)
         manifest = {
@@ -121,14 +125,14 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
             "simulate": {"annotators": n_ann, "accuracy": accuracy, "seed": seed, "judgments": n_judgments,
                          "adjudications": n_adjudicated},
             "outputs": {k: str(v) for k, v in {**exported, "agreement_rows": tables["agreement"],
-                                               "corrected_rows": tables["corrected"], "figure": fig,
+                                               "corrected_rows": tables["corrected"], "confusion": conf_path,
                                                "numbers": frag}.items()},
         }
         write_json_atomic(dirs["artifacts"] / "human" / "demo_manifest.json", manifest)
         return {"db": db, "table": pd.DataFrame(rows), "corrected": pd.DataFrame(corrected), "status": status,
-                "figure": fig, "agreement": agreement, "manifest": manifest, "backend": SIM_LABEL}
+                "confusion": confusion, "agreement": agreement, "manifest": manifest, "backend": SIM_LABEL}
     finally:
         study.close()
 
 
-__all__ = ["judged_claims_paths", "run_demo", "study_config", "study_db_path"]
+__all__ = ["CONFUSION_JSON", "judged_claims_paths", "run_demo", "study_config", "study_db_path"]

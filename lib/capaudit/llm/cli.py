@@ -190,8 +190,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
-    """``llm run --engine local|ray``: one task per request shard (capaudit.engine.llm_fanout)."""
-    from capaudit.engine.llm_fanout import run_requests_sharded
+    """``llm run --engine local|ray``: one task per request shard (capaudit.llm.fanout)."""
+    from capaudit.llm.fanout import run_requests_sharded
     from capaudit.errors import InputError
     from capaudit.llm.store import ResponseStore
 

@@ -36,6 +36,18 @@ def shown_path(path: Path, run_dir: Optional[Path]) -> str:
     return str(path)
 
 
+def input_files(cfg: Any, inp: Any, keys: Sequence[str]) -> Tuple[str, ...]:
+    """The files of the ``paper.inputs`` keys this run has (``inp``: a
+    :class:`~capaudit.paper.inputs.PaperInputs`), as a figure's provenance names them (relative to
+    the run folder when inside it)."""
+    files: List[str] = []
+    for k in keys:
+        v = inp.paths.get(k)
+        if v:
+            files += [shown_path(e["file"], cfg.out_dir) for e in v] if isinstance(v, list) else [shown_path(v, cfg.out_dir)]
+    return tuple(files)
+
+
 def element_provenance(element: str, files: Sequence[Path], function: Callable[..., Any],
                        inputs: Sequence[str] = (), run_dir: Optional[Path] = None) -> Provenance:
     """Paper element → its input files → notebook ``paper_<element>`` → function → ``paper.inputs`` keys."""
@@ -164,5 +176,5 @@ def policy_cbu_model(rows: Sequence[Any], provenance: Provenance, notes: Sequenc
                  rows=[asdict(r) for r in rows], provenance=provenance, notes=tuple(notes), caveats=tuple(caveats))
 
 
-__all__ = ["VQA_TITLES", "dotted", "element_provenance", "headline_model", "lexical_window_model", "policy_cbu_model",
+__all__ = ["VQA_TITLES", "dotted", "element_provenance", "headline_model", "input_files", "lexical_window_model", "policy_cbu_model",
            "reference_headline_rows", "remove_model", "shown_path", "vqa_models", "write_model"]

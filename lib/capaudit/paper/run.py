@@ -19,6 +19,7 @@ from . import checks as G
 from .element_models import (
     element_provenance,
     headline_model,
+    input_files,
     lexical_window_model,
     policy_cbu_model,
     reference_headline_rows,
@@ -103,19 +104,6 @@ def _provenance(cfg: Any, inp: PaperInputs, element: str, function: Callable[...
         v = inp.paths[k]
         files += [e["file"] for e in v] if isinstance(v, list) else [v]
     return element_provenance(element, files, function, present, cfg.out_dir)
-
-
-def input_files(cfg: Any, inp: PaperInputs, keys: Sequence[str]) -> Tuple[str, ...]:
-    """The files of the ``paper.inputs`` keys this run has, as a figure's provenance names them
-    (relative to the run folder when inside it)."""
-    from .element_models import shown_path
-
-    files: List[str] = []
-    for k in keys:
-        v = inp.paths.get(k)
-        if v:
-            files += [shown_path(e["file"], cfg.out_dir) for e in v] if isinstance(v, list) else [shown_path(v, cfg.out_dir)]
-    return tuple(files)
 
 
 def _layout_judges(layout: Any) -> Tuple[str, str]:

@@ -22,11 +22,10 @@ from ..prompts.tables import pool_wins_rows
 from . import reference_inputs_embed as E
 from . import reference_inputs_judges as J
 from . import reference_inputs_text as T
-from .element_models import dotted
+from .element_models import dotted, input_files
 from .figure_files import FigureInfo
 from .inputs import PaperInputs, paper_inputs
 from .render import write_table
-from .run import input_files
 from .reference_inputs import read_text
 from .stage_tables import build_table
 from .table_model import Provenance, Table

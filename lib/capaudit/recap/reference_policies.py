@@ -25,7 +25,7 @@ import yaml
 
 from capaudit.errors import InputError
 
-from .policies import BOORU_CONTEXT_FIELDS, Policy
+from .policy_model import BOORU_CONTEXT_FIELDS, Policy
 
 PREFIX = "reference-"
 PathLike = Union[str, Path]
