@@ -130,6 +130,24 @@ def test_extractor_eval_undefined_scores_print_dashes(tmp_path):
     assert "x,relation,0,0,0,0,,," in to_csv(table)
 
 
+def test_paper_render_makes_the_table_of_a_stage_rows_file(tmp_path, capsys):
+    """``capaudit claims eval-dsg`` writes rows; ``capaudit paper render DIR --out DIR`` renders them."""
+    from capaudit.cli import main
+
+    res = evaluate({"a_1": "a dog"}, {"a_1": [GoldProp("a_1", 1, "object", ("dog",), "")]},
+                   lambda ts: [[{"category": "object", "unit": "dog", "target": ""}] for _ in ts], _FakeLemmatizer(), "x")
+    write_eval(res, tmp_path, tmp_path)
+    assert not (tmp_path / "extractor_eval_dsg.csv").exists()
+    assert main(["paper", "render", str(tmp_path), "--out", str(tmp_path)]) == 0
+    tex = (tmp_path / "extractor_eval_dsg.tex").read_text()
+    assert "object & $1$ & $1$ & $1.000$ & $1.000$ & $1.000$ \\\\" in tex
+    assert "x,relation,0,0,0,0,,," in (tmp_path / "extractor_eval_dsg.csv").read_text()
+    assert (tmp_path / "extractor_eval_dsg.table.json").is_file() and (tmp_path / "extractor_eval_dsg.json").is_file()
+    assert "extractor_eval_dsg:" in capsys.readouterr().out
+    assert main(["paper", "render", str(tmp_path / "nothing"), "--out", str(tmp_path)]) != 0
+    assert "unreadable table rows" in capsys.readouterr().err
+
+
 def test_read_real_dsg(data_dir):
     texts, gold, excluded = read_dsg(data_dir / "dsg" / "data" / "dsg-1k-anns.csv")
     assert len(texts) == 1060
