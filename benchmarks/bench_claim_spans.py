@@ -59,7 +59,7 @@ def counts(rows: Sequence[Dict[str, Any]]) -> Counter:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from capaudit.claims.offline import EXTRACTOR_VERSION, HeuristicExtractor
+    from capaudit.standins.claims_extractor import EXTRACTOR_VERSION, HeuristicExtractor
 
     windows = sample_windows(args.n)
     units = HeuristicExtractor().extract_many([w for _, w in windows])
@@ -148,7 +148,7 @@ def cmd_judged(args: argparse.Namespace) -> int:
         print(f"  study items ({args.study}): {len(items)}; not faithful: old display {old} "
               f"({100.0 * old / max(len(items), 1):.1f} %), shown_claim {new}; shown as the span: {_fallbacks(items)}")
     if args.reextract:
-        from capaudit.claims.offline import EXTRACTOR_VERSION, HeuristicExtractor
+        from capaudit.standins.claims_extractor import EXTRACTOR_VERSION, HeuristicExtractor
 
         ids = sorted(windows)
         units = HeuristicExtractor().extract_many([windows[i] for i in ids])

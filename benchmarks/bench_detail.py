@@ -37,7 +37,7 @@ def _records(n: int, seed: int) -> List[Any]:
 def _init() -> None:
     from capaudit.detail.grounding import CocoGrounding
     from capaudit.detail.itm import AnnotationPrecisionScorer
-    from capaudit.detail.parsers import OfflineSceneGraphParser
+    from capaudit.standins.scene_graph import OfflineSceneGraphParser
 
     parser = OfflineSceneGraphParser()
     grounding = CocoGrounding.coco_mini()

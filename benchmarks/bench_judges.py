@@ -231,7 +231,7 @@ def run_phase(name: str, work: Path) -> dict:
 def offline_throughput(limit: int = 159) -> dict:
     """Images per second of each offline judge: in-process and through ``capaudit serve``."""
     from capaudit.data.coco import coco_mini
-    from capaudit.judges import offline as O
+    from capaudit.standins import judges as O
     from capaudit.judges.prompts import user_prompt
     from capaudit.judges.questions import Question, question_text
     from capaudit.judges.answer_schema import vqa_schema

@@ -71,7 +71,7 @@ def test_shown_claim_rules() -> None:
 @pytest.fixture(scope="module")
 def extractor():
     pytest.importorskip("spacy")
-    from capaudit.claims.offline import HeuristicExtractor
+    from capaudit.standins.claims_extractor import HeuristicExtractor
 
     return HeuristicExtractor()
 

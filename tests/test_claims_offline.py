@@ -14,7 +14,7 @@ pytest.importorskip("spacy")
 
 @pytest.fixture(scope="module")
 def extractor():
-    from capaudit.claims.offline import HeuristicExtractor
+    from capaudit.standins.claims_extractor import HeuristicExtractor
 
     return HeuristicExtractor()
 
@@ -71,7 +71,7 @@ def test_spans_are_substrings_and_schema_valid(extractor, data_dir):
 
 
 def test_backend_answers_from_the_prompt(extractor):
-    from capaudit.claims.offline import BACKEND_NAME, ExtractorBackend
+    from capaudit.standins.claims_extractor import BACKEND_NAME, ExtractorBackend
     from capaudit.llm.backends import backend_names
 
     assert BACKEND_NAME in backend_names()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from capaudit.claims.offline import ExtractorBackend, link_parents
+from capaudit.standins.claims_extractor import ExtractorBackend, link_parents
 from capaudit.claims.prompts import PARENTS_PROMPT_VERSION, PARENTS_RULE, PROMPT_VERSION
 from capaudit.claims.requests import BuildParams, build_requests, claims_schema
 from capaudit.cli import main

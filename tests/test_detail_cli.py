@@ -124,7 +124,7 @@ def test_cli_errors_name_file_line_field(files, capsys):
 
 
 def test_score_llm_graphs_via_model_call_layer(files):
-    from capaudit.detail.parsers import OFFLINE_BACKEND_NAME, register_offline_backends
+    from capaudit.standins.scene_graph import OFFLINE_BACKEND_NAME, register_offline_backends
     from capaudit.llm.server import background_server
 
     tmp_path, caps = files

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from capaudit.detail.graph import SceneGraph
-from capaudit.detail.parsers import (OFFLINE_BACKEND_NAME, OFFLINE_PARSER_NAME, LLMSceneGraphParser,
-                                     OfflineSceneGraphParser, assemble_graph, build_scene_graph_request,
-                                     register_offline_backends)
+from capaudit.detail.parsers import OFFLINE_BACKEND_NAME, OFFLINE_PARSER_NAME, LLMSceneGraphParser, build_scene_graph_request
+from capaudit.standins.scene_graph import OfflineSceneGraphParser, assemble_graph, register_offline_backends
 
 
 def triples(g: SceneGraph):
@@ -134,7 +133,7 @@ def test_llm_parser_failure_is_reported(tmp_path):
 
 
 def test_offline_module_registers_backends():
-    import capaudit.detail.offline  # noqa: F401
+    import capaudit.standins.scene_graph  # noqa: F401
     from capaudit.llm.backends import backend_names
 
     assert {"capaudit-offline-scene-graph", "capaudit-template-realiser"} <= set(backend_names())

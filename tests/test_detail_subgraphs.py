@@ -122,7 +122,7 @@ def test_template_realiser():
 
 
 def test_realise_through_model_call_layer(tmp_path):
-    from capaudit.detail.parsers import register_offline_backends
+    from capaudit.standins.scene_graph import register_offline_backends
     from capaudit.llm.server import background_server
 
     register_offline_backends()

@@ -280,7 +280,7 @@ def coco(tmp_path_factory, data_dir):
     pytest.importorskip("pycocotools")
     from capaudit.detail.grounding import parse_grounding_specs
     from capaudit.detail.itm import make_itm_scorer
-    from capaudit.detail.parsers import OfflineSceneGraphParser
+    from capaudit.standins.scene_graph import OfflineSceneGraphParser
     from capaudit.detail.score import score_file
     from capaudit.detail.sharded import BackendSpec
     from capaudit.detail.surfaces import coco_mini_records

@@ -503,7 +503,7 @@ def test_build_counts_the_cut_line_of_a_claims_store_still_being_written(tmp_pat
 
 
 def test_build_sends_the_judged_caption_only_to_judges_that_leave_it_out(tmp_path: Path) -> None:
-    from capaudit.judges.offline import REFCAPTION_JUDGE
+    from capaudit.standins.judges import REFCAPTION_JUDGE
     from capaudit.judges.prompts import parse_judged_caption
 
     caps = [{"cid": "c1", "caption": "Two dogs on a red sofa.", "image": str(_png(tmp_path / "a.png"))}]

@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from capaudit.judges import offline as O
+from capaudit.standins import judges as O
 from capaudit.judges.questions import question_text
 
 
@@ -306,7 +306,7 @@ def test_annotation_judge_needs_no_wordnet_at_request_time(coco, tmp_path: Path)
     script = f"""
 import json
 from pathlib import Path
-from capaudit.judges import offline as O
+from capaudit.standins import judges as O
 from capaudit.judges.prompts import user_prompt
 from capaudit.judges.questions import question_text
 claims = [("object", "cat", "cat"), ("count", "one dog", "dog"), ("relation", "dog to left of cat", "dog"),

@@ -20,7 +20,7 @@ from capaudit.paper.stage_tables import render_stage_tables
 from capaudit.recap import stage as recap_stage
 from capaudit.recap.export import collect
 from capaudit.recap.inputs import open_images
-from capaudit.recap.offline import OFFLINE_NAME, OFFLINE_VERSION, UnknownImage, compose, count_phrase, position
+from capaudit.standins.captioner import OFFLINE_NAME, OFFLINE_VERSION, UnknownImage, compose, count_phrase, position
 from capaudit.recap.policies import load_policy
 from capaudit.recap.preprocess import preprocess_bytes
 from capaudit.recap.runner import recap
@@ -89,7 +89,7 @@ def test_words_and_positions():
 
 
 def test_backend_finds_the_image_and_follows_the_policy(coco):
-    fn = get_backend(OFFLINE_NAME)  # registered by the plugin slot capaudit.recap.offline
+    fn = get_backend(OFFLINE_NAME)  # registered when capaudit.standins.captioner is imported
     img = coco.images[802]
     photo, naive, anime = (load_policy(n, POLICIES) for n in ("photorealistic", "naive", "anime-booru"))
     url = _data_url(img)  # re-encoded JPEG: found by its thumbnail, not its bytes

@@ -46,6 +46,12 @@ STAGE_CLIS: List[str] = [
 ]
 
 
+#: Modules that register task rules (capaudit.llm.validate) when imported: the command runs request
+#: files it did not build (``capaudit llm run``), so it names them for the model-call layer, which
+#: names no stage itself.
+TASK_RULE_PROVIDERS: Tuple[str, ...] = ("capaudit.claims", "capaudit.claims.rules", "capaudit.judges")
+
+
 class StageLoadError(CapauditError):
     """A stage module listed in STAGE_CLIS failed to import."""
 
@@ -201,6 +207,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         where = f"capaudit {label}".strip()
         parser.exit(2, f"{where}: error: unrecognized arguments: {' '.join(extra)} (see '{where} --help')\n")
     args.debug = debug
+    from capaudit.llm.validate import add_rule_providers
+
+    add_rule_providers(TASK_RULE_PROVIDERS)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

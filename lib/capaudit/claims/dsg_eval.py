@@ -386,7 +386,7 @@ def run_dsg_eval(artifacts: Path, detail_dir: Optional[Path] = None, dsg_path: O
     :func:`write_eval`'s files."""
     from capaudit.data.registry import fetch
 
-    from .offline import BACKEND_LABEL, HeuristicExtractor
+    from capaudit.standins.claims_extractor import BACKEND_LABEL, HeuristicExtractor
 
     path = Path(dsg_path) if dsg_path else fetch(*DSG_FILE)
     texts, gold, excluded = read_dsg(path)

@@ -4,7 +4,7 @@ Params section ``claims``::
 
     claims:
       model: capaudit-heuristic-extractor   # backend served in-process (or the model at `url`)
-      revision: null                        # hashed into ids; default for the heuristic: its rule version
+      revision: null                        # hashed into ids; default: the version the server declares (a stand-in's rules)
       url: null                             # an OpenAI-compatible server; null = in-process capaudit serve
       budget: 64                            # main claim window (whitespace words)
       budgets: [16, 32, 48, 64]             # budget sweep → frontier CSV
@@ -25,12 +25,18 @@ reference), answered through the production path: ``capaudit.llm.client.run_requ
 in-process ``capaudit serve`` (:func:`capaudit.llm.server.background_server`) or the configured ``url``. Responses
 are resumable (answered ids are not asked again). Outputs under ``artifacts/claims/``:
 ``<window>/{requests.jsonl, requests.manifest.json, responses.jsonl, claimed_cbu_summary.json,
-claimed_cbu_summary.intervals.json}``, ``claimed_cbu_summary{,.intervals}.json`` (the main budget),
+claimed_cbu_summary.intervals.json, responses.models.json}``, ``claimed_cbu_summary{,.intervals}.json`` (the main budget),
 ``budget_frontier.csv`` (+ ``.manifest.json`` naming the backend, which the fixed CSV schema cannot
 carry), ``lexical_window_claimed_cbu_summary{,.intervals}.json``, ``stage_manifest.json``; the summary
 table's rows ``artifacts/tables/claims_summary.json`` (:mod:`.summary_rows`; the paper renders them).
 The intervals files hold each surface's caption-level 95 % percentile bootstrap intervals of CBU/cap,
 CBU/100 lex and per-type CBU/cap (:class:`.summarize.ClaimIntervals`; ``bootstrap_reps`` 0: none).
+
+Who extracted is what the server declared: the model card (:mod:`capaudit.llm.cards`) read before
+the requests are built gives the revision (a stand-in's rule-set version) and the label written
+into the request manifests; the cards the client recorded beside each response store
+(:func:`capaudit.llm.store.answered_by`) give the extractor label, the offline flag and the
+caveat of every summary and table. No model name is recognised here.
 """
 
 from __future__ import annotations
@@ -55,7 +61,6 @@ from .requests import BuildParams, build_requests, write_manifest
 from .summarize import ClaimIntervals, intervals_path, summarize_with_intervals, write_claim_intervals
 from .summary_rows import summary_rows, write_summary_rows
 
-OFFLINE_LABELS = {"capaudit-heuristic-extractor": "capaudit-heuristic-extractor (heuristic baseline)"}
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,16 @@ class SurfacePlan:
     max_records: Optional[int] = None
 
 
-def backend_label(model: str) -> str:
-    """The name written into artifacts: offline backends say they are heuristics."""
-    return OFFLINE_LABELS.get(model, model)
+def backend_label(cards: Sequence[Mapping[str, Any]], model: str) -> str:
+    """The name written into artifacts: the label of the model cards that answered (stand-ins say
+    they are heuristics); the model name when none was recorded."""
+    labels = list(dict.fromkeys(str(c.get("label") or c.get("model") or model) for c in cards))
+    return " + ".join(labels) if labels else model
+
+
+def stand_in(cards: Sequence[Mapping[str, Any]]) -> bool:
+    """True when any card that answered is not a real model (a heuristic, a test model, unknown)."""
+    return any(c.get("kind") != "real" for c in cards)
 
 
 def plan_surfaces(cfg: RunConfig, section: Mapping[str, Any]) -> List[SurfacePlan]:
@@ -100,22 +112,23 @@ def surface_items(plan: SurfacePlan) -> List[Tuple[int, str, Optional[str], Dict
             for i, r in enumerate(iter_captions(plan.spec))]
 
 
-def model_revision(model: str, section: Mapping[str, Any]) -> Optional[str]:
-    """``claims.revision``; for the heuristic extractor its rule-set version, so that changed rules
-    never reuse old answers (the revision is hashed into every request id)."""
+def model_revision(model: str, section: Mapping[str, Any], url: Optional[str] = None) -> Optional[str]:
+    """``claims.revision``; else the version the server at ``url`` declares for ``model`` (a
+    stand-in's rule set: changed rules never reuse old answers, the revision is hashed into every
+    request id); else ``None``."""
     if section.get("revision") is not None:
         return str(section["revision"])
-    if model == "capaudit-heuristic-extractor":
-        from .offline import EXTRACTOR_VERSION
+    if url:
+        from capaudit.llm.cards import model_revision as declared_revision
 
-        return EXTRACTOR_VERSION
+        return declared_revision(url, model)
     return None
 
 
 def build_window_requests(plans: Sequence[SurfacePlan], captions: Mapping[str, list], budget: int, window: str,
-                          section: Mapping[str, Any], model: str) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+                          section: Mapping[str, Any], model: str, revision: Optional[str] = None
+                          ) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """All surfaces' requests for one window; returns rows and per-surface counts."""
-    revision = model_revision(model, section)
     rows: List[Dict[str, Any]] = []
     counts: Dict[str, Any] = {}
     for p in plans:
@@ -178,7 +191,6 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     art = dirs["artifacts"] / "claims"
     art.mkdir(parents=True, exist_ok=True)
     model = str(section.get("model", "capaudit-heuristic-extractor"))
-    extractor = backend_label(model)
     plans = plan_surfaces(cfg, section)
     labels = {p.name: str((section.get("labels") or {}).get(p.name, p.name)) for p in plans}
     main_budget = int(section.get("budget", 64))
@@ -196,21 +208,30 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     intervals: Dict[str, ClaimIntervals] = {}
     run_stats: Dict[str, Any] = {}
     versions: Dict[str, List[str]] = {}
+    answered: List[Dict[str, Any]] = []
     with server as base_url:
+        from capaudit.llm.cards import fetch_card
+        from capaudit.llm.store import answered_by
+
+        declared = fetch_card(str(base_url), model)
+        revision = model_revision(model, section, str(base_url))
+        extractor = backend_label([declared], model)
         for name, budget, window in window_names(section):
             wdir = art / name
             wdir.mkdir(parents=True, exist_ok=True)
-            rows, counts = build_window_requests(plans, captions, budget, window, section, model)
+            rows, counts = build_window_requests(plans, captions, budget, window, section, model, revision)
             req_path = wdir / "requests.jsonl"
             write_requests(req_path, rows)
             write_manifest(req_path, BuildParams(surface="+".join(p.name for p in plans), budget=budget, window=window,
-                                                 model=model, revision=model_revision(model, section),
+                                                 model=model, revision=revision,
                                                  prompts=str(section.get("prompts", DEFAULT_PROMPT_SET)),
                                                  extra={"backend": extractor}),
                            {"per_surface": counts, "emitted": len(rows)})  # type: ignore[dict-item]
             resp_path = wdir / "responses.jsonl"
             versions[name] = sorted({str(r.get("prompt_version")) for r in rows})
             run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], section)
+            answered += [c for c in answered_by(resp_path) if c not in answered]
+            extractor = backend_label(answered, model)
             ids = {r["request_id"] for r in rows}
             label = {"requests": str(req_path), "responses": str(resp_path), "backend": extractor,
                      "budget": budget, "window": window, "prompt_set": str(section.get("prompts", DEFAULT_PROMPT_SET))}
@@ -249,10 +270,11 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     table_rows = summary_rows(main, lexical, [p.name for p in plans], labels, extractor, main_budget,
                               intervals=main_ci, lexical_intervals=lexical_ci)
     inputs = [art / "claimed_cbu_summary.json", *([art / "lexical_window_claimed_cbu_summary.json"] if lexical is not None else [])]
-    write_summary_rows(table_rows, dirs["artifacts"], extractor, main_budget, offline=model in OFFLINE_LABELS,
+    write_summary_rows(table_rows, dirs["artifacts"], extractor, main_budget, offline=stand_in(answered),
                        inputs=[str(p) for q in inputs for p in (q, intervals_path(q))], bootstrap=main_ci.method(),
                        prompt_versions=versions.get(f"b{main_budget}", []))
-    manifest = {"backend": extractor, "model": model, "revision": model_revision(model, section), "url": url or "in-process capaudit serve",
+    manifest = {"backend": extractor, "model": model, "revision": revision, "answered_by": answered,
+                "url": url or "in-process capaudit serve",
                 "windows": [n for n, _, _ in window_names(section)], "surfaces": [p.name for p in plans],
                 "bootstrap": {"reps": boot[0], "seed": boot[1]}, "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2)}
     (art / "stage_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -301,5 +323,5 @@ def run_dsg_eval(cfg: RunConfig) -> Dict[str, Any]:
     return {"result": result, "table": pd.DataFrame(result.rows()), "paths": paths, "mapping": result.mapping}
 
 
-__all__ = ["SurfacePlan", "backend_label", "plan_surfaces", "window_names", "build_window_requests",
+__all__ = ["SurfacePlan", "backend_label", "model_revision", "stand_in", "plan_surfaces", "window_names", "build_window_requests",
            "answer_requests", "run", "run_dsg_eval"]

@@ -12,7 +12,8 @@ def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, An
     """``(parser, grounding, itm scorer)`` from the params section."""
     from .grounding import CocoGrounding, parse_grounding_specs
     from .itm import make_itm_scorer
-    from .parsers import LLMSceneGraphParser, OfflineSceneGraphParser
+    from .parser_factory import offline_parser
+    from .parsers import LLMSceneGraphParser
 
     kind = section.get("parser", "claims")
     if kind == "llm":
@@ -23,7 +24,7 @@ def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, An
                                           artifacts / "scene_graph_responses.jsonl", revision=section.get("revision"),
                                           concurrency=int(section.get("concurrency", 8)))
     elif kind in ("claims", "offline"):
-        parser = OfflineSceneGraphParser()
+        parser = offline_parser()
     else:
         raise InputError(f"detail.parser must be 'claims' or 'llm', got {kind!r}", field="detail.parser")
     g = section.get("grounding", "coco_mini")

@@ -131,7 +131,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     from .grounding import parse_grounding_specs
     from .itm import make_itm_scorer
-    from .parsers import LLMSceneGraphParser, OfflineSceneGraphParser
+    from .parser_factory import offline_parser
+    from .parsers import LLMSceneGraphParser
     from .score import score_file
 
     from capaudit.text.sharding import shardable
@@ -153,7 +154,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             revision=args.revision, concurrency=args.concurrency, timeout=args.timeout, dialect=args.dialect,
             max_tokens=args.max_tokens, retries=args.retries)
     else:
-        parser = OfflineSceneGraphParser()
+        parser = offline_parser()
     grounding = parse_grounding_specs(args.grounding)
     try:
         itm = make_itm_scorer(args.itm, grounding, parser if args.graphs == "claims" else None, args.image_root)

@@ -73,9 +73,9 @@ class AnnotationPrecisionScorer:
             raise ValueError(f"{len(images)} images but {len(captions)} captions")
         if graphs is None:
             if self._parser is None:
-                from .parsers import OfflineSceneGraphParser
+                from .parser_factory import offline_parser
 
-                self._parser = OfflineSceneGraphParser()
+                self._parser = offline_parser()
             graphs = [r.graph for r in self._parser.parse_many(list(captions))]
         if self.grounding is None:
             return [None] * len(images)

@@ -86,10 +86,10 @@ class BackendSpec:
         """``(parser, grounding, itm scorer)`` as ``capaudit detail score`` builds them."""
         from .grounding import parse_grounding_specs
         from .itm import make_itm_scorer
-        from .parsers import OfflineSceneGraphParser
+        from .parser_factory import offline_parser
 
         self.validate()
-        parser = OfflineSceneGraphParser()
+        parser = offline_parser()
         grounding = parse_grounding_specs(list(self.grounding))
         try:
             itm = make_itm_scorer(self.itm, grounding, parser, self.image_root)

@@ -30,7 +30,6 @@ through the model-call layer (:func:`build_realise_request` + :func:`realise_wit
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from capaudit.io.canonical_json import canonical, dumps_bytes
+from capaudit.io.canonical_json import canonical
 
 from .graph import SceneGraph
 from .metrics import DEFAULT_RELATION_ENDS, RELATION_ENDS, aod
@@ -306,19 +305,6 @@ def build_realise_request(graph: SceneGraph, sample_id: str, model: str, revisio
                         input={"sample_id": sample_id, "scene_graph": g}, meta=meta)
 
 
-def realiser_backend(messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
-    """``capaudit serve`` backend: the template realiser answering :func:`realise_schema`."""
-    user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-    content = user.get("content") if user else ""
-    if isinstance(content, list):
-        content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    pos = str(content).rfind("\nscene_graph=")
-    if pos < 0:
-        raise ValueError("user message has no 'scene_graph=' line")
-    graph = SceneGraph.from_json(json.loads(str(content)[pos + len("\nscene_graph="):]))
-    return dumps_bytes({"caption": TemplateRealiser().realise(graph) or "(empty scene)"}).decode("utf-8")
-
-
 def realise_with_model(graphs: Sequence[SceneGraph], ids: Sequence[str], urls: Sequence[str], model: str,
                        store: Union[str, Path], revision: Optional[str] = None, **run_kwargs: Any
                        ) -> List[Optional[str]]:
@@ -341,4 +327,4 @@ def realise_with_model(graphs: Sequence[SceneGraph], ids: Sequence[str], urls: S
 
 __all__ = ["FRACTIONS", "TOLERANCE", "MEASURES", "REALISER_NAME", "REALISER_LABEL", "SubgraphSample",
            "derived_seed", "sample_subgraph", "controlled_subgraphs", "TemplateRealiser", "realise_schema",
-           "build_realise_request", "realiser_backend", "realise_with_model"]
+           "build_realise_request", "realise_with_model"]

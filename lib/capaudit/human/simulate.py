@@ -130,7 +130,7 @@ def _offsets(window: str, span: str, unit: str) -> Optional[List[int]]:
 @lru_cache(maxsize=1)
 def _extractor() -> Any:
     """One heuristic claims extractor per process (loading spaCy takes seconds)."""
-    from capaudit.claims.offline import HeuristicExtractor
+    from capaudit.standins.claims_extractor import HeuristicExtractor
 
     return HeuristicExtractor()
 

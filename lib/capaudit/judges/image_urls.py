@@ -1,6 +1,6 @@
 """Image URLs of judge requests: the local path of a ``file://`` URL, the bytes of a ``data:`` URL.
 
-Shared by the request builder (:mod:`.requests`) and the offline judges (:mod:`.offline`), which
+Shared by the request builder (:mod:`.requests`) and the offline judges (:mod:`capaudit.standins.judges`), which
 read the images the builder referenced.
 """
 

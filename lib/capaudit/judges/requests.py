@@ -93,8 +93,8 @@ class JudgeBuildParams:
     #: ``chat_template_kwargs.enable_thinking`` (the reference hard-codes false; ``None`` omits it).
     thinking: Optional[bool] = False
     #: send the judged caption's text (``judged_caption=`` line, ``input.judged_caption``) so the judge
-    #: can leave it out of its evidence; ``None``: only for the judges that need it
-    #: (:data:`capaudit.judges.offline.CAPTION_AWARE_JUDGES`), never for a VLM
+    #: can leave it out of its evidence; ``None``: only for the judges whose model card says they
+    #: need it (``needs: [judged_caption]``, :func:`capaudit.llm.server.served_cards`), never for a VLM
     judged_caption: Optional[bool] = None
     #: the wording of the messages (:mod:`capaudit.prompt_sets`): ``reference`` or ``capaudit``
     prompts: str = DEFAULT_PROMPT_SET
@@ -111,9 +111,10 @@ class JudgeBuildParams:
             raise InputError(f"temperature must be a number >= 0, got {self.temperature!r}", field="temperature")
         check_prompt_set(self.prompts)
         if self.judged_caption is None:
-            from .offline import CAPTION_AWARE_JUDGES
+            from capaudit.llm.server import served_cards
 
-            object.__setattr__(self, "judged_caption", self.model in CAPTION_AWARE_JUDGES)
+            needs = served_cards().get(self.model, {}).get("needs", ())
+            object.__setattr__(self, "judged_caption", "judged_caption" in needs)
 
     def decoding(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {"temperature": float(self.temperature), "max_tokens": int(self.max_tokens)}

@@ -34,12 +34,13 @@ def slug(name: str) -> str:
 
 
 def judge_specs(section: Mapping[str, Any], where: str) -> List[JudgeSpec]:
-    from capaudit.llm.backends import backend_names
-
-    from .offline import JUDGE_LABELS, JUDGE_SHORT, JUDGE_VERSIONS
+    """The judges of the params section. A judge without ``url`` is a backend of the in-process
+    ``capaudit serve``; its label, short label and revision default to the model card the server
+    declares for it (:func:`capaudit.llm.server.served_cards`), never to a name recognised here."""
+    from capaudit.llm.server import served_cards
 
     items = section.get("judges") or [{"name": n} for n in DEFAULT_JUDGES]
-    offline_names = set(backend_names())
+    cards = served_cards()
     out = []
     for i, j in enumerate(items):
         if isinstance(j, str):
@@ -49,13 +50,14 @@ def judge_specs(section: Mapping[str, Any], where: str) -> List[JudgeSpec]:
         model = str(j.get("model", j["name"]))
         url = j.get("url")
         offline = url is None
-        if offline and model not in offline_names:
+        if offline and model not in cards:
             raise InputError(f"judges.judges[{i}]: {model!r} has no url and is not an offline backend "
-                             f"(known: {', '.join(sorted(offline_names))})", path=where, field="url")
-        revision = j.get("revision", JUDGE_VERSIONS.get(model))
+                             f"(known: {', '.join(sorted(cards))})", path=where, field="url")
+        card = cards.get(model, {}) if offline else {}
+        revision = j.get("revision", card.get("version") or None)
         out.append(JudgeSpec(str(j["name"]), model, url, None if revision is None else str(revision),
-                             str(j.get("label", JUDGE_LABELS.get(model, j["name"]))),
-                             str(j.get("short", JUDGE_SHORT.get(model, j["name"]))), offline,
+                             str(j.get("label", card.get("label") or j["name"])),
+                             str(j.get("short", card.get("short") or j["name"])), offline,
                              str(j.get("dialect", "vllm"))))
     if len({j.name for j in out}) != len(out):
         raise InputError("judge names must be distinct", path=where, field="judges")

@@ -1,9 +1,10 @@
-"""Offline backends served by ``capaudit serve`` under their own model names.
+"""The registry of backends served by ``capaudit serve`` under their own model names.
 
 A backend is ``fn(messages, request_payload) -> str`` (the assistant message content).
-``register_backend(name, fn, requires=..., degrades=...)`` adds one; the name is the model name
-clients send and the ``model`` field of every response, so a heuristic's name travels into every
-artifact it feeds. ``requires`` names system resources (``capaudit.resources``) without which the
+``register_backend(name, fn, requires=..., degrades=..., card=...)`` adds one; the name is the
+model name clients send and the ``model`` field of every response, and its model card
+(:class:`capaudit.llm.cards.ModelCard`: kind, version, label, caveat) is what the server declares
+for it, so a heuristic says what it is in every artifact it feeds. ``requires`` names system resources (``capaudit.resources``) without which the
 backend cannot answer: :func:`check_backends` raises one line naming the backend, the resource
 and its install command, and ``capaudit serve`` refuses to start. ``degrades`` names resources
 without which it answers with less (no OCR, say): :func:`degraded_notes` lists what is missing so
@@ -16,9 +17,10 @@ Built in:
   (or ``minItems`` copies), first enum value, ``minimum`` or 0 for numbers. Useful to exercise a
   pipeline end to end; it claims nothing.
 
-Plugins: the first lookup imports ``capaudit.claims.offline`` if it exists (it registers
-``capaudit-heuristic-extractor``); ``load_backend_spec("name=package.module:function")`` loads
-any other function.
+This module holds only the generic registry and these two built-ins: the stand-in models
+(:mod:`capaudit.standins`) register themselves when imported, and only the server imports them
+(:func:`capaudit.llm.server.registry`). ``load_backend_spec("name=package.module:function")``
+loads any other function (its card: kind ``unknown`` unless it has a ``card`` attribute).
 """
 
 from __future__ import annotations
@@ -27,25 +29,26 @@ import importlib
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.io.canonical_json import dumps_bytes
+from capaudit.llm.cards import ModelCard
 from capaudit.llm.dialects import requested_schema
 
 BackendFn = Callable[[List[Dict[str, Any]], Dict[str, Any]], str]
-PLUGIN_MODULES = ("capaudit.claims.offline", "capaudit.judges.offline", "capaudit.recap.offline",
-                  "capaudit.detail.offline")
 
 
 class BackendRegistry:
-    """Name → backend function; plugins are imported on first lookup."""
+    """Name → backend function and model card; ``plugins`` (module names) are imported on first
+    lookup (none by default: the server fills the default registry with the stand-ins)."""
 
-    def __init__(self, plugins: Sequence[str] = PLUGIN_MODULES):
+    def __init__(self, plugins: Sequence[str] = ()):
         self._fns: Dict[str, BackendFn] = {}
         self._requires: Dict[str, Tuple[str, ...]] = {}
         self._degrades: Dict[str, Tuple[str, ...]] = {}
+        self._cards: Dict[str, ModelCard] = {}
         self._plugins = tuple(plugins)
         self._loaded = False
 
     def register(self, name: str, fn: BackendFn, requires: Sequence[str] = (),
-                 degrades: Sequence[str] = ()) -> None:
+                 degrades: Sequence[str] = (), card: Optional[ModelCard] = None) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("backend name must be a non-empty string")
         if not callable(fn):
@@ -55,9 +58,18 @@ class BackendRegistry:
         unknown = [r for r in (*requires, *degrades) if r not in RESOURCES]
         if unknown:
             raise ValueError(f"backend {name!r}: unknown resources {unknown}; known: {', '.join(RESOURCES)}")
+        if card is not None and card.name != name:
+            raise ValueError(f"backend {name!r}: its card names {card.name!r}")
         self._fns[name] = fn
         self._requires[name] = tuple(requires)
         self._degrades[name] = tuple(degrades)
+        self._cards[name] = card if card is not None else getattr(fn, "card", None) or ModelCard(
+            name, "unknown", label=name, caveat=f"{name} is a backend registered without a model card")
+
+    def card(self, name: str) -> ModelCard:
+        """The model card of ``name`` (``KeyError`` naming the known backends)."""
+        self.get(name)
+        return self._cards[name]
 
     def check(self, name: str) -> None:
         """Raise :class:`capaudit.resources.ResourceMissing` if ``name`` lacks a required resource."""
@@ -105,10 +117,11 @@ class BackendRegistry:
 DEFAULT_BACKENDS = BackendRegistry()
 
 
-def register_backend(name: str, fn: BackendFn, requires: Sequence[str] = (), degrades: Sequence[str] = ()) -> None:
-    """Register an offline backend ``fn(messages, request_payload) -> str`` under ``name``;
-    ``requires`` / ``degrades`` name system resources (see the module docstring)."""
-    DEFAULT_BACKENDS.register(name, fn, requires, degrades)
+def register_backend(name: str, fn: BackendFn, requires: Sequence[str] = (), degrades: Sequence[str] = (),
+                     card: Optional[ModelCard] = None) -> None:
+    """Register a backend ``fn(messages, request_payload) -> str`` under ``name`` with its model
+    ``card``; ``requires`` / ``degrades`` name system resources (see the module docstring)."""
+    DEFAULT_BACKENDS.register(name, fn, requires, degrades, card)
 
 
 def check_backends(names: Sequence[str], registry: Optional[BackendRegistry] = None) -> List[str]:
@@ -127,7 +140,7 @@ def get_backend(name: str) -> BackendFn:
 
 
 def backend_names() -> List[str]:
-    """Names of all registered backends (plugins included)."""
+    """Names of all backends registered so far (the stand-ins once the server has loaded them)."""
     return DEFAULT_BACKENDS.names()
 
 
@@ -214,8 +227,12 @@ def schema_minimal_backend(messages: List[Dict[str, Any]], payload: Dict[str, An
     return dumps_bytes(minimal_instance(schema) if schema is not None else {}).decode("utf-8")
 
 
-register_backend("capaudit-echo", echo_backend)
-register_backend("capaudit-schema-minimal", schema_minimal_backend)
+register_backend("capaudit-echo", echo_backend, card=ModelCard(
+    "capaudit-echo", "heuristic", "1", "capaudit-echo (smoke test: echoes the prompt)",
+    "answers echo the last user message: a smoke test, not a model"))
+register_backend("capaudit-schema-minimal", schema_minimal_backend, card=ModelCard(
+    "capaudit-schema-minimal", "heuristic", "1", "capaudit-schema-minimal (smoke test: the smallest valid answer)",
+    "answers are the smallest instance of the requested schema: a smoke test that claims nothing"))
 
 __all__ = [
     "BackendRegistry",

@@ -311,12 +311,13 @@ def cmd_serve_cmd(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from capaudit.llm.backends import backend_names, load_backend_spec
-    from capaudit.llm.server import serve
+    from capaudit.llm.backends import load_backend_spec
+    from capaudit.llm.server import registry, serve
 
-    names: List[str] = [load_backend_spec(spec) for spec in args.backend]  # registers module:function specs
+    reg = registry()  # the built-ins and the stand-in models
+    names: List[str] = [load_backend_spec(spec, reg) for spec in args.backend]  # registers module:function specs
     if args.list:  # what this command line would serve
-        print("\n".join(names or backend_names()))
+        print("\n".join(names or reg.names()))
         return 0
     serve(args.host, args.port, names or None, workers=args.workers)
     return 0

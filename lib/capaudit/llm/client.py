@@ -54,6 +54,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import (Any, Awaitable, Callable, ClassVar, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
                     Set, Tuple, TypeVar, Union)
@@ -61,10 +62,11 @@ from typing import (Any, Awaitable, Callable, ClassVar, Dict, Iterable, Iterator
 
 from capaudit.errors import CapauditError
 from capaudit.io.canonical_json import dumps_bytes, loads, loads_lenient
+from capaudit.llm.cards import fetch_cards
 from capaudit.llm.dialects import DIALECTS, build_payload
 from capaudit.llm.http import Pool
 from capaudit.llm.requests import check_request, count_lines, iter_request_lines, parse_request_line
-from capaudit.llm.store import ResponseStore
+from capaudit.llm.store import ResponseStore, record_answerers
 from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache, load_validator
 
 class EndpointUnavailable(CapauditError):
@@ -736,6 +738,10 @@ async def arun_requests(
     if probe:
         await asyncio.get_running_loop().run_in_executor(None, check_endpoints, urls, model, api_key)
     run.probe = probe
+    # who answers: the model card each endpoint declares for the model, beside the store
+    # (capaudit.llm.cards; "unknown" where a server has no /v1/models)
+    cards = await asyncio.get_running_loop().run_in_executor(None, partial(fetch_cards, urls, model, api_key, 5.0))
+    record_answerers(st_obj.path, cards)
     t_start = time.monotonic()
     if progress:
         if total is None and isinstance(requests, (str, Path)):

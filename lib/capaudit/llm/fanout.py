@@ -68,8 +68,12 @@ def _check_manifest(out_dir: Path, requests: Path, shards: int, resume: bool) ->
         write_json_atomic(man, info)
 
 
-def _run_shard(shard: Shard, out_dir: str, urls: Sequence[str], model: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+def _run_shard(shard: Shard, out_dir: str, urls: Sequence[str], model: str, kwargs: Dict[str, Any],
+               rule_providers: Tuple[str, ...] = ()) -> Dict[str, Any]:
     from capaudit.llm.client import run_requests
+    from capaudit.llm.validate import add_rule_providers
+
+    add_rule_providers(rule_providers)  # a worker process knows the caller's task rules too
 
     stats = run_requests(RequestShard(shard), shard_store_path(Path(out_dir), shard), list(urls), model,
                          progress=False, handle_signals=False, **kwargs)
@@ -119,8 +123,10 @@ def run_requests_sharded(requests: str | Path, out_dir: str | Path, urls: Sequen
     _check_manifest(out, req, shards, resume)
     parts = list_shards(str(req.resolve()), num_shards=shards)
     t0 = time.monotonic()
+    from capaudit.llm.validate import DEFAULT_RULES
+
     fn = partial(_run_shard, out_dir=str(out.resolve()), urls=tuple(urls), model=model,
-                 kwargs={"resume": True, **client_kwargs})
+                 kwargs={"resume": True, **client_kwargs}, rule_providers=DEFAULT_RULES.providers)
     merged = map_merge(parts, fn, lambda ps: _merge_stats(ps), engine=engine, workers=workers, address=address,
                        max_in_flight=workers)
     stats = RunStats()

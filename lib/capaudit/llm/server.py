@@ -2,7 +2,10 @@
 
 Routes: ``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models``, ``GET /health``.
 The request's ``model`` selects the backend (``capaudit.llm.backends``); the response's
-``model`` is the backend name. Backends run in a thread pool (``workers`` threads, default 1
+``model`` is the backend name. The server is the one module that loads the stand-in models
+(:mod:`capaudit.standins`, :func:`registry`), and it declares who answers: every ``/v1/models``
+entry carries ``capaudit: {kind, version, label, caveat}`` (the backend's model card,
+:mod:`capaudit.llm.cards`) and every completion ``capaudit_model`` with the same card. Backends run in a thread pool (``workers`` threads, default 1
 so that backends need not be thread-safe). ``usage`` counts whitespace-separated words, not
 model tokens (there is no tokenizer). Binds 127.0.0.1 unless told otherwise.
 
@@ -23,7 +26,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from aiohttp import web
 
@@ -54,10 +57,31 @@ def _words(messages: Any) -> int:
     return n
 
 
+def registry() -> BackendRegistry:
+    """The default registry with every stand-in model registered (importing
+    :mod:`capaudit.standins` registers them)."""
+    import capaudit.standins  # noqa: F401  (registers the stand-ins with DEFAULT_BACKENDS)
+
+    return DEFAULT_BACKENDS
+
+
+def served_names() -> List[str]:
+    """Every backend ``capaudit serve`` can serve (built-ins and stand-ins)."""
+    return registry().names()
+
+
+def served_cards() -> Dict[str, Dict[str, Any]]:
+    """Name → the model card ``capaudit serve`` declares for it (``/v1/models``' ``capaudit``), for a
+    stage that sets up its requests before a server runs."""
+    reg = registry()
+    return {n: reg.card(n).to_json() for n in reg.names()}
+
+
 def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[BackendRegistry] = None,
              workers: int = 1) -> web.Application:
-    """aiohttp application serving ``backends`` (all registered ones when ``None``)."""
-    reg = registry or DEFAULT_BACKENDS
+    """aiohttp application serving ``backends`` (all registered ones when ``None``); ``registry``
+    defaults to :func:`registry` (built-ins and stand-ins)."""
+    reg = registry if registry is not None else _default_registry()
     names = list(backends) if backends else reg.names()
     skipped: List[str] = []
     for n in list(names):
@@ -72,6 +96,7 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
     if not fns:
         raise ValueError("no offline backend to serve" + (f" ({'; '.join(skipped)})" if skipped else ""))
     degraded = {n: reg.degraded(n) for n in names}
+    cards = {n: reg.card(n).to_json() for n in names}
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="capaudit-backend")
     created = int(time.time())
 
@@ -80,7 +105,8 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
         return web.json_response({"status": "ok", "models": names, "capaudit_degraded": notes})
 
     async def models(request: web.Request) -> web.Response:
-        data = [{"id": n, "object": "model", "created": created, "owned_by": "capaudit"} for n in names]
+        data = [{"id": n, "object": "model", "created": created, "owned_by": "capaudit", "capaudit": cards[n]}
+                for n in names]
         return web.json_response({"object": "list", "data": data})
 
     async def chat(request: web.Request) -> web.Response:
@@ -120,6 +146,7 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": prompt_words, "completion_tokens": completion_words,
                       "total_tokens": prompt_words + completion_words, "unit": "words"},
+            "capaudit_model": cards[name],
         }
         if degraded[name]:
             body["capaudit_degraded"] = degraded[name]
@@ -136,6 +163,9 @@ def make_app(backends: Optional[Sequence[str]] = None, registry: Optional[Backen
     app[BACKENDS_KEY] = names
     app[DEGRADED_KEY] = skipped + [x for n in names for x in degraded[n]]
     return app
+
+
+_default_registry = registry
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, backends: Optional[List[str]] = None, workers: int = 1) -> None:
@@ -195,4 +225,4 @@ def background_server(backends: List[str], host: str = "127.0.0.1", port: int = 
         th.join(timeout=10.0)
 
 
-__all__ = ["make_app", "serve", "background_server"]
+__all__ = ["make_app", "registry", "serve", "served_cards", "served_names", "background_server"]

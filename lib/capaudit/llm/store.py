@@ -24,6 +24,13 @@ without writing a byte. Writes are buffered and flushed +
 fsynced every ``batch_rows`` rows or ``batch_sec`` seconds and on ``close``; a crash loses at most
 the unflushed batch (those requests are asked again on resume). A torn last line (a crash in the
 middle of a write) is ignored when reading and cut off before the next append.
+
+Who answered: beside the rows the client records the model card of the requested model at each
+endpoint (:mod:`capaudit.llm.cards`), in ``<store>.models.json`` beside a file store
+(``responses.jsonl`` → ``responses.models.json``) or ``answerers-<pid>.models.json`` inside a
+directory store (one per writing process), merged across resumed runs and several URLs
+(:func:`record_answerers`). :func:`answered_by` reads them back: the cards every stage derives
+its labels, caveats and offline flags from.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from capaudit.errors import LockHeldError
 from capaudit.io.lock import ExclusiveLock, lock_path_for
@@ -306,9 +313,73 @@ def _cut_torn_tail(fh: Any) -> None:
     fh.seek(0, os.SEEK_END)
 
 
+MODELS_SUFFIX = ".models.json"
+
+
+def models_path(path: str | Path) -> Path:
+    """The file this process records the answering models in (module docstring)."""
+    raw = str(path)
+    p = Path(path)
+    if _is_dir_path(p, raw):
+        return p / f"answerers-{os.getpid()}{MODELS_SUFFIX}"
+    name = p.name
+    for ext in (".jsonl.gz", ".jsonl", ".ndjson"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
+    return p.with_name(name + MODELS_SUFFIX)
+
+
+def _read_models(path: Path) -> List[Dict[str, Any]]:
+    try:
+        data = loads(path.read_bytes())
+    except (OSError, ValueError):
+        return []
+    cards = data.get("answered_by") if isinstance(data, dict) else None
+    return [c for c in cards if isinstance(c, dict)] if isinstance(cards, list) else []
+
+
+def _card_key(card: Mapping[str, Any]) -> Tuple[str, str]:
+    return str(card.get("model", "")), str(card.get("url", ""))
+
+
+def record_answerers(path: str | Path, cards: Sequence[Mapping[str, Any]]) -> Path:
+    """Merge ``cards`` (one per model and URL, :func:`capaudit.llm.cards.fetch_card`) into the store's
+    models file: a card replaces the earlier one of the same model and URL; others are kept."""
+    from capaudit.io.atomic import write_json_atomic
+
+    target = models_path(path)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    merged = {_card_key(c): c for c in _read_models(target)}
+    for c in cards:
+        merged[_card_key(c)] = {**dict(c), "recorded_at": now}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(target, {"answered_by": [merged[k] for k in sorted(merged)]})
+    return target
+
+
+def answered_by(path: str | Path) -> List[Dict[str, Any]]:
+    """The model cards recorded for the store at ``path`` (a file store's ``<store>.models.json``;
+    every ``*.models.json`` inside a directory store): one per distinct card (model, kind, version,
+    label, caveat), with the URLs that declared it under ``urls``; sorted by model. Empty when
+    nothing was recorded (a store written before cards were recorded)."""
+    raw = str(path)
+    p = Path(path)
+    files = sorted(p.glob(f"*{MODELS_SUFFIX}")) if _is_dir_path(p, raw) else [models_path(p)]
+    out: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    for f in files:
+        for c in _read_models(f):
+            key = tuple(str(c.get(k, "")) for k in ("model", "kind", "version", "label", "caveat"))
+            card = out.setdefault(key, {k: v for k, v in c.items() if k not in ("url", "recorded_at")} | {"urls": []})
+            if c.get("url") and c["url"] not in card["urls"]:
+                card["urls"].append(c["url"])
+    return [out[k] for k in sorted(out)]
+
+
 def open_store(path: str | Path, **kwargs: Any) -> ResponseStore:
     """``ResponseStore(path, **kwargs)``."""
     return ResponseStore(path, **kwargs)
 
 
-__all__ = ["ERROR_KINDS", "ROW_FIELDS", "ResponseStore", "merge", "merge_lines", "rank_better", "scan_ids", "iter_rows", "iter_rows_with_lines", "store_files", "open_store"]
+__all__ = ["ERROR_KINDS", "MODELS_SUFFIX", "ROW_FIELDS", "ResponseStore", "answered_by", "merge", "models_path",
+           "record_answerers", "merge_lines", "rank_better", "scan_ids", "iter_rows", "iter_rows_with_lines", "store_files", "open_store"]

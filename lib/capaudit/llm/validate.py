@@ -8,9 +8,11 @@ list the errors, and ``jsonschema`` has the last word (an instance it accepts is
 
 Task rules are checks a JSON schema cannot express (e.g. "sorted question ids equal the expected
 ids"): ``register_task_rules(task, fn)`` with ``fn(parsed, request) -> list[str]``. A stage
-registers its rules when its module is imported; ``task_rule_errors`` imports the known rule
-providers lazily (``capaudit.claims``, ``capaudit.claims.rules``, ``capaudit.judges``) the first
-time an unregistered task is checked.
+registers its rules when its module is imported (``capaudit.claims`` and ``capaudit.judges`` do, so
+a stage that builds its requests has them). This layer names no stage: a caller that runs request
+files it did not build (the ``capaudit`` command, ``llm run``) names the rule providers with
+:func:`add_rule_providers`, which ``task_rule_errors`` imports lazily the first time an
+unregistered task is checked (and the sharded fan-out hands on to its workers).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ RuleFn = Callable[[Any, Mapping[str, Any]], List[str]]
 
 MAX_ERRORS = 20
 _CACHE_SIZE = 256
-RULE_PROVIDERS: Tuple[str, ...] = ("capaudit.claims", "capaudit.claims.rules", "capaudit.judges")
+#: Modules imported for their task rules on first need: none unless a caller adds some.
+RULE_PROVIDERS: Tuple[str, ...] = ()
 
 
 class _Compiled:
@@ -119,8 +122,19 @@ class TaskRules:
 
     def __init__(self, providers: Tuple[str, ...] = RULE_PROVIDERS):
         self._rules: Dict[str, List[RuleFn]] = {}
-        self._providers = providers
+        self._providers = tuple(providers)
         self._loaded = False
+
+    @property
+    def providers(self) -> Tuple[str, ...]:
+        return self._providers
+
+    def add_providers(self, names: Tuple[str, ...]) -> None:
+        """Also import ``names`` (module names) for their rules on the next unregistered task."""
+        new = tuple(n for n in names if n not in self._providers)
+        if new:
+            self._providers += new
+            self._loaded = False
 
     def register(self, task: str, fn: RuleFn) -> None:
         fns = self._rules.setdefault(task, [])
@@ -166,6 +180,11 @@ def register_task_rules(task: str, fn: RuleFn) -> None:
     DEFAULT_RULES.register(task, fn)
 
 
+def add_rule_providers(names: Tuple[str, ...]) -> None:
+    """Name modules that register task rules when imported (module docstring)."""
+    DEFAULT_RULES.add_providers(tuple(names))
+
+
 def task_rule_errors(task: str, parsed: Any, request: Mapping[str, Any]) -> List[str]:
     """Errors from every rule registered for ``task`` (run only on schema-valid output)."""
     return DEFAULT_RULES.errors(task, parsed, request)
@@ -192,6 +211,7 @@ __all__ = [
     "TaskRules",
     "DEFAULT_RULES",
     "register_task_rules",
+    "add_rule_providers",
     "task_rule_errors",
     "check_output",
 ]

