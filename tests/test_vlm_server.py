@@ -282,13 +282,16 @@ def test_vlm_server_recap_run(policy, vlm_url, captions, tmp_path) -> None:
     with open(images, "w") as fh:
         for r in _rows(captions)[:3]:
             fh.write(json.dumps({"id": r["cid"], "image": r["image"]}) + "\n")
-    out, stats = tmp_path / "recaps.jsonl", tmp_path / "stats.json"
+    out, stats = tmp_path / "recaps", tmp_path / "stats.json"
     _cli("recap", "run", "--images", str(images), "--policy", policy, "--url", vlm_url, "--model", MODEL,
          "--out", str(out), "--concurrency", "4", "--timeout", "300", "--no-progress", "--stats-json", str(stats))
-    rows = _rows(out)
-    assert len(rows) == 3 and all(r.get("caption") for r in rows), rows[:1]
+    rows = [r for f in sorted((out / "responses").glob("part-*.jsonl")) for r in _rows(f)]
+    assert sorted(r["recap"]["image_id"] for r in rows) == sorted(json.loads(x)["id"] for x in images.read_text().split())
+    assert all(r["ok"] and r["caption"] and r["model"] == MODEL for r in rows), rows[:1]
     s = json.loads(stats.read_text())
-    assert s.get("failed", 0) == 0
+    assert (s["answered"], s["failed"]) == (3, 0)
+    cards = [c for f in (out / "responses").glob("*.models.json") for c in json.loads(f.read_text())["answered_by"]]
+    assert cards and all(c["kind"] == KIND for c in cards)  # who answered is recorded beside the store
 
 
 def test_vlm_server_scene_graph_parser_on_text(vlm_url, captions, tmp_path) -> None:
