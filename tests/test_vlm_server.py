@@ -253,7 +253,8 @@ def test_vlm_server_prompt_too_long_with_its_image_is_refused_before_sending(vlm
     image = _rows(captions)[0]["image"]
     rows = []
     for i, words in enumerate((50, 1960)):  # 1960 words ≈ 1980 tokens: over 2048 only with the image's 49+
-        rows.append({"request_id": f"long{i}", "task": "probe", "input": {"n": words},
+        rows.append({"request_id": f"long{i}", "task": "probe", "task_version": 1, "prompt_version": "t1",
+                     "input": {"n": words},
                      "schema": {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}},
                                 "required": ["a"]},
                      "decoding": {"max_tokens": 16, "temperature": 0},

@@ -41,6 +41,9 @@ def register(subparsers: Any) -> None:
     run.add_argument("--allow-model-mismatch", action="store_true",
                      help="run requests whose model_hint differs from --model")
     add_run_control_options(run, unit="request")
+    run.add_argument("--no-context-check", dest="context_check", action="store_false",
+                     help="send every request even where the server declares the model's context and counts a "
+                          "prompt (with its image tokens) over it (default: refuse such a request before sending)")
     run.add_argument("--transport", choices=["fast", "openai"], default="fast",
                      help="fast: our keep-alive HTTP/1.1 client (local vLLM fleets); openai: the openai package's "
                           "AsyncOpenAI (hosted APIs, OPENAI_ORG_ID/OPENAI_PROJECT_ID headers); same rows")
@@ -182,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
             api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
             allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout,
-            transport=args.transport, probe=args.probe,
+            transport=args.transport, probe=args.probe, context_check=args.context_check,
         )
     finally:
         store.close()
@@ -216,7 +219,7 @@ def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
             only_failed=args.only_failed, reasks=args.reasks, backoff_base=args.backoff, backoff_max=args.backoff_max,
             api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
             allow_model_mismatch=args.allow_model_mismatch, drain_timeout=args.drain_timeout, transport=args.transport,
-            probe=args.probe,
+            probe=args.probe, context_check=args.context_check,
         )
     finally:
         store.close()

@@ -67,6 +67,8 @@ from capaudit.llm.dialects import DIALECTS, build_payload
 from capaudit.llm.http import Pool
 from capaudit.llm.requests import check_request, count_lines, iter_request_lines, parse_request_line
 from capaudit.llm.store import ResponseStore, record_answerers
+from capaudit.llm.context_check import CONTEXT_KIND, context_limit, tokenize_body, tokenize_url
+from capaudit.llm.context_check import refusal as context_refusal_reason
 from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache, load_validator
 
 class EndpointUnavailable(CapauditError):
@@ -277,6 +279,9 @@ class RequestRun:
         self._probe_rid: Optional[str] = None
         self._probe_done = asyncio.Event()
         self.endpoint_error: Optional[EndpointUnavailable] = None
+        # context check (capaudit.llm.context_check): set by arun_requests from the recorded cards
+        self.context_limit: Optional[int] = None
+        self._tokenize_pool: Any = None
 
     # -- hooks ----------------------------------------------------------------------------------
     def interpret(self, text: Any, finish_reason: Any, req: Optional[Mapping[str, Any]]) -> Interpretation:
@@ -354,8 +359,41 @@ class RequestRun:
             await self.one(req, pools)
 
     async def one(self, req: Dict[str, Any], pools: Sequence[Pool]) -> None:
-        """Ask one request row (its body per ``dialect``)."""
-        await self.send(req["request_id"], dumps_bytes(build_payload(req, self.model, self.dialect)), pools, req)
+        """Ask one request row (its body per ``dialect``); a prompt over the model's context is refused
+        before it is sent (:meth:`context_refusal`)."""
+        body = dumps_bytes(build_payload(req, self.model, self.dialect))
+        reason = await self.context_refusal(req)
+        if reason is not None:
+            self.refuse(req["request_id"], body, CONTEXT_KIND, reason)
+            return
+        await self.send(req["request_id"], body, pools, req)
+
+    async def context_refusal(self, req: Mapping[str, Any]) -> Optional[str]:
+        """Why ``req`` does not fit the model's context, counted by the server's ``/tokenize``
+        (``None``: it fits, or there is no limit or no count to check it against)."""
+        if self.context_limit is None or "messages" not in req:
+            return None
+        if self._tokenize_pool is None:
+            self._tokenize_pool = Pool(tokenize_url(self.router.urls[0]), self.headers, max_idle=self.concurrency)
+        try:
+            resp = await self._tokenize_pool.post(tokenize_body(req, self.model), self.timeout_s)
+        except (OSError, asyncio.TimeoutError):
+            return None
+        return context_refusal_reason(resp.status, resp.body, req, self.context_limit)
+
+    def refuse(self, rid: str, body: bytes, kind: str, reason: str) -> None:
+        """Record a request that is not sent: a failed row naming why, counted like any failure."""
+        st = self.stats
+        st.failed += 1
+        st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
+        if st.first_failure is None:
+            st.first_failure = f"{self.router.urls[0]} (model {self.model}), request {rid}: {clip_text(reason, 300)}"
+        row = {"request_id": rid, "ok": False, "status": None, "attempts": 0, "started_at": utc_now(),
+               "elapsed_sec": 0.0, "model": self.model, "usage": None, "response_text": None, "parsed": None,
+               "error": clip_text(reason), "error_kind": kind, "request_hash": _hash(body)}
+        self.store.append(self.response_row(row, None, None))
+        if self.bar is not None:
+            self.bar.update(1)
 
     # -- transport ------------------------------------------------------------------------------
     def make_pools(self) -> List[Any]:
@@ -718,8 +756,13 @@ async def arun_requests(
     seed: Optional[int] = None,
     transport: str = "fast",
     probe: bool = True,
+    context_check: bool = True,
 ) -> RunStats:
     """Coroutine form of :func:`run_requests` (use it inside a running event loop).
+
+    ``context_check``: where an endpoint declares the model's context (``max_model_len``), count each
+    request's prompt with its ``/tokenize`` and refuse one that does not fit before it is sent
+    (:mod:`capaudit.llm.context_check`).
 
     ``transport``: ``fast`` (our HTTP/1.1 pools) or ``openai`` (the ``openai`` package's client).
     ``probe``: check each endpoint (``GET /v1/models``) and send the first request alone; an
@@ -742,6 +785,8 @@ async def arun_requests(
     # (capaudit.llm.cards; "unknown" where a server has no /v1/models)
     cards = await asyncio.get_running_loop().run_in_executor(None, partial(fetch_cards, urls, model, api_key, 5.0))
     record_answerers(st_obj.path, cards)
+    if context_check:
+        run.context_limit = context_limit(cards)
     t_start = time.monotonic()
     if progress:
         if total is None and isinstance(requests, (str, Path)):
@@ -762,6 +807,8 @@ async def arun_requests(
                             handle_signals=handle_signals)
         finally:
             await run.close_pools(pools)
+            if run._tokenize_pool is not None:
+                run._tokenize_pool.close()
     finally:
         if pf is not None:
             pf.cancel()
