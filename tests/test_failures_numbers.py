@@ -84,12 +84,17 @@ def test_survey_config_rejects_meaningless_settings(kwargs):
 
 
 def test_text_stage_params_rejected_with_key_named(tmp_path):
-    from capaudit.text.stage import survey_config
+    from capaudit.errors import InputError
+    from capaudit.text.params import TextStatsParams
 
     with pytest.raises(ValueError, match=r"text_stats\.top_k: expected a positive integer or a list of them, got 0"):
-        survey_config({"top_k": 0})
+        TextStatsParams.from_section({"top_k": 0})
     with pytest.raises(ValueError, match=r"text_stats\.budgets"):
-        survey_config({"budgets": [64, -1]})
+        TextStatsParams.from_section({"budgets": [64, -1]})
+    with pytest.raises(InputError, match=r"^p\.yaml: text_stats\.budget: unknown key \(known: .*budgets"):
+        TextStatsParams.from_section({"budget": 64}, "p.yaml")
+    with pytest.raises(InputError, match=r"^p\.yaml: text_stats\.workers: expected an integer >= 1, got 'two'$"):
+        TextStatsParams.from_section({"workers": "two"}, "p.yaml")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,10 +21,14 @@ from __future__ import annotations
 import logging
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, TypeVar
 
 from capaudit.errors import EmptyInputError, InputError
+
+if TYPE_CHECKING:
+    from capaudit.config import ParamsSection
 
 S = TypeVar("S")
 P = TypeVar("P")
@@ -232,18 +236,43 @@ def _map_ray(shards: Iterable[Any], map_fn: Callable, merger: _OrderedMerger, wo
             ray.cancel(ref, force=True)
 
 
+ENGINE_KEYS = ("engine", "workers", "address", "shards")
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """The engine switch of a sharded stage (params keys :data:`ENGINE_KEYS`, CLI ``--engine`` ...)."""
+
+    engine: str = "local"
+    workers: int = 1
+    address: Optional[str] = None
+    shards: Optional[int] = None
+
+    @classmethod
+    def from_section(cls, section: "ParamsSection") -> "EngineParams":
+        """From a params section; errors name the params file, section and key."""
+        try:
+            engine = check_engine(section.raw("engine", cls.engine))
+        except InputError as exc:
+            raise section.error("engine", exc.message) from None
+        address = section.raw("address")
+        return cls(engine, section.integer("workers", cls.workers), str(address) if address else None,
+                   section.integer("shards", cls.shards))
+
+    @classmethod
+    def from_args(cls, args: Any) -> "EngineParams":
+        """From the ``--engine/--workers/--address/--shards`` options (:func:`capaudit.argtypes.add_engine_options`)."""
+        return cls(check_engine(args.engine), args.workers, args.address, args.shards)
+
+
 def engine_from_params(section: Dict[str, Any], where: str = "") -> Dict[str, Any]:
     """``{engine, workers, address, shards}`` from a params section (keys ``engine``, ``workers``,
     ``address``, ``shards``); errors name the section and key."""
-    engine = check_engine(section.get("engine", "local"))
-    workers = section.get("workers", 1)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InputError(f"{where}.workers: expected an integer >= 1, got {workers!r}")
-    shards = section.get("shards")
-    if shards is not None and (isinstance(shards, bool) or not isinstance(shards, int) or shards < 1):
-        raise InputError(f"{where}.shards: expected an integer >= 1, got {shards!r}")
-    address = section.get("address")
-    return {"engine": engine, "workers": workers, "address": str(address) if address else None, "shards": shards}
+    from capaudit.config import ParamsSection
+
+    path, _, name = where.rpartition(": ")
+    e = EngineParams.from_section(ParamsSection.of(section, name, path or None))
+    return {"engine": e.engine, "workers": e.workers, "address": e.address, "shards": e.shards}
 
 
 def iter_batches(items: Iterable[Any], size: int) -> Iterable[List[Any]]:
@@ -258,5 +287,5 @@ def iter_batches(items: Iterable[Any], size: int) -> Iterable[List[Any]]:
         yield batch
 
 
-__all__ = ["ENGINES", "check_engine", "engine_from_params", "ensure_ray", "iter_batches", "map_merge",
+__all__ = ["ENGINES", "ENGINE_KEYS", "EngineParams", "check_engine", "engine_from_params", "ensure_ray", "iter_batches", "map_merge",
            "ray_available", "ray_cluster_cpus", "shutdown_ray"]

@@ -8,15 +8,19 @@ pairs to compare) and writes ``artifacts/text_stats/<surface>.json`` and the row
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from ..budgets import DEFAULT_BUDGET
 from ..config import RunConfig
 from ..io.atomic import write_json_atomic
+from ..results import StageResult
 from ..summaries.table_rows import write_table_rows
 from .paired_deltas import paired_deltas
-from .sharding import spec_shards as _spec_shards
+from .params import SECTION, TextStatsParams, headline_k  # noqa: F401  (headline_k: public re-export)
+from .sharding import spec_shards
 from .survey import WINDOW_DEFINITION, SurveyConfig, survey_captions
 from .survey_rows import prefix_mass_by_construction, surface_row
 
@@ -40,11 +44,6 @@ def survey_notes(result: Dict[str, object], budgets: Sequence[int], top_k: int) 
                          f"every distinct prefix ({distinct} distinct, {result['captions_with_units']} captions); "
                          f"not a concentration finding")
     return notes
-
-
-def headline_k(ks: Sequence[int]) -> int:
-    """The k of ``prefix_top_mass`` among the asked ``ks``: 100 (the reference's) when listed, else the first."""
-    return 100 if 100 in ks else int(ks[0])
 
 
 def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int = 100,
@@ -80,32 +79,6 @@ def contract_view(result: Dict[str, object], budgets: Sequence[int], top_k: int 
     return out
 
 
-def survey_config(section: Dict[str, object], where: str = "text_stats") -> SurveyConfig:
-    """The survey settings of the ``text_stats`` params section; bad values name the key."""
-    def ints(key: str, default: Sequence[int]) -> tuple:
-        value = section.get(key, default)
-        if not isinstance(value, (list, tuple)) or not value or \
-                any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
-            raise ValueError(f"{where}.{key}: expected a non-empty list of positive integers, got {value!r}")
-        return tuple(value)
-
-    top_k = section.get("top_k", 100)
-    ks = top_k if isinstance(top_k, (list, tuple)) and top_k else [top_k]
-    if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"{where}.top_k: expected a positive integer or a list of them, got {top_k!r}")
-    budgets = ints("budgets", (16, 32, 64, 128, 256))
-    return SurveyConfig(
-        budgets=tuple(sorted(set(budgets))),
-        ngram_orders=ints("ngram_orders", (1, 2, 3)),
-        repeat_orders=ints("repeat_orders", (3, 4, 5, 6)),
-        top_k=headline_k(ks),
-        top_ks=tuple(sorted(set(ks) | {10, 100, 1000})),
-        marginal_gain_from_rounded=bool(section.get("marginal_gain_from_rounded", True)),
-        distinct=str(section.get("distinct", "exact")),
-        hll_precision=int(section.get("hll_precision", 14)),
-    )
-
-
 def survey_input(inputs, config: SurveyConfig, engine: str = "local", workers: int = 1,
                  address: Optional[str] = None, shards: Optional[int] = None, caption_field: Optional[str] = None,
                  on_missing: str = "error", spill_dir: Optional[str] = None, max_keys: int = 8_000_000):
@@ -124,71 +97,92 @@ def survey_input(inputs, config: SurveyConfig, engine: str = "local", workers: i
         raise _no_records(spec, [SourceFile(path=p) for p in expand_inputs(inputs)], stats, list(load.get("fields", [])))
     return summary
 
-def run(cfg: RunConfig) -> Dict[str, object]:
-    """Survey all surfaces of the run and the paired deltas of its fair slices.
+def survey_source(params: TextStatsParams, spec: Any, shard_inputs: Any = None, *, surface: Optional[str] = None,
+                  caption_field: Optional[str] = None, on_missing: str = "error", max_records: Optional[int] = None,
+                  local_only_formats: bool = False) -> Tuple[Dict[str, object], Any]:
+    """Survey one caption source: ``(result, load stats)``.
 
-    Surfaces are streamed (``iter_captions``); paired deltas read the slices written by the
-    surfaces stage (``outputs/<run>/artifacts/slices/<name>/.../pairs.parquet``).
+    ``shard_inputs`` (JSONL / Parquet files) are sharded on the params' engine; anything else, or
+    input the sharded reader refuses, streams through the surfaces loader on this machine (whose
+    error is the canonical one). ``local_only_formats``: a non-local engine refuses such input
+    instead (the CLI's contract). ``surface`` names the result (``result["surface"]``).
     """
+    from ..errors import InputError
     from ..surfaces import LoadStats, iter_captions
-    from ..surfaces.slices import SliceManifest
-    from ..surfaces.stage import slice_dirs, surface_specs
 
-    from ..engine.executors import engine_from_params
+    scfg, eng = params.survey_config(), params.engine
+    summary = None
+    if shard_inputs is not None:
+        try:
+            summary = survey_input(shard_inputs, scfg, engine=eng.engine, workers=eng.workers, address=eng.address,
+                                   shards=eng.shards, caption_field=caption_field, on_missing=on_missing,
+                                   spill_dir=params.spill_dir, max_keys=params.max_keys)
+        except Exception:  # noqa: BLE001 - locally, the loader below reports bad input canonically
+            if eng.engine != "local":
+                raise
+            summary = None
+        else:
+            stats = LoadStats(**{k: int(summary.load.get(k, 0)) for k in (
+                "rows", "rows_without_caption", "records", "rows_missing_field", "rows_empty_caption")})
+    if summary is None:
+        if local_only_formats and eng.engine != "local":
+            raise InputError("--engine ray needs JSONL or Parquet input (files, a folder, a glob or an fsspec URL) "
+                             "and no --max-records", path=spec.get("file") if isinstance(spec, dict) else spec)
+        stats = LoadStats()
+        caps = (r.caption for r in iter_captions(spec, caption_field=caption_field, max_records=max_records,
+                                                 stats=stats))
+        summary = survey_captions(caps, scfg, workers=eng.workers, spill_dir=params.spill_dir,
+                                  max_keys=params.max_keys)
+    result = summary.finalize()
+    if surface is not None:
+        result["surface"] = surface
+    result["input"] = load_counts(stats)
+    result["notes"] = survey_notes(result, scfg.budgets, scfg.top_k)
+    result["definitions"] = {"window": WINDOW_DEFINITION}
+    return result, stats
+
+
+def survey_file(params: TextStatsParams, path: str, *, caption_field: Optional[str] = None,
+                on_missing: str = "error", max_records: Optional[int] = None) -> Tuple[Dict[str, object], Any]:
+    """``capaudit text-stats``: survey one caption file; ``(result, load stats)``."""
+    from .sharding import shardable
+
+    shard = path if shardable(path) and max_records is None else None
+    return survey_source(params, {"file": path, "on_missing": on_missing}, shard, caption_field=caption_field,
+                         on_missing=on_missing, max_records=max_records, local_only_formats=True)
+
+
+def survey_surfaces(params: TextStatsParams, cfg: RunConfig) -> Dict[str, Dict[str, object]]:
+    """Survey the params' surfaces (all those of the run by default), streamed; results by name."""
+    from ..surfaces.stage import surface_specs
     from ..surfaces.surface import resolve_sources
 
-    section = cfg.section("text_stats")
-    scfg = survey_config(section, f"{cfg.path}: text_stats")
-    eng = engine_from_params(section, f"{cfg.path}: text_stats")
-    workers = eng["workers"]
-    dirs = cfg.dirs()
-    art = dirs["artifacts"] / "text_stats"
-    art.mkdir(parents=True, exist_ok=True)
+    scfg = params.survey_config()
     specs = surface_specs(cfg)
     results: Dict[str, Dict[str, object]] = {}
-    for name in section.get("surfaces", list(specs)):
+    for name in params.surfaces if params.surfaces is not None else list(specs):
         if name not in specs:
             raise KeyError(f"{cfg.path}: text_stats surface '{name}' is not declared under 'surfaces'")
         spec = specs[name]
-        files = _spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) else None
-        r = None
-        if files is not None:  # JSONL / Parquet: shards on the configured engine
-            try:
-                summary = survey_input(files, scfg, engine=eng["engine"], workers=workers, address=eng["address"],
-                                       shards=eng["shards"], caption_field=spec.get("caption_field"),
-                                       on_missing=spec.get("on_missing", "error"), spill_dir=section.get("spill_dir"),
-                                       max_keys=int(section.get("max_keys", 8_000_000)))
-            except Exception:  # noqa: BLE001 - locally, the loader below reports bad input canonically
-                if eng["engine"] != "local":
-                    raise
-            else:
-                stats = LoadStats(**{k: int(summary.load.get(k, 0)) for k in (
-                    "rows", "rows_without_caption", "records", "rows_missing_field", "rows_empty_caption")})
-                r = summary.finalize()
-        if r is None:  # other formats (or bad input) stream through the surfaces loader on this machine
-            stats = LoadStats()
-            r = survey_captions((rec.caption for rec in iter_captions(spec, stats=stats)), scfg,
-                                workers=workers, spill_dir=section.get("spill_dir"),
-                                max_keys=int(section.get("max_keys", 8_000_000))).finalize()
-        r["surface"] = name
-        r["input"] = load_counts(stats)
-        r["notes"] = survey_notes(r, scfg.budgets, scfg.top_k)
-        r["definitions"] = {"window": WINDOW_DEFINITION}
+        files = spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) else None
+        cf, om = (spec.get("caption_field"), spec.get("on_missing", "error")) if files is not None else (None, "error")
+        r, _ = survey_source(params, spec, files, surface=name, caption_field=cf, on_missing=om)
         r["config"] = {"budgets": list(scfg.budgets), "ngram_orders": list(scfg.ngram_orders),
                        "repeat_orders": list(scfg.repeat_orders), "top_k": scfg.top_k,
                        "prefix_tokens": scfg.prefix_tokens, "opener": vars(scfg.opener),
                        "marginal_gain_from_rounded": scfg.marginal_gain_from_rounded}
         results[name] = r
-    for name, r in results.items():  # written only once every surface was surveyed
-        write_json_atomic(art / f"{name}.json", r)
-    budget_col = 64 if 64 in scfg.budgets else scfg.budgets[0]
-    rows = [surface_row(n, r, budget_col, scfg.top_k) for n, r in results.items()]
-    write_table_rows(dirs["artifacts"], "text_stats", "text_stats", rows, function=f"{surface_row.__module__}.surface_row",
-                     inputs=[str(art / f"{n}.json") for n in results],
-                     meta={"budget": budget_col, "top_k": scfg.top_k, "window_definition": WINDOW_DEFINITION})
-    deltas = []
+    return results
+
+
+def paired_delta_rows(params: TextStatsParams, cfg: RunConfig) -> Tuple[pd.DataFrame, List[str]]:
+    """Paired deltas of the params' fair slices (all of the run's by default) and the pairs files read."""
+    from ..surfaces.slices import SliceManifest
+    from ..surfaces.stage import slice_dirs
+
+    deltas, inputs = [], []
     slices = slice_dirs(cfg)
-    for name in section.get("slices", list(slices)):
+    for name in params.slices if params.slices is not None else list(slices):
         if name not in slices:
             raise KeyError(f"{cfg.path}: text_stats slice '{name}' is not declared under 'slices' "
                            f"(declared: {', '.join(slices) or 'none'})")
@@ -200,8 +194,40 @@ def run(cfg: RunConfig) -> Dict[str, object]:
         d = paired_deltas(pairs["local_caption"].tolist(), pairs["reference_caption"].tolist())
         d.insert(0, "comparison", name)
         deltas.append(d)
-    deltas_df = pd.concat(deltas, ignore_index=True) if deltas else pd.DataFrame()
+        inputs.append(str(path))
+    return (pd.concat(deltas, ignore_index=True) if deltas else pd.DataFrame()), inputs
+
+
+@dataclass(frozen=True, eq=False)
+class TextStatsResult(StageResult):
+    """What :func:`run` wrote: survey results by surface, the table rows, the paired deltas, the budgets."""
+
+    results: Dict[str, Dict[str, object]]
+    table: pd.DataFrame
+    deltas: pd.DataFrame
+    budgets: List[int]
+
+
+def run(cfg: RunConfig) -> TextStatsResult:
+    """Survey all surfaces of the run and the paired deltas of its fair slices.
+
+    Surfaces are streamed (``iter_captions``); paired deltas read the slices written by the
+    surfaces stage (``outputs/<run>/artifacts/slices/<name>/.../pairs.parquet``).
+    """
+    params = TextStatsParams.from_section(cfg.section(SECTION), cfg.path)
+    scfg = params.survey_config()
+    dirs = cfg.dirs()
+    art = dirs["artifacts"] / "text_stats"
+    art.mkdir(parents=True, exist_ok=True)
+    results = survey_surfaces(params, cfg)
+    for name, r in results.items():  # written only once every surface was surveyed
+        write_json_atomic(art / f"{name}.json", r)
+    budget_col = DEFAULT_BUDGET if DEFAULT_BUDGET in scfg.budgets else scfg.budgets[0]
+    rows = [surface_row(n, r, budget_col, scfg.top_k) for n, r in results.items()]
+    write_table_rows(dirs["artifacts"], "text_stats", "text_stats", rows, function=f"{surface_row.__module__}.surface_row",
+                     inputs=[str(art / f"{n}.json") for n in results],
+                     meta={"budget": budget_col, "top_k": scfg.top_k, "window_definition": WINDOW_DEFINITION})
+    deltas_df, pair_files = paired_delta_rows(params, cfg)
     write_table_rows(dirs["artifacts"], "text_paired_deltas", "text_stats", deltas_df.to_dict("records"),
-                     function=f"{paired_deltas.__module__}.paired_deltas",
-                     inputs=[str(slices[n] / "pairs.parquet") for n in section.get("slices", list(slices))])
-    return {"results": results, "table": pd.DataFrame(rows), "deltas": deltas_df, "budgets": list(scfg.budgets)}
+                     function=f"{paired_deltas.__module__}.paired_deltas", inputs=pair_files)
+    return TextStatsResult(results, pd.DataFrame(rows), deltas_df, list(scfg.budgets))

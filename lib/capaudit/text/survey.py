@@ -34,6 +34,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from ..budgets import DEFAULT_BUDGETS
 from .lexical import LEX_RE
 from .lexkernel import tokenize_batch
 from .violations import ALL_CODES, REPETITION_CODE, OpenerOptions, ViolationChecker, max_gram_count
@@ -59,7 +60,7 @@ _MASK64 = (1 << 64) - 1
 class SurveyConfig:
     """Survey parameters; defaults follow the reference driver (spec §2.6)."""
 
-    budgets: Tuple[int, ...] = (16, 32, 64, 128, 256)
+    budgets: Tuple[int, ...] = DEFAULT_BUDGETS
     ngram_orders: Tuple[int, ...] = (1, 2, 3)
     repeat_orders: Tuple[int, ...] = (3, 4, 5, 6)
     top_ks: Tuple[int, ...] = (10, 100, 1000)
