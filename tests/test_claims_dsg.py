@@ -169,3 +169,30 @@ def test_heuristic_extractor_on_dsg(tmp_path):
     assert rows["overall"]["gold"] == 8175
     assert "heuristic baseline" in written["csv"].read_text()
     assert "offline extractor" in written["tex"].read_text()
+
+
+def test_served_extractor_is_named_by_its_recorded_card(tmp_path):
+    """The evaluation asks the extractor through ``capaudit serve`` (in process) and the client's
+    model-call layer; the table names the extractor by the card the client recorded, and a second
+    run answers from the resumable store."""
+    pytest.importorskip("spacy")
+    from capaudit.claims.dsg_eval import run_dsg_eval
+    from capaudit.llm.store import answered_by
+
+    csv_path = tmp_path / "dsg.csv"
+    csv_path.write_text(
+        "item_id,text,keywords,proposition_id,dependency,category_broad,category_detailed,tuple,question_natural_language\n"
+        "whoops_5,A rubix cube with ten squares of purple,rubix cube,1,0,entity,whole,entity - whole (rubix cube),?\n"
+        'whoops_5,A rubix cube with ten squares of purple,"rubix cube, purple",2,1,attribute,color,'
+        '"attribute - color (rubix cube, purple)",?\n'
+        "coco_1,two dogs on a red sofa,dog,1,0,entity,whole,entity - whole (dogs),?\n", encoding="utf-8")
+    result, paths = run_dsg_eval(tmp_path / "art", tmp_path / "detail", dsg_path=csv_path)
+    store = tmp_path / "detail" / "dsg_eval" / "responses.jsonl"
+    cards = answered_by(store)
+    assert [c["model"] for c in cards] == ["capaudit-heuristic-extractor"] and cards[0]["kind"] == "heuristic"
+    assert result.extractor == cards[0]["label"] and "heuristic baseline" in result.extractor
+    meta = json.loads(paths["rows"].read_text())["meta"]
+    assert meta["offline_extractor"] is True and meta["extractor"] == cards[0]["label"]
+    assert len(store.read_text().splitlines()) == 2
+    again, _ = run_dsg_eval(tmp_path / "art", tmp_path / "detail", dsg_path=csv_path)
+    assert again.rows() == result.rows() and len(store.read_text().splitlines()) == 2  # nothing asked again

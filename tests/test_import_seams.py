@@ -47,9 +47,6 @@ STANDIN_DOORS = ("capaudit.standins", "capaudit.llm.server")
 #: Modules that still run a stand-in in this process instead of asking the server, and why they are
 #: not moved yet (issue 32 leaves them; take one off the list when it goes through the server).
 STANDIN_IN_PROCESS = {
-    # evaluates the heuristic extractor on all 1060 DSG-1k prompts in process (spaCy batches); to go
-    # through capaudit serve it needs claims requests + a response store per evaluation
-    "capaudit.claims.dsg_eval": "the DSG-1k evaluation of the heuristic extractor",
     # synthetic judged claims for tests and the demo: units from the heuristic extractor (human/
     # makes no model calls, so this wants a synthetic source that is not the extractor)
     "capaudit.human.simulate": "synthetic judged claims",

