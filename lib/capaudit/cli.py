@@ -43,6 +43,7 @@ STAGE_CLIS: List[str] = [
     "capaudit.doctor",
     "capaudit.paper_fixture",
     "capaudit.cc12m.cli",
+    "capaudit.gpu_study",
 ]
 
 
@@ -77,7 +78,7 @@ COMMAND_MODULES: Dict[str, str] = {
     "recap": "capaudit.recap.cli", "encoder-truncation": "capaudit.text.truncation_cli",
     "embed": "capaudit.embed.cli", "detail": "capaudit.detail.cli", "alttext": "capaudit.alttext.cli",
     "coverage": "capaudit.alttext.cli", "engine": "capaudit.engine.cli", "plan": "capaudit.paper_fixture",
-    "cc12m": "capaudit.cc12m.cli",
+    "cc12m": "capaudit.cc12m.cli", "study": "capaudit.gpu_study",
 }
 
 
