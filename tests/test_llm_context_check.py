@@ -16,7 +16,9 @@ from typing import Dict, Iterator, List
 from aiohttp import web
 
 from capaudit.llm.client import run_requests
-from capaudit.llm.context_check import max_new_tokens, refusal, tokenize_url
+import pytest
+
+from capaudit.llm.context_check import ContextUncounted, max_new_tokens, refusal, tokenize_body, tokenize_url
 
 IMAGE_TOKENS = 49
 LIMIT = 120
@@ -32,7 +34,8 @@ def _count(messages: List[Dict]) -> int:
 
 
 @contextmanager
-def fake_vllm(tokenize: bool = True, max_model_len: bool = True) -> Iterator[Dict]:
+def fake_vllm(tokenize: bool = True, max_model_len: bool = True, tokenize_status: int = 200,
+              tokenize_delay: float = 0.0) -> Iterator[Dict]:
     seen: Dict = {"completions": [], "tokenize": 0}
 
     async def models(request: web.Request) -> web.Response:
@@ -44,6 +47,11 @@ def fake_vllm(tokenize: bool = True, max_model_len: bool = True) -> Iterator[Dic
     async def tok(request: web.Request) -> web.Response:
         body = await request.json()
         seen["tokenize"] += 1
+        seen.setdefault("tokenize_bodies", []).append(body)
+        if tokenize_delay:
+            await asyncio.sleep(tokenize_delay)
+        if tokenize_status != 200:
+            return web.json_response({"error": "boom"}, status=tokenize_status)
         return web.json_response({"count": _count(body["messages"]), "max_model_len": LIMIT, "tokens": []})
 
     async def chat(request: web.Request) -> web.Response:
@@ -142,4 +150,104 @@ def test_helpers() -> None:
     req = {"decoding": {"max_tokens": 10}}
     assert refusal(200, b'{"count": 90}', req, 100) is None  # 90 + 10 fits exactly
     assert "91 tokens" in refusal(200, b'{"count": 91}', req, 100)
-    assert refusal(404, b"{}", req, 100) is None and refusal(200, b"not json", req, 100) is None
+    for status, raw in ((404, b"{}"), (200, b"not json"), (200, b'{"count": "9"}'), (200, b'{"count": true}')):
+        with pytest.raises(ContextUncounted):
+            refusal(status, raw, req, 100)
+
+
+def test_tokenize_renders_the_template_the_request_renders() -> None:
+    msgs = [{"role": "user", "content": "hi"}]
+    dec = {"max_tokens": 5, "temperature": 0, "chat_template_kwargs": {"enable_thinking": False},
+           "mm_processor_kwargs": {"max_pixels": 1003520}, "chat_template": "{{ x }}", "continue_final_message": True}
+    body = json.loads(tokenize_body({"messages": msgs, "decoding": dec}, "m"))
+    assert body == {"model": "m", "messages": msgs, "add_generation_prompt": False, "chat_template": "{{ x }}",
+                    "chat_template_kwargs": {"enable_thinking": False}, "continue_final_message": True,
+                    "mm_processor_kwargs": {"max_pixels": 1003520}}
+    assert json.loads(tokenize_body({"messages": msgs, "decoding": {"max_tokens": 5}}, "m")) == {
+        "model": "m", "messages": msgs, "add_generation_prompt": True}
+
+
+@pytest.mark.parametrize("server", [dict(tokenize_status=500), dict(tokenize_delay=3.0)], ids=["http500", "slow"])
+def test_a_tokenizer_that_cannot_count_turns_the_check_off_once_and_says_so(tmp_path: Path, monkeypatch, capsys,
+                                                                          server) -> None:
+    from capaudit.cli import main
+    import capaudit.llm.client as client
+
+    monkeypatch.setattr(client, "TOKENIZE_TIMEOUT_S", 0.5)
+    req = _requests(tmp_path)
+    with fake_vllm(**server) as srv:
+        rc = main(["llm", "run", "--requests", str(req), "--out", str(tmp_path / "resp.jsonl"), "--url", srv["url"],
+                   "--model", "m", "--no-progress", "--concurrency", "1"])
+    err = capsys.readouterr().err
+    assert rc == 0 and len(srv["completions"]) == 2  # both sent, unchecked
+    assert srv["tokenize"] == 1  # asked once, then off for the rest of the run
+    warn = [x for x in err.splitlines() if "context check stopped" in x]
+    assert len(warn) == 1 and "after 0 counted requests" in warn[0] and srv["url"] in warn[0]
+    stats = json.loads(err.split("capaudit llm run: ", 1)[1].splitlines()[0])
+    assert stats["context_checked"] == 0 and stats["context_check_off"]
+
+
+def test_refused_rows_stay_refused_on_resume_and_the_message_says_what_would_help(tmp_path: Path, capsys) -> None:
+    from capaudit.cli import main
+
+    req, out = _requests(tmp_path), tmp_path / "resp.jsonl"
+    with fake_vllm() as srv:
+        args = ["llm", "run", "--requests", str(req), "--out", str(out), "--url", srv["url"], "--model", "m",
+                "--no-progress"]
+        assert main(args) == 3
+        capsys.readouterr()
+        assert main(args + ["--resume"]) == 3
+        err = capsys.readouterr().err
+        assert srv["completions"] == ["short short short sh"]  # the short one once; the long one never
+    line = [x for x in err.splitlines() if "error:" in x][0]
+    assert "1 of 1 requests failed (context 1" in line and "serve a larger max-model-len" in line
+    assert "rerun with --resume" not in line  # resuming does not help a prompt over the context
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["error_kind"] for r in rows if r["request_id"] == "long"] == ["context", "context"]
+
+
+def test_overwrite_forgets_who_answered_the_deleted_rows(tmp_path: Path) -> None:
+    from capaudit.cli import main
+    from capaudit.llm.store import answered_by, models_path
+
+    req, out = _requests(tmp_path), tmp_path / "resp.jsonl"
+    models_path(out).write_text(json.dumps({"answered_by": [{"model": "old-model", "kind": "real", "url": "x"}]}))
+    out.write_text("")
+    with fake_vllm() as srv:
+        main(["llm", "run", "--requests", str(req), "--out", str(out), "--url", srv["url"], "--model", "m",
+              "--no-progress", "--overwrite", "--allow-failures"])
+    assert [c["model"] for c in answered_by(out)] == ["m"]
+
+
+def test_each_endpoint_counts_the_requests_routed_to_it(tmp_path: Path) -> None:
+    rows = [json.loads(x) for x in _requests(tmp_path).read_text().splitlines()]
+    req = tmp_path / "many.jsonl"
+    req.write_text("".join(json.dumps({**rows[0], "request_id": f"r{i}"}) + "\n" for i in range(8)))
+    with fake_vllm() as a, fake_vllm() as b:
+        stats = run_requests(str(req), str(tmp_path / "resp.jsonl"), [a["url"], b["url"]], "m", progress=False,
+                             handle_signals=False, concurrency=4)
+    assert stats.answered == 8 and stats.context_checked == 8
+    assert a["tokenize"] > 0 and b["tokenize"] > 0 and a["tokenize"] + b["tokenize"] == 8
+
+
+def test_recap_refuses_a_caption_request_over_the_context_too(tmp_path: Path) -> None:
+    """The captioning runner checks each request as ``llm run`` does: the naive policy asks for
+    max_tokens 512, over the test server's 120-token context with the image's tokens."""
+    from capaudit.recap.inputs import open_images
+    from capaudit.recap.policies import load_policy
+    from capaudit.recap.runner import recap
+    from test_recap_support import make_images
+
+    make_images(tmp_path / "img", 2)
+    imgs = tmp_path / "img"
+    policy = load_policy("naive", Path(__file__).resolve().parents[1] / "params" / "policies")
+    with fake_vllm() as srv:
+        st = recap([open_images(imgs)], policy, tmp_path / "store", [srv["url"]], "m", workers=0, progress=False,
+                   handle_signals=False)
+    assert srv["completions"] == [] and srv["tokenize"] == 2
+    assert (st.answered, st.failed, st.failed_by_kind) == (0, 2, {"context": 2})
+    rows = [json.loads(x) for f in sorted((tmp_path / "store").rglob("*.jsonl")) for x in f.read_text().splitlines()
+            if '"request_id"' in x]
+    refused = [r for r in rows if r.get("error_kind") == "context"]
+    assert len(refused) == 2 and all("+ max_tokens 512 =" in r["error"] for r in refused)
+    assert all(r["recap"]["image_path"] for r in refused)  # the row says which image

@@ -17,6 +17,7 @@ the COCO-MINI images).
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import socket
@@ -275,8 +276,11 @@ def test_vlm_server_prompt_too_long_with_its_image_is_refused_before_sending(vlm
     bad = out["long1"]
     assert not bad["ok"] and bad["error_kind"] == "context" and bad["status"] is None and bad["attempts"] == 0
     assert "+ max_tokens 16" in bad["error"] and "context of 2048 tokens; not sent" in bad["error"]
+    count = int(re.search(r"prompt is (\d+) tokens", bad["error"]).group(1))
+    assert count + 16 > 2048 >= count - 49 + 16  # its 49 image tokens are what put it over the context
     s = json.loads(stats.read_text())
     assert s["sent"] == 1 and s["failed_by_kind"]["context"] == 1  # the long one never reached the server
+    assert s["context_checked"] == 2 and s["context_check_off"] is None  # both counted by vLLM's /tokenize
 
 
 @pytest.mark.parametrize("policy", ["naive", "reference-photorealistic"])

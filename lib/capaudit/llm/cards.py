@@ -16,8 +16,10 @@ A card is ``{kind, version, label, caveat}`` for one served model name:
 on each entry) and in every chat completion (``capaudit_model: {...}``). A server that declares
 none (vLLM) is read from its own entry (``id``, ``root``, ``owned_by``, ``max_model_len``): when
 ``root`` is a local folder holding ``capaudit_model.json`` (a JSON object with at least ``kind``,
-``label`` and ``caveat``; a test model writes one) that file is the card, else the kind is
-``"real"``. :func:`fetch_cards` reads the cards of the served models; the client records them beside
+``label`` and ``caveat``; a test model writes one) that file is the card; when ``root`` is an
+absolute path that is not a folder here (a server on another machine serving a local folder), the
+card cannot be read and the kind is ``"unknown"``; else (a Hub id, a folder without a card) the
+kind is ``"real"``. :func:`fetch_cards` reads the cards of the served models; the client records them beside
 its response store (:func:`capaudit.llm.store.record_answerers`) and stages read them back
 (:func:`capaudit.llm.store.answered_by`) instead of recognising model names.
 """
@@ -110,7 +112,11 @@ def card_of_entry(entry: Mapping[str, Any]) -> Dict[str, Any]:
     declared = entry.get("capaudit")
     if isinstance(declared, Mapping):
         return {"model": name, **ModelCard.from_json(name, declared).to_json(), "source": "capaudit serve", **kept}
-    local = _local_card(entry.get("root"))
+    root = entry.get("root")
+    local = _local_card(root)
+    if local is None and isinstance(root, str) and Path(root).is_absolute() and not Path(root).is_dir():
+        return {**unknown_card(name, f"served from {root}, a folder not readable here, so its {CARD_FILE} "
+                                     "cannot be checked"), **kept}
     if local is not None:
         kind = local["kind"] if local["kind"] in KINDS else "unknown"
         return {"model": name, "kind": kind, "version": str(local.get("version") or ""), "label": local["label"],

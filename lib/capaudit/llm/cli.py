@@ -149,7 +149,7 @@ def check_requests_file(path: Path, model: str, allow_model_mismatch: bool = Fal
 
 def cmd_run(args: argparse.Namespace) -> int:
     from capaudit.llm.client import run_requests
-    from capaudit.llm.store import ResponseStore
+    from capaudit.llm.store import MODELS_SUFFIX, ResponseStore, models_path
 
     req = Path(args.requests)
     for u in args.url:
@@ -173,10 +173,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         if args.overwrite and out.exists():
             if out.is_dir():
-                for f in out.glob("*.jsonl"):
+                for f in list(out.glob("*.jsonl")) + list(out.glob(f"*{MODELS_SUFFIX}")):
                     f.unlink()
             else:
                 out.unlink()
+                models_path(out).unlink(missing_ok=True)  # who answered the rows just deleted
         resume = bool(args.resume or args.only_failed)
         stats = run_requests(
             str(req), store, args.url, args.model,
@@ -196,7 +197,7 @@ def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
     """``llm run --engine local|ray``: one task per request shard (capaudit.llm.fanout)."""
     from capaudit.llm.fanout import run_requests_sharded
     from capaudit.errors import InputError
-    from capaudit.llm.store import ResponseStore
+    from capaudit.llm.store import MODELS_SUFFIX, ResponseStore
 
     if out.exists() and not out.is_dir():
         raise InputError("--engine writes a directory store (one file per shard); give a folder", path=out)
@@ -209,7 +210,7 @@ def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
     store.lock()  # one run per store folder; each shard task also locks its own file
     try:
         if args.overwrite and out.exists():
-            for f in list(out.glob("*.jsonl")) + list(out.glob("_shards.json")):
+            for f in list(out.glob("*.jsonl")) + list(out.glob("_shards.json")) + list(out.glob(f"*{MODELS_SUFFIX}")):
                 f.unlink()
         resume = bool(args.resume or args.only_failed)
         stats = run_requests_sharded(
@@ -229,20 +230,32 @@ def _cmd_run_sharded(args: argparse.Namespace, req: Path, out: Path) -> int:
 def report_run(args: argparse.Namespace, stats: Any) -> int:
     """Print the run's stats line (and ``--stats-json``); the exit status: 130 interrupted,
     3 when requests failed (one line saying how many; ``--allow-failures`` keeps 0), else 0."""
+    from capaudit.llm.context_check import CONTEXT_KIND
+
     d = stats.to_dict()
     print(f"capaudit llm run: {json.dumps(d, sort_keys=True)}", file=sys.stderr)
     if args.stats_json:
         from capaudit.io.atomic import write_json_atomic
 
         write_json_atomic(args.stats_json, d, sort_keys=True)
+    off = getattr(stats, "context_check_off", None)
+    if off:
+        print(f"capaudit llm run: warning: the context check stopped after {stats.context_checked} counted "
+              f"requests ({off}); the rest were sent unchecked", file=sys.stderr)
     if stats.interrupted:
         return 130
     if stats.failed:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(stats.failed_by_kind.items()))
         first = getattr(stats, "first_failure", None)
+        refused = stats.failed_by_kind.get(CONTEXT_KIND, 0)
+        retry = ("rerun with --resume to retry them" if refused < stats.failed else "")
+        if refused:
+            retry += ("; " if retry else "") + (
+                f"the {refused} over the model's context are refused again on --resume: serve a larger "
+                "max-model-len, lower max_tokens or shorten the prompt (--no-context-check sends them anyway)")
         msg = (f"{stats.failed} of {stats.answered + stats.failed} requests failed ({kinds}"
                + (f"; first: {first}" if first else "")
-               + "); the store keeps them as failed rows: rerun with --resume to retry them")
+               + f"); the store keeps them as failed rows: {retry}")
         if args.allow_failures:
             print(f"capaudit llm run: warning: {msg}", file=sys.stderr)
             return 0

@@ -67,7 +67,8 @@ from capaudit.llm.dialects import DIALECTS, build_payload
 from capaudit.llm.http import Pool
 from capaudit.llm.requests import check_request, count_lines, iter_request_lines, parse_request_line
 from capaudit.llm.store import ResponseStore, record_answerers
-from capaudit.llm.context_check import CONTEXT_KIND, context_limit, tokenize_body, tokenize_url
+from capaudit.llm.context_check import (CONTEXT_KIND, TOKENIZE_TIMEOUT_S, ContextUncounted, context_limit,
+                                        tokenize_body, tokenize_url)
 from capaudit.llm.context_check import refusal as context_refusal_reason
 from capaudit.llm.validate import DEFAULT_RULES, TaskRules, ValidatorCache, load_validator
 
@@ -98,6 +99,10 @@ class RequestStats:
     cancelled: int = 0
     interrupted: bool = False
     elapsed_sec: float = 0.0
+    #: requests counted against the model's context by the server's ``/tokenize`` before sending
+    context_checked: int = 0
+    #: why the context check stopped for the rest of the run (``None``: it never stopped)
+    context_check_off: Optional[str] = None
     #: the first failure, naming the endpoint and model that gave it (None when nothing failed)
     first_failure: Optional[str] = None
 
@@ -281,7 +286,7 @@ class RequestRun:
         self.endpoint_error: Optional[EndpointUnavailable] = None
         # context check (capaudit.llm.context_check): set by arun_requests from the recorded cards
         self.context_limit: Optional[int] = None
-        self._tokenize_pool: Any = None
+        self._tokenize_pools: Dict[int, Any] = {}
 
     # -- hooks ----------------------------------------------------------------------------------
     def interpret(self, text: Any, finish_reason: Any, req: Optional[Mapping[str, Any]]) -> Interpretation:
@@ -369,20 +374,42 @@ class RequestRun:
         await self.send(req["request_id"], body, pools, req)
 
     async def context_refusal(self, req: Mapping[str, Any]) -> Optional[str]:
-        """Why ``req`` does not fit the model's context, counted by the server's ``/tokenize``
-        (``None``: it fits, or there is no limit or no count to check it against)."""
+        """Why ``req`` does not fit the model's context, counted by ``/tokenize`` on the endpoint the
+        router picks (``None``: it fits, or there is no limit to check against). A count that cannot
+        be had (not 200, no count, no answer within :data:`TOKENIZE_TIMEOUT_S`) turns the check off
+        for the rest of the run, saying why in :attr:`RunStats.context_check_off`; the requests then
+        go to the server as they are."""
         if self.context_limit is None or "messages" not in req:
             return None
-        if self._tokenize_pool is None:
-            self._tokenize_pool = Pool(tokenize_url(self.router.urls[0]), self.headers, max_idle=self.concurrency)
+        idx = self.router.pick()
+        pool = self._tokenize_pools.get(idx)
+        if pool is None:
+            pool = self._tokenize_pools[idx] = Pool(tokenize_url(self.router.urls[idx]), self.headers,
+                                                    max_idle=self.concurrency)
         try:
-            resp = await self._tokenize_pool.post(tokenize_body(req, self.model), self.timeout_s)
-        except (OSError, asyncio.TimeoutError):
+            resp = await pool.post(tokenize_body(req, self.model), min(TOKENIZE_TIMEOUT_S, self.timeout_s))
+        except (OSError, asyncio.TimeoutError) as exc:
+            self.context_check_stops(f"{pool.url}: {type(exc).__name__ or 'timeout'} {clip_text(exc, 200)}".strip())
             return None
-        return context_refusal_reason(resp.status, resp.body, req, self.context_limit)
+        finally:
+            self.router.release(idx, False)  # a failed count says nothing of the endpoint's answers
+        try:
+            reason = context_refusal_reason(resp.status, resp.body, req, self.context_limit)
+        except ContextUncounted as exc:
+            self.context_check_stops(f"{pool.url}: {exc}")
+            return None
+        self.stats.context_checked += 1
+        return reason
 
-    def refuse(self, rid: str, body: bytes, kind: str, reason: str) -> None:
-        """Record a request that is not sent: a failed row naming why, counted like any failure."""
+    def context_check_stops(self, why: str) -> None:
+        """Turn the context check off for the rest of the run (the first reason is kept)."""
+        self.context_limit = None
+        if self.stats.context_check_off is None:
+            self.stats.context_check_off = why
+
+    def refuse(self, rid: str, body: bytes, kind: str, reason: str, extra: Any = None) -> None:
+        """Record a request that is not sent: a failed row naming why, counted like any failure
+        (``extra`` goes to :meth:`response_row`, as with :meth:`send`)."""
         st = self.stats
         st.failed += 1
         st.failed_by_kind[kind] = st.failed_by_kind.get(kind, 0) + 1
@@ -391,7 +418,7 @@ class RequestRun:
         row = {"request_id": rid, "ok": False, "status": None, "attempts": 0, "started_at": utc_now(),
                "elapsed_sec": 0.0, "model": self.model, "usage": None, "response_text": None, "parsed": None,
                "error": clip_text(reason), "error_kind": kind, "request_hash": _hash(body)}
-        self.store.append(self.response_row(row, None, None))
+        self.store.append(self.response_row(row, None, extra))
         if self.bar is not None:
             self.bar.update(1)
 
@@ -807,8 +834,8 @@ async def arun_requests(
                             handle_signals=handle_signals)
         finally:
             await run.close_pools(pools)
-            if run._tokenize_pool is not None:
-                run._tokenize_pool.close()
+            for tp in run._tokenize_pools.values():
+                tp.close()
     finally:
         if pf is not None:
             pf.cancel()

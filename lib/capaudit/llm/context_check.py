@@ -4,7 +4,9 @@ A server that declares the model's context (vLLM's ``/v1/models`` entry: ``max_m
 the recorded model card) and offers ``POST /tokenize`` (vLLM) counts a chat request's prompt exactly:
 the chat template applied and every image expanded to its image tokens by the model's own processor.
 A request whose prompt plus ``max_tokens`` exceeds the context is not sent; its row says why, in one
-line. A server without ``/tokenize`` (or a tokenize call that fails) leaves the request to the server.
+line. Where no count can be had (no ``/tokenize``, an error status, no answer within
+:data:`TOKENIZE_TIMEOUT_S`), the check is off for the rest of the run, which says so in its stats
+(``context_check_off``), and the requests go to the server as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from capaudit.io.canonical_json import dumps_bytes, loads
 
 CONTEXT_KIND = "context"
+#: the most a ``/tokenize`` call may take (it is a template and a tokenizer, no generation)
+TOKENIZE_TIMEOUT_S = 10.0
+#: decoding keys that change what the chat template renders, sent to ``/tokenize`` as the request sends them
+TEMPLATE_KEYS = ("chat_template", "chat_template_kwargs", "mm_processor_kwargs", "add_generation_prompt",
+                 "continue_final_message")
+
+
+class ContextUncounted(ValueError):
+    """The ``/tokenize`` answer is not a count (the check cannot be made)."""
 
 
 def tokenize_url(endpoint: str) -> str:
@@ -35,9 +46,12 @@ def context_limit(cards: Sequence[Mapping[str, Any]]) -> Optional[int]:
 def tokenize_body(request: Mapping[str, Any], model: str) -> bytes:
     """The ``/tokenize`` body of a request row: its messages, the template kwargs it sends."""
     body: Dict[str, Any] = {"model": model, "messages": request["messages"], "add_generation_prompt": True}
-    kwargs = (request.get("decoding") or {}).get("chat_template_kwargs")
-    if isinstance(kwargs, Mapping):
-        body["chat_template_kwargs"] = dict(kwargs)
+    dec = request.get("decoding") or {}
+    for key in TEMPLATE_KEYS:
+        if dec.get(key) is not None:
+            body[key] = dec[key]
+    if body.get("continue_final_message"):
+        body["add_generation_prompt"] = False  # vLLM refuses both at once; the request sends the same
     return dumps_bytes(body)
 
 
@@ -52,16 +66,16 @@ def max_new_tokens(request: Mapping[str, Any]) -> int:
 
 
 def refusal(status: int, raw: bytes, request: Mapping[str, Any], limit: int) -> Optional[str]:
-    """The one-line reason a request is refused, from its ``/tokenize`` answer; ``None`` when it fits
-    or when the answer is not a count (the request then goes to the server as it is)."""
+    """The one-line reason a request is refused, from its ``/tokenize`` answer; ``None`` when it fits.
+    Raises :class:`ContextUncounted` when the answer is not a count."""
     if status != 200:
-        return None
+        raise ContextUncounted(f"/tokenize answered HTTP {status}: {raw[:200].decode('utf-8', 'replace')}")
     try:
         count = loads(raw)["count"]
     except Exception:
-        return None
-    if not isinstance(count, int):
-        return None
+        count = None
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ContextUncounted(f"/tokenize answer has no integer 'count': {raw[:200].decode('utf-8', 'replace')}")
     new = max_new_tokens(request)
     if count + new <= limit:
         return None
@@ -69,4 +83,4 @@ def refusal(status: int, raw: bytes, request: Mapping[str, Any], limit: int) -> 
             f"{count + new} > the model's context of {limit} tokens; not sent")
 
 
-__all__ = ["CONTEXT_KIND", "context_limit", "max_new_tokens", "refusal", "tokenize_body", "tokenize_url"]
+__all__ = ["CONTEXT_KIND", "TEMPLATE_KEYS", "TOKENIZE_TIMEOUT_S", "ContextUncounted", "context_limit", "max_new_tokens", "refusal", "tokenize_body", "tokenize_url"]

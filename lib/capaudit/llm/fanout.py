@@ -92,7 +92,7 @@ def _merge_stats(parts: List[Dict[str, Any]]) -> Dict[str, Any]:
                 out[k] = bool(out.get(k)) or bool(v)
             elif k == "elapsed_sec":
                 out[k] = max(out.get(k, 0.0), v)
-            elif k == "first_failure":
+            elif k in ("first_failure", "context_check_off"):  # the first shard's reason
                 out[k] = out.get(k) or v
             elif k != "rate_per_sec":
                 out[k] = out.get(k, 0) + v

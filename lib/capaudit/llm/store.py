@@ -49,7 +49,7 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX
     fcntl = None  # type: ignore[assignment]
 
-ERROR_KINDS = ("http", "timeout", "connection", "parse", "schema", "rule")
+ERROR_KINDS = ("http", "timeout", "connection", "parse", "schema", "rule", "empty", "context", "image")
 ROW_FIELDS = (
     "request_id", "ok", "status", "attempts", "started_at", "elapsed_sec", "model", "usage",
     "response_text", "parsed", "error", "error_kind",

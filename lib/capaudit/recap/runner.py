@@ -60,6 +60,7 @@ from typing import Any, ClassVar, Dict, Iterable, List, Mapping, Optional, Seque
 from capaudit.errors import InputError, LockHeldError
 from capaudit.io.canonical_json import dumps_bytes, dumps_line, loads
 from capaudit.llm.cards import fetch_cards
+from capaudit.llm.context_check import CONTEXT_KIND, context_limit
 from capaudit.llm.store import MODELS_SUFFIX, record_answerers
 from capaudit.llm.client import (RequestStats, TextRequestRun, check_endpoints, clip_text, endpoint_url, run_blocking,
                                  utc_now)
@@ -295,8 +296,11 @@ async def arecap(
     seed: Optional[int] = None,
     prep_options: Optional[PrepOptions] = None,
     inputs_description: Sequence[Any] = (),
+    context_check: bool = True,
 ) -> RecapStats:
-    """Coroutine form of :func:`recap` (module docstring)."""
+    """Coroutine form of :func:`recap` (module docstring). ``context_check``: a request over the
+    context the server declares (its image tokens included) is refused before it is sent, as in
+    ``llm run`` (:mod:`capaudit.llm.context_check`)."""
     opts = prep_options or PrepOptions(mode=image_mode)
     if workers < 0:
         raise ValueError("workers must be >= 0")
@@ -331,6 +335,8 @@ async def arecap(
                               reasks=reasks, backoff_base=backoff_base, backoff_max=backoff_max, api_key=api_key,
                               seed=seed, stats=rstats)
             run.probe = probe  # the first request alone: an endpoint that cannot answer stops the run
+            if context_check:
+                run.context_limit = context_limit(cards)
             error: Optional[BaseException] = None
             try:
                 await _pipeline(run, images, policy, tmpl, opts, frozenset(answered), only, workers, progress,
@@ -483,8 +489,13 @@ async def _pipeline(run: _CaptionRun, images: ImagesInput, policy: Policy, tmpl:
             launched.add(rid)
             if run.stop.is_set():
                 return
-            body = dumps_bytes(chat_payload(policy, run.model, str(prep.url), job.context))
+            payload = chat_payload(policy, run.model, str(prep.url), job.context)
+            body = dumps_bytes(payload)
             prep.url = None
+            reason = await run.context_refusal({"messages": payload["messages"], "decoding": policy.decoding})
+            if reason is not None:
+                run.refuse(rid, body, CONTEXT_KIND, reason, extra=meta)
+                continue
             await run.send(rid, body, pools, extra=meta)
 
     reader = threading.Thread(target=feed, name="capaudit-recap-reader", daemon=True)
