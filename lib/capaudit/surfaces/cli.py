@@ -8,6 +8,7 @@ from typing import Any, Dict, List
 
 from ..io.atomic import check_output_dir
 from .keys import KEY_NORMALIZERS
+from .params import SliceParams
 
 
 def parse_surface_arg(text: str, key_normalization: str = "str") -> Dict[str, Any]:
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--surface", action="append", required=True, metavar="NAME=FILE[:caption_field[:key_field]]",
                    help="a surface (repeat; first = local). FILE may be registry:DATASET/PATH")
     p.add_argument("--n", default=None, help="keys to sample (default: all matched)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=SliceParams.seed)
     p.add_argument("--out", required=True, help="output root; the slice goes to OUT/NAME/n<N>_seed<S>/")
     p.add_argument("--name", default=None, help="slice name (default: surface names joined by '_vs_')")
     p.add_argument("--key-normalization", default="str", choices=sorted(KEY_NORMALIZERS))
@@ -62,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _slice(args: argparse.Namespace) -> int:
-    from .slices import SliceExistsError, build_fair_slice
+    from .slices import SliceExistsError
+    from .stage import build_slice
     from .surface import load_surface
 
     specs: List[Dict[str, Any]] = [parse_surface_arg(s, args.key_normalization) for s in args.surface]
@@ -72,10 +74,13 @@ def _slice(args: argparse.Namespace) -> int:
         raise ValueError("capaudit slice needs at least two --surface arguments")
     n = None if args.n in (None, "", "all", "null") else _positive(args.n)
     check_output_dir(args.out)
-    surfaces = [load_surface(s) for s in specs]
-    name = args.name or "_vs_".join(s.name for s in surfaces)
+    loaded = [load_surface(spec) for spec in specs]
+    params = SliceParams.from_args(args, tuple(s.name for s in loaded), n)
+    if len(set(params.surfaces)) != len(params.surfaces):
+        raise ValueError(f"slice '{params.name}': surface names must be distinct, got {list(params.surfaces)}")
+    surfaces = {s.name: s for s in loaded}
     try:
-        m = build_fair_slice(surfaces, n, args.seed, args.out, name, overwrite=args.overwrite)
+        m = build_slice(params, surfaces, args.out)
     except SliceExistsError as exc:
         print(f"capaudit slice: error: {exc}", file=sys.stderr)
         return 1

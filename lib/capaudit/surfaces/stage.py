@@ -8,53 +8,23 @@ Params sections (reference-spec §11): ``surfaces:`` is a list of surface specs 
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import pandas as pd
 
-from ..config import RunConfig
+from ..config import PathLike, RunConfig
 from ..io.atomic import atomic_path, write_json_atomic
+from ..results import StageResult
+from .params import SliceParams, SurfacesParams, read_surface_specs
 from .slices import SliceManifest, build_fair_slice
 from .surface import LoadStats, Surface, iter_captions, load_surface
 
 
 def surface_specs(cfg: RunConfig) -> Dict[str, Dict[str, Any]]:
     """The ``surfaces:`` list of a params file, keyed by name (names must be unique)."""
-    raw = cfg.raw.get("surfaces")
-    if raw is None:
-        raise KeyError(f"{cfg.path}: params section 'surfaces' is missing")
-    if not isinstance(raw, list):
-        raise ValueError(f"{cfg.path}: 'surfaces' must be a list of surface specs")
-    out: Dict[str, Dict[str, Any]] = {}
-    for i, spec in enumerate(raw, start=1):
-        if not isinstance(spec, Mapping) or not spec.get("name"):
-            raise ValueError(f"{cfg.path}: surfaces item {i} must be a mapping with a 'name'")
-        if spec["name"] in out:
-            raise ValueError(f"{cfg.path}: surface name '{spec['name']}' is declared twice")
-        out[str(spec["name"])] = dict(spec)
-    return out
-
-
-def slice_specs(cfg: RunConfig, known: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """The ``slices:`` list, each with its ``surfaces`` resolved (local first)."""
-    raw = cfg.raw.get("slices") or []
-    if not isinstance(raw, list):
-        raise ValueError(f"{cfg.path}: 'slices' must be a list")
-    out = []
-    for i, item in enumerate(raw, start=1):
-        if not isinstance(item, Mapping) or not item.get("name"):
-            raise ValueError(f"{cfg.path}: slices item {i} must be a mapping with a 'name'")
-        names = list(item.get("surfaces") or [item.get("local"), item.get("reference")])
-        if any(n is None for n in names) or len(names) < 2:
-            raise ValueError(f"{cfg.path}: slice '{item['name']}' needs 'local' and 'reference' (or 'surfaces')")
-        for n in names:
-            if n not in known:
-                raise KeyError(f"{cfg.path}: slice '{item['name']}' uses surface '{n}', not declared under 'surfaces'")
-        out.append({"name": str(item["name"]), "surfaces": names, "n": item.get("n"),
-                    "seed": int(item.get("seed", 0)), "overwrite": bool(item.get("overwrite", False))})
-    return out
+    return read_surface_specs(cfg)
 
 
 def _where(spec: Mapping[str, Any]) -> str:
@@ -94,23 +64,46 @@ def slice_row(m: SliceManifest) -> Dict[str, Any]:
     return row
 
 
-def run(cfg: RunConfig, names: Optional[List[str]] = None) -> Dict[str, Any]:
-    """Load the run's surfaces (all, or ``names``), write ``tables/surfaces.csv``, build every slice."""
-    specs = surface_specs(cfg)
-    slices = slice_specs(cfg, specs)
-    dirs = cfg.dirs()
-    wanted = names or list(specs)
+def load_surfaces(params: SurfacesParams, names: Optional[List[str]] = None) -> Dict[str, Surface]:
+    """Load the surfaces ``names`` (default: all) and those the slices use, in that order."""
+    wanted = names or list(params.specs)
     for n in wanted:
-        if n not in specs:
-            raise KeyError(f"{cfg.path}: surface '{n}' is not declared under 'surfaces'")
-    needed = list(dict.fromkeys(wanted + [n for sl in slices for n in sl["surfaces"]]))
-    surfaces = {n: load_surface(specs[n]) for n in needed}
-    table = pd.DataFrame([surface_row(surfaces[n]) for n in needed])
+        if n not in params.specs:
+            raise KeyError(f"{params.path}: surface '{n}' is not declared under 'surfaces'")
+    needed = list(dict.fromkeys(wanted + [n for sl in params.slices for n in sl.surfaces]))
+    return {n: load_surface(params.specs[n]) for n in needed}
+
+
+def build_slice(params: SliceParams, surfaces: Mapping[str, Surface], out_dir: PathLike) -> SliceManifest:
+    """Build (or reuse) one fair slice of loaded ``surfaces`` under ``out_dir``."""
+    return build_fair_slice([surfaces[n] for n in params.surfaces], params.n, params.seed, out_dir, params.name,
+                            overwrite=params.overwrite)
+
+
+def build_slices(params: SurfacesParams, surfaces: Mapping[str, Surface], out_dir: PathLike) -> Dict[str, SliceManifest]:
+    """Every slice of the run, by name."""
+    return {sl.name: build_slice(sl, surfaces, out_dir) for sl in params.slices}
+
+
+@dataclass(frozen=True, eq=False)
+class SurfacesResult(StageResult):
+    """What :func:`run` loaded and wrote: surfaces by name, their table, slice manifests and their table."""
+
+    surfaces: Dict[str, Surface]
+    table: pd.DataFrame
+    slices: Dict[str, SliceManifest]
+    slices_table: pd.DataFrame
+
+
+def run(cfg: RunConfig, names: Optional[List[str]] = None) -> SurfacesResult:
+    """Load the run's surfaces (all, or ``names``), write ``tables/surfaces.csv``, build every slice."""
+    params = SurfacesParams.from_config(cfg)
+    dirs = cfg.dirs()
+    surfaces = load_surfaces(params, names)
+    table = pd.DataFrame([surface_row(s) for s in surfaces.values()])
     with atomic_path(dirs["tables"] / "surfaces.csv") as tmp:
         table.to_csv(tmp, index=False)
-    out_dir = dirs["artifacts"] / "slices"
-    manifests = {sl["name"]: build_fair_slice([surfaces[n] for n in sl["surfaces"]], sl["n"], sl["seed"], out_dir,
-                                              sl["name"], overwrite=sl["overwrite"]) for sl in slices}
+    manifests = build_slices(params, surfaces, dirs["artifacts"] / "slices")
     slices_table = pd.DataFrame([slice_row(m) for m in manifests.values()])
     with atomic_path(dirs["tables"] / "slices.csv") as tmp:
         slices_table.to_csv(tmp, index=False)
@@ -118,17 +111,16 @@ def run(cfg: RunConfig, names: Optional[List[str]] = None) -> Dict[str, Any]:
                "slices": {k: {"dir": str(m.dir), "matched": m.matched, "sampled": m.sampled,
                               "fingerprint": m.fingerprint} for k, m in manifests.items()}}
     write_json_atomic(dirs["artifacts"] / "surfaces_summary.json", summary)
-    return {"surfaces": surfaces, "table": table, "slices": manifests, "slices_table": slices_table}
+    return SurfacesResult(surfaces, table, manifests, slices_table)
 
 
 def slice_pairs(cfg: RunConfig) -> Dict[str, Tuple[Path, str, str]]:
     """Each declared slice's ``pairs.parquet`` with its local and reference surface names."""
     from .slices import slice_dir
 
-    specs = surface_specs(cfg)
     root = cfg.out_dir / "artifacts" / "slices"
-    return {sl["name"]: (slice_dir(root, sl["name"], sl["n"], sl["seed"]) / "pairs.parquet", sl["surfaces"][0],
-                         sl["surfaces"][1]) for sl in slice_specs(cfg, specs)}
+    return {sl.name: (slice_dir(root, sl.name, sl.n, sl.seed) / "pairs.parquet", sl.surfaces[0], sl.surfaces[1])
+            for sl in SurfacesParams.from_config(cfg).slices}
 
 
 def slice_dirs(cfg: RunConfig) -> Dict[str, Path]:
