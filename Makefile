@@ -108,6 +108,15 @@ serve-cpu-vlm: $(VENV)/.installed
 serve-offline: $(VENV)/.installed
 	$(CAPAUDIT) serve --host $(HOST) --port $(or $(PORT),8000)
 
+## the real study on GPUs, one command per model: serve it from serving/<config>.yaml on 127.0.0.1 at the
+## plan's URL, wait until it answers, run every stage of the plan that uses it, stop it (also on failure or
+## Ctrl-C). STUDY_PARAMS (default params/paper.yaml); DRY_RUN=1 checks and prints the commands, runs nothing.
+STUDY_PARAMS ?= params/paper.yaml
+STUDY = $(CAPAUDIT) study run-model
+.PHONY: study-extractor study-judge-qwen study-judge-gemma study-captioner
+study-extractor study-judge-qwen study-judge-gemma study-captioner: $(VENV)/.installed
+	$(STUDY) $(@:study-%=%) --params $(STUDY_PARAMS)$(if $(DRY_RUN), --dry-run)
+
 status: $(VENV)/.installed
 	$(CAPAUDIT) notebook status --params $(PARAMS)
 

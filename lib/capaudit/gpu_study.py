@@ -290,11 +290,7 @@ def build_plan(name: str, params: str, *, serving: Optional[str] = None, referen
     except yaml.YAMLError as exc:
         raise InputError(f"{params}: not valid YAML: {exc}") from exc
     cfg = load_serving_config(serving or spec.serving)
-    where = cfg["_path"]
-    try:
-        where = str(Path(where).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        pass
+    where = _display(cfg["_path"])
     vllm = cfg.get("vllm") or {}
     served = str(vllm.get("served-model-name") or cfg["model"])
     revision = _rev(cfg.get("revision"))
@@ -346,6 +342,19 @@ def build_plan(name: str, params: str, *, serving: Optional[str] = None, referen
                     + ", ".join(sorted({e.url_key for e in mine})) + f" of {params}")
     return Plan(spec, where, cmd.argv, cmd.env, base, [base] + others, steps_for(spec, params), wait_timeout, notes,
                 gpus)
+
+
+def _display(path: str) -> str:
+    """A serving config as people name it: ``serving/<name>.yaml``, else relative to here, else as given."""
+    from capaudit.llm.serving import SERVING_DIR
+
+    p = Path(path).resolve()
+    for base in (SERVING_DIR.parent, Path.cwd()):
+        try:
+            return str(p.relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return path
 
 
 def _same_server(a: str, b: str) -> bool:
