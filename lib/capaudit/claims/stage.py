@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.config import RunConfig
+from capaudit.llm.cards import any_stand_in, card_kinds, cards_label
 from capaudit.llm.requests import write_requests
 from capaudit.summaries.claimed import ClaimedSummary, write_claimed_summary
 from capaudit.summaries.frontier import rows_from_claimed, with_pareto_flags, write_frontier_csv
@@ -71,18 +72,6 @@ class SurfacePlan:
     spec: Dict[str, Any]
     sample_records: Optional[int] = None
     max_records: Optional[int] = None
-
-
-def backend_label(cards: Sequence[Mapping[str, Any]], model: str) -> str:
-    """The name written into artifacts: the label of the model cards that answered (stand-ins say
-    they are heuristics); the model name when none was recorded."""
-    labels = list(dict.fromkeys(str(c.get("label") or c.get("model") or model) for c in cards))
-    return " + ".join(labels) if labels else model
-
-
-def stand_in(cards: Sequence[Mapping[str, Any]]) -> bool:
-    """True when any card that answered is not a real model (a heuristic, a test model, unknown)."""
-    return any(c.get("kind") != "real" for c in cards)
 
 
 def plan_surfaces(cfg: RunConfig, section: Mapping[str, Any]) -> List[SurfacePlan]:
@@ -215,7 +204,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
 
         declared = fetch_card(str(base_url), model)
         revision = model_revision(model, section, str(base_url))
-        extractor = backend_label([declared], model)
+        extractor = cards_label([declared], model)
         for name, budget, window in window_names(section):
             wdir = art / name
             wdir.mkdir(parents=True, exist_ok=True)
@@ -231,7 +220,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             versions[name] = sorted({str(r.get("prompt_version")) for r in rows})
             run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], section)
             answered += [c for c in answered_by(resp_path) if c not in answered]
-            extractor = backend_label(answered, model)
+            extractor = cards_label(answered, model)
             ids = {r["request_id"] for r in rows}
             label = {"requests": str(req_path), "responses": str(resp_path), "backend": extractor,
                      "budget": budget, "window": window, "prompt_set": str(section.get("prompts", DEFAULT_PROMPT_SET))}
@@ -270,7 +259,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     table_rows = summary_rows(main, lexical, [p.name for p in plans], labels, extractor, main_budget,
                               intervals=main_ci, lexical_intervals=lexical_ci)
     inputs = [art / "claimed_cbu_summary.json", *([art / "lexical_window_claimed_cbu_summary.json"] if lexical is not None else [])]
-    write_summary_rows(table_rows, dirs["artifacts"], extractor, main_budget, offline=stand_in(answered),
+    write_summary_rows(table_rows, dirs["artifacts"], extractor, main_budget, offline=any_stand_in(answered), kinds=card_kinds(answered),
                        inputs=[str(p) for q in inputs for p in (q, intervals_path(q))], bootstrap=main_ci.method(),
                        prompt_versions=versions.get(f"b{main_budget}", []))
     manifest = {"backend": extractor, "model": model, "revision": revision, "answered_by": answered,
@@ -323,5 +312,5 @@ def run_dsg_eval(cfg: RunConfig) -> Dict[str, Any]:
     return {"result": result, "table": pd.DataFrame(result.rows()), "paths": paths, "mapping": result.mapping}
 
 
-__all__ = ["SurfacePlan", "backend_label", "model_revision", "stand_in", "plan_surfaces", "window_names", "build_window_requests",
+__all__ = ["SurfacePlan", "model_revision", "plan_surfaces", "window_names", "build_window_requests",
            "answer_requests", "run", "run_dsg_eval"]

@@ -65,14 +65,15 @@ def summary_rows(main: ClaimedSummary, lexical: Optional[ClaimedSummary], surfac
 
 def write_summary_rows(rows: Sequence[Mapping[str, Any]], artifacts: Path, extractor: str, budget: int,
                        offline: bool, inputs: Sequence[str] = (), bootstrap: Optional[Mapping[str, Any]] = None,
-                       prompt_versions: Sequence[str] = ()) -> Path:
+                       prompt_versions: Sequence[str] = (), kinds: Sequence[str] = ()) -> Path:
     """``artifacts/tables/claims_summary.json``: the rows, the extractor (named in the table's note),
     the main budget, whether the extractor is capaudit's offline heuristic and, when intervals were
     computed or turned off, ``bootstrap`` (:meth:`ClaimIntervals.method`: reps, seed, method, or why
     there are none), and ``prompt_versions``: the prompt versions of the requests the rows were
-    answered from (the model-facing text, named in the note)."""
+    answered from (the model-facing text, named in the note), and ``kinds``: the kinds of the model
+    cards that answered (:mod:`capaudit.llm.cards`; the table's caveats follow from them)."""
     meta: Dict[str, Any] = {"extractor": extractor, "budget": budget, "offline_extractor": offline,
-                            "prompt_versions": list(prompt_versions)}
+                            "extractor_kinds": list(kinds), "prompt_versions": list(prompt_versions)}
     if bootstrap is not None:
         meta["bootstrap"] = dict(bootstrap)
     return write_table_rows(artifacts, TABLE, "claims", rows, function=f"{__name__}.summary_rows", inputs=inputs,

@@ -39,7 +39,7 @@ import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
@@ -50,6 +50,7 @@ from capaudit.summaries.vqa import format_vqa_summary
 from capaudit.summaries.vqa_layout import (Comparison, LayoutJudge, LayoutSlice, LayoutSurface, VqaLayout,
                                           write_vqa_layout)
 
+from .answerers import as_answered
 from .slices import SurfaceSpec, surface_rows
 from .stage_params import SECTION, JudgeSpec, judge_specs, slice_specs, slug
 from .stage_report import agreement_frame, extraction_frame, judges_numbers, summary_rows, write_summary_rows
@@ -125,7 +126,10 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     # 2. judges
     builds: Dict[str, Any] = {}
     req_paths: List[Path] = []
-    for j in judges:
+    kinds: Dict[str, List[str]] = {}
+    given = list(judges)
+    judges = []
+    for j in given:
         jdir = sdir / slug(j.name)
         jdir.mkdir(parents=True, exist_ok=True)
         jreq, jresp = jdir / "requests.jsonl", jdir / "responses.jsonl"
@@ -136,6 +140,8 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
         builds[j.name] = counts.__dict__ | {"failures": counts.failures}
         run_stats[j.name] = _run_store(jreq, jresp, j.model, urls.get(j.name) or str(j.url), section, j.dialect)
         req_paths.append(jreq)
+        j, kinds[j.name] = as_answered(j, [jresp])  # labelled as the recorded model cards say
+        judges.append(j)
     versions = sorted({str(json.loads(request_manifest_path(p).read_text(encoding="utf-8")).get("prompt_version"))
                        for p in req_paths})  # the model-facing text, as the request manifests record it
     index, answers = load_slice([(j.name, [sdir / slug(j.name) / "responses.jsonl"]) for j in judges], req_paths,
@@ -156,6 +162,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
         name, [j.name for j in judges], index, answers, req_paths, [creq],
         {j.name: ("offline" if j.offline else "model") for j in judges}))
     return {"cells": cells, "claimed": claimed, "rows": rows, "builds": builds, "run_stats": run_stats,
+            "judges": judges, "kinds": kinds,
             "prompt_versions": versions,
             "report": report, "judged_claims": n_claims, "extraction": extraction}
 
@@ -180,8 +187,11 @@ def _claimed_summary(resp: Path, req: Path, ids: set, label: Any) -> Any:
 
 
 def build_layout(section: Mapping[str, Any], judges: Sequence[JudgeSpec], slices: Sequence[Tuple[str, Sequence[SurfaceSpec]]],
-                 results: Mapping[str, Dict[str, Any]], where: str) -> VqaLayout:
-    """The paper layout of this run's judged slices (:mod:`capaudit.summaries.vqa_layout`)."""
+                 results: Mapping[str, Dict[str, Any]], where: str,
+                 kinds: Optional[Mapping[str, Sequence[str]]] = None) -> VqaLayout:
+    """The paper layout of this run's judged slices (:mod:`capaudit.summaries.vqa_layout`); ``kinds``:
+    the kinds of the model cards that answered each judge."""
+    kinds = kinds or {}
     budget = int(section.get("budget", 64))
     lslices = []
     for name, specs in slices:
@@ -206,7 +216,8 @@ def build_layout(section: Mapping[str, Any], judges: Sequence[JudgeSpec], slices
             raise InputError(f"judges.comparisons[{i}] misses {missing}", path=where, field="comparisons")
         comps.append(Comparison(str(c["key"]), str(c.get("label", c["key"])), str(c["slice"]), str(c["ours"]), str(c["ref"])))
     layout = VqaLayout(
-        judges=[LayoutJudge(j.name, j.short, j.label, "offline" if j.offline else "model") for j in judges],
+        judges=[LayoutJudge(j.name, j.short, j.label, "offline" if j.offline else "model", tuple(kinds.get(j.name, ())))
+                for j in judges],
         slices=lslices, comparisons=comps,
         agreement_slice=section.get("agreement_slice", slices[0][0] if len(judges) >= 2 else None),
         denominators_slice=section.get("denominators_slice", slices[0][0]))
@@ -246,14 +257,18 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
         urls.update({j.name: str(j.url or base_url) for j in judges})
         for name, specs in slices:
             results[name] = run_slice(name, specs, judges, section, art, urls)
+    # who answered, over every slice's stores (capaudit.judges.answerers)
+    answered = [as_answered(j, [art / slug(n) / slug(j.name) / "responses.jsonl" for n, _ in slices]) for j in judges]
+    judges = [j for j, _ in answered]
+    judge_kinds = {j.name: k for j, k in answered}
     cells = merge_cells_files([results[n]["cells"] for n, _ in slices])
     write_text_atomic(art / "cells.json", format_cells(cells))
-    layout = build_layout(section, judges, slices, results, where)
+    layout = build_layout(section, judges, slices, results, where, judge_kinds)
     write_vqa_layout(layout, art / "vqa_layout.json")
     rows = summary_rows(cells, layout)
     versions = sorted({v for r in results.values() for v in r["prompt_versions"]})
     table_paths = {"rows": write_summary_rows(rows, dirs["artifacts"], judges, inputs=[str(art / "cells.json")],
-                                              prompt_versions=versions)}
+                                              prompt_versions=versions, kinds=judge_kinds)}
     failures = sum(r["builds"][j.name]["failures"] for r in results.values() for j in judges)
     bad = sum(v["failed"] for r in results.values() for k, v in r["report"].items() if k != "__intersection__")
     captions = sum(r["report"]["__intersection__"]["captions"] for r in results.values())
@@ -261,7 +276,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     write_numbers_fragment(dirs["artifacts"], "judges", judges_numbers(captions, questions, failures, bad, judges),
                            backend=", ".join(j.label for j in judges))
     manifest = {
-        "judges": [j.__dict__ for j in judges], "extractor": extractor, "served_in_process": served,
+        "judges": [j.__dict__ | {"answered_by_kinds": judge_kinds[j.name]} for j in judges], "extractor": extractor, "served_in_process": served,
         "slices": {n: {"surfaces": [s.name for s in specs], "builds": results[n]["builds"],
                        "run_stats": results[n]["run_stats"], "judged_claims": results[n]["judged_claims"],
                        "report": results[n]["report"]} for n, specs in slices},

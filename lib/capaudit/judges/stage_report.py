@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from capaudit.summaries.cells import CellsFile
 from capaudit.summaries.vqa_layout import VqaLayout
@@ -28,14 +28,17 @@ def summary_rows(cells: CellsFile, layout: VqaLayout) -> List[Dict[str, Any]]:
 
 
 def write_summary_rows(rows: List[Dict[str, Any]], artifacts: Path, judges: Sequence[JudgeSpec],
-                       inputs: Sequence[str] = (), prompt_versions: Sequence[str] = ()) -> Path:
+                       inputs: Sequence[str] = (), prompt_versions: Sequence[str] = (),
+                       kinds: Optional[Mapping[str, Sequence[str]]] = None) -> Path:
     """The summary table's rows (``artifacts/tables/judges_summary.json``; ``paper.tables_judges``
-    renders it): one row per (slice, judge, surface) cell, which judges are offline heuristics, and the
-    prompt versions of the judges' requests (the model-facing text)."""
+    renders it): one row per (slice, judge, surface) cell, which judges are stand-ins and the kinds of
+    the model cards that answered each (``kinds``), and the prompt versions of the judges' requests
+    (the model-facing text)."""
     from capaudit.summaries.table_rows import write_table_rows
 
     return write_table_rows(artifacts, "judges_summary", "judges", rows, function=f"{__name__}.summary_rows",
                             inputs=inputs, meta={"offline_judges": [j.name for j in judges if j.offline],
+                                  "judge_kinds": {j.name: list((kinds or {}).get(j.name, ())) for j in judges},
                                   "prompt_versions": list(prompt_versions)})
 
 

@@ -125,6 +125,24 @@ def card_of_entry(entry: Mapping[str, Any]) -> Dict[str, Any]:
             "source": "server model list", **kept}
 
 
+def cards_label(cards: Sequence[Mapping[str, Any]], default: str) -> str:
+    """The name written into artifacts for the models that answered: their cards' labels (a
+    stand-in says what it is), ``default`` when none was recorded."""
+    labels = list(dict.fromkeys(str(c.get("label") or c.get("model") or default) for c in cards))
+    return " + ".join(labels) if labels else default
+
+
+def any_stand_in(cards: Sequence[Mapping[str, Any]]) -> bool:
+    """True when a card that answered is not a real model (a heuristic, a test model, unknown)."""
+    return any(c.get("kind") != "real" for c in cards)
+
+
+def card_kinds(cards: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The distinct kinds of the cards that answered, in :data:`KINDS` order."""
+    seen = {str(c.get("kind") or "unknown") for c in cards}
+    return [k for k in KINDS if k in seen]
+
+
 def models_url(url: str) -> str:
     """``<base>/v1/models`` of an endpoint given as a base URL or its chat-completions URL."""
     base = url.rstrip("/")

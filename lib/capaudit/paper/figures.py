@@ -36,7 +36,7 @@ from ..summaries.prompt_support import (  # noqa: E402
 )
 from .figure_files import FigureInfo, write_figure_data  # noqa: E402
 from .layout import BY_COMPARISON, CC12M_FRONTIER, PAIRINGS  # noqa: E402
-from .table_model import caveats_in  # noqa: E402
+from .table_model import caveats_in, stand_in_caveats  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.3
 STYLE = {
@@ -165,11 +165,13 @@ def plot_yield_risk(points: Sequence[YieldRiskPoint], out_dir: Path, name: str =
         ax.set_xlabel("risk (no / questions)")
         ax.set_ylabel("supported CBU per caption")
         ax.set_xlim(left=0)
-        offline = layout is not None and layout.any_offline
-        if offline:
+        caveats = stand_in_caveats("judges", layout.judge_kinds, layout.any_offline) if layout is not None else ()
+        if "offline judges" in caveats:
             ax.set_title("offline judges (annotation-grounded heuristics, not VLMs)", fontsize=6)
+        elif caveats:
+            ax.set_title("judges: " + ", ".join(caveats) + " (not evidence about the images)", fontsize=6)
         info = FigureInfo("Supported CBU per caption vs risk for every cell (filled: audited surface)", "judges",
-                          "paper_fig2", f"{__name__}.plot_yield_risk", ("offline judges",) if offline else (),
+                          "paper_fig2", f"{__name__}.plot_yield_risk", caveats,
                           inputs=tuple(inputs))
         return _save(fig, out_dir, name, points, info)
 

@@ -39,7 +39,7 @@ from .figures import (
 )
 from .inputs import PaperInputs, paper_inputs
 from .numbers import build_numbers, write_numbers
-from .table_model import Provenance, caveats_in
+from .table_model import Provenance, caveats_in, stand_in_caveats
 from .tables_claims import NO_PER_CAPTION_DATA
 from .tables import (
     PolicyCbuRow,
@@ -113,7 +113,7 @@ def _layout_judges(layout: Any) -> Tuple[str, str]:
 
 def _layout_notes(layout: Any) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """Notes (the judges line every table file opens with) and caveats of a layout's tables."""
-    return (provenance_comment(layout)[2:].strip(),), (("offline judges",) if layout.any_offline else ())
+    return (provenance_comment(layout)[2:].strip(),), stand_in_caveats("judges", layout.judge_kinds, layout.any_offline)
 
 
 def captioner_note(cfg: Any) -> Tuple[str, Tuple[str, ...]]:
@@ -131,7 +131,7 @@ def captioner_note(cfg: Any) -> Tuple[str, Tuple[str, ...]]:
     if not captioners:
         return "", ()
     return (f"policy surfaces captioned by {'; '.join(captioners)}",
-            ("heuristic captioner",) if meta.get("offline_captioner") else ())
+            stand_in_caveats("captioner", meta.get("captioner_kinds") or (), bool(meta.get("offline_captioner"))))
 
 
 def run_vqa_tables(cfg: Any) -> ElementResult:

@@ -28,7 +28,13 @@ CAVEATS: Dict[str, str] = {
     "random-init encoder": "the encoder is a tiny random-init model: numbers test the pipeline, not CLIP",
     "heuristic captioner": "captions come from capaudit's offline heuristic captioner",
     "published answers": "answers are the judges' published releases, imported",
+    "random-vision test model": ("answers come from a random-vision test model (real language weights, random vision "
+                                 "weights): they exercise the protocol and are not evidence about the images"),
+    "unknown model": "who answered is unknown: the server declared no model card (the run's *.models.json says so)",
 }
+
+#: the caveat a heuristic stand-in gives a table, by what it stands in for
+HEURISTIC_CAVEAT = {"judges": "offline judges", "extractor": "offline extractor", "captioner": "heuristic captioner"}
 
 
 @dataclass(frozen=True)
@@ -148,4 +154,20 @@ def caveats_in(texts: Sequence[str]) -> Tuple[str, ...]:
     return tuple(out)
 
 
-__all__ = ["CAVEATS", "KINDS", "Column", "Provenance", "Table", "caveats_in"]
+def stand_in_caveats(role: str, kinds: Sequence[str], offline: bool = False) -> Tuple[str, ...]:
+    """The caveats of a table fed by models of these card ``kinds`` (:mod:`capaudit.llm.cards`) in
+    ``role`` (judges, extractor, captioner): a heuristic stand-in, the random-vision test model, a
+    model nobody declared. ``offline`` with no kinds (a store recorded before model cards) counts as
+    a heuristic."""
+    seen = set(kinds) or ({"heuristic"} if offline else set())
+    out: List[str] = []
+    if "heuristic" in seen:
+        out.append(HEURISTIC_CAVEAT[role])
+    if "random-vision test model" in seen:
+        out.append("random-vision test model")
+    if "unknown" in seen:
+        out.append("unknown model")
+    return tuple(out)
+
+
+__all__ = ["CAVEATS", "HEURISTIC_CAVEAT", "KINDS", "Column", "Provenance", "Table", "caveats_in", "stand_in_caveats"]

@@ -6,7 +6,7 @@ from typing import Any, Dict, Mapping, Sequence, Tuple
 
 from .shown_cells import stage_keys
 from .stage_tables import builder, columns
-from .table_model import Table
+from .table_model import Table, stand_in_caveats
 
 #: claim types in the order the claimed-density table shows them (key stem, label)
 CLAIM_TYPES: Tuple[Tuple[str, str], ...] = (
@@ -69,7 +69,7 @@ def claims_summary(data: Mapping[str, Any]) -> Table:
         rows=rows, provenance=data["provenance"],
         notes=(f"claimed CBU at B={meta.get('budget', '')}; extractor: {meta.get('extractor', '')}"
                + prompt_note(meta.get("prompt_versions") or ()), interval_note(meta, rows)),
-        caveats=("offline extractor",) if meta.get("offline_extractor") else ())
+        caveats=stand_in_caveats("extractor", meta.get("extractor_kinds") or (), bool(meta.get("offline_extractor"))))
 
 
 @builder("extractor_eval_dsg", notebook="04b_extractor_eval")
@@ -86,7 +86,7 @@ def extractor_eval_dsg(data: Mapping[str, Any]) -> Table:
         rows=shown, csv_columns=stage_keys(rows), provenance=data["provenance"], latex="tabular",
         notes=(f"DSG-1k extractor evaluation; extractor: {meta.get('extractor', '')}",
                f"mapping: {meta.get('mapping', '')}"),
-        caveats=("offline extractor",) if meta.get("offline_extractor") else ())
+        caveats=stand_in_caveats("extractor", meta.get("extractor_kinds") or (), bool(meta.get("offline_extractor"))))
 
 
 __all__ = ["CLAIM_TYPES", "NO_PER_CAPTION_DATA", "claims_summary", "extractor_eval_dsg", "interval_note"]

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from .stage_tables import builder, columns
 from .tables_claims import prompt_note
-from .table_model import Table
+from .table_model import Table, stand_in_caveats
 
 
 @builder("judges_summary", notebook="05_judges")
@@ -24,4 +24,5 @@ def judges_summary(data: Mapping[str, Any]) -> Table:
         rows=list(data["rows"]), provenance=data["provenance"],
         notes=("judges stage: one row per (slice, judge, surface) cell"
                + prompt_note(data["meta"].get("prompt_versions") or ()),),
-        caveats=("offline judges",) if offline else ())
+        caveats=stand_in_caveats("judges", sorted({k for ks in (data["meta"].get("judge_kinds") or {}).values()
+                                                   for k in ks}), bool(offline)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .stage_tables import builder, columns
-from .table_model import Table
+from .table_model import Table, stand_in_caveats
 
 
 @builder("recap_summary", notebook="06_recap")
@@ -21,7 +21,7 @@ def recap_summary(data: Mapping[str, Any]) -> Table:
                         ("median_lex", "Median lex", "num", 0), ("distinct_caption_rate", "Distinct", "num", 2)),
         rows=list(data["rows"]), provenance=data["provenance"],
         notes=(f"recaptioned surfaces; captioner: {'; '.join(meta.get('captioners', []))}",),
-        caveats=("heuristic captioner",) if meta.get("offline_captioner") else ())
+        caveats=stand_in_caveats("captioner", meta.get("captioner_kinds") or (), bool(meta.get("offline_captioner"))))
 
 
 __all__ = ["recap_summary"]

@@ -39,6 +39,7 @@ import time
 from contextlib import nullcontext
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from capaudit.llm.cards import cards_label
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic
@@ -48,7 +49,7 @@ from .inputs import ImageInput, open_images
 from .pii import mask_pii
 from .policies import load_policy
 from .runner import StoreLayout, recap
-from .summary_rows import backend_label, recap_numbers, summary_row, write_summary_rows
+from .summary_rows import recap_numbers, summary_row, write_summary_rows
 
 #: the model when the params name none: the offline captioner (a stand-in) served in process
 DEFAULT_MODEL = "capaudit-offline-coco-captioner"
@@ -160,7 +161,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     ex_n = int(section.get("examples", 3))
     examples = pd.DataFrame({p.name: pd.Series(captions[p.name], dtype=object) for p in policies}).dropna().head(ex_n)
     examples.index.name = "image_id"
-    label = backend_label(answered, model)
+    label = cards_label(answered, model)
     numbers = recap_numbers(rows, len(policies), label)
     write_numbers_fragment(dirs["artifacts"], "recap", numbers, backend=label)
     manifest = {"backend": label, "model": model, "revision": revision, "answered_by": answered,
@@ -180,4 +181,4 @@ def surface_spec(name: str, path: str) -> Dict[str, Any]:
             "meta_fields": ["model", "policy", "backend", "image_key"]}
 
 
-__all__ = ["DEFAULT_MODEL", "backend_label", "model_revision", "surface_name", "resolve_inputs", "run", "surface_spec"]
+__all__ = ["DEFAULT_MODEL", "model_revision", "surface_name", "resolve_inputs", "run", "surface_spec"]

@@ -6,6 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, Mapping, Sequence
 
+from capaudit.llm.cards import any_stand_in, card_kinds, cards_label
 from capaudit.summaries.table_rows import write_table_rows
 
 from .policies import Policy
@@ -13,32 +14,20 @@ from .policies import Policy
 TABLE = "recap_summary"
 
 
-def backend_label(cards: Sequence[Mapping[str, Any]], model: str) -> str:
-    """The name written into tables: the label of the model cards that answered (the offline
-    captioner says what it is, :mod:`capaudit.llm.cards`); the model name when none was recorded."""
-    labels = list(dict.fromkeys(str(c.get("label") or c.get("model") or model) for c in cards))
-    return " + ".join(labels) if labels else model
-
-
-def stand_in(cards: Sequence[Mapping[str, Any]]) -> bool:
-    """True when a card that answered is not a real model."""
-    return any(c.get("kind") != "real" for c in cards)
-
-
 def summary_row(policy: Policy, surface: str, model: str, captioned: int, failed: int, captions: Sequence[str],
                 asked: int, answered_earlier: int, cards: Sequence[Mapping[str, Any]] = ()) -> Dict[str, Any]:
     """One policy's row: images, captioned and failed, caption length in words and lexical units,
     share of distinct captions; the length and distinctness figures are None without captions.
     ``cards``: who answered (:func:`capaudit.llm.store.answered_by` of the policy's store): the
-    ``backend`` label and the ``stand_in`` flag."""
+    ``backend`` label, the ``stand_in`` flag and the cards' ``kinds``."""
     from capaudit.text.lexical import lex_count
 
     words = [len(c.split()) for c in captions]
     lex = [lex_count(c) for c in captions]
     return {
         "surface": surface, "policy": policy.name, "policy_version": policy.version,
-        "prompt_version": policy.prompt_version, "model": model, "backend": backend_label(cards, model),
-        "stand_in": stand_in(cards),
+        "prompt_version": policy.prompt_version, "model": model, "backend": cards_label(cards, model),
+        "stand_in": any_stand_in(cards), "kinds": card_kinds(cards),
         "images": captioned + failed, "captioned": captioned, "failed": failed,
         "mean_words": round(statistics.fmean(words), 2) if words else None,
         "mean_lex": round(statistics.fmean(lex), 2) if lex else None,
@@ -52,7 +41,8 @@ def write_summary_rows(rows: Sequence[Mapping[str, Any]], artifacts: Path, input
     """``artifacts/tables/recap_summary.json`` (``paper.tables_recap`` renders it); meta: the captioners."""
     return write_table_rows(artifacts, TABLE, "recap", rows, function=f"{__name__}.summary_row", inputs=inputs,
                             meta={"captioners": sorted({str(r["backend"]) for r in rows}),
-                                  "offline_captioner": any(r.get("stand_in") for r in rows)})
+                                  "offline_captioner": any(r.get("stand_in") for r in rows),
+                                  "captioner_kinds": sorted({str(k) for r in rows for k in r.get("kinds") or ()})})
 
 
 def recap_numbers(rows: Sequence[Mapping[str, Any]], policies: int, label: str) -> Dict[str, Dict[str, Any]]:
@@ -69,4 +59,4 @@ def recap_numbers(rows: Sequence[Mapping[str, Any]], policies: int, label: str) 
     return numbers
 
 
-__all__ = ["TABLE", "backend_label", "recap_numbers", "stand_in", "summary_row", "write_summary_rows"]
+__all__ = ["TABLE", "recap_numbers", "summary_row", "write_summary_rows"]

@@ -4,7 +4,7 @@ The reference study's table layout (CC12M and four paired corpora, Qwen and Gemm
 fixed in :mod:`capaudit.paper.layout`. Our own judges stage (:mod:`capaudit.judges`) writes this
 file beside its cells, so the same paper layer lays out any run's cells::
 
-    {"judges": [{"name", "short", "label", "backend": "offline"|"model"}],
+    {"judges": [{"name", "short", "label", "backend": "offline"|"model", "kinds"?: [model card kinds]}],
      "slices": [{"name", "surfaces": [{"name", "label", "role": "ours"|"ref"|"control"|"probe",
                                         "policy"?, "corpus"?, "eligibility"?: float, "budget"?: int,
                                         "claimed"?: {"captions", "cbu_per_cap", "cbu_per_100_lex"}}]}],
@@ -13,7 +13,9 @@ file beside its cells, so the same paper layer lays out any run's cells::
      "denominators_slice": "<slice>" | null}
 
 ``role``: ``ours`` / ``ref`` are pooled in the by-type table (as Ours / Refs), ``control`` and
-``probe`` surfaces are left out of pools. ``policy`` (with ``corpus``) marks a surface for the
+``probe`` surfaces are left out of pools. ``kinds``: the kinds of the model cards that answered the
+judge (:mod:`capaudit.llm.cards`: heuristic, random-vision test model, real, unknown), as recorded
+beside its stores; a table's caveats follow from them. ``policy`` (with ``corpus``) marks a surface for the
 policy-control table. ``key`` is letters only (it names TeX macros).
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from capaudit.io.atomic import write_json_atomic
 
@@ -39,6 +41,7 @@ class LayoutJudge:
     short: str
     label: str
     backend: str = "model"
+    kinds: Tuple[str, ...] = ()
 
     @property
     def offline(self) -> bool:
@@ -102,6 +105,11 @@ class VqaLayout:
     def any_offline(self) -> bool:
         return any(j.offline for j in self.judges)
 
+    @property
+    def judge_kinds(self) -> Tuple[str, ...]:
+        """The kinds of the model cards that answered any judge (sorted; empty when none was recorded)."""
+        return tuple(sorted({k for j in self.judges for k in j.kinds}))
+
     def validate(self, loc: str = "<vqa layout>") -> None:
         if not self.judges:
             raise ValueError(f"{loc}: judges: at least one judge is needed")
@@ -135,7 +143,8 @@ class VqaLayout:
             return d
 
         return {
-            "judges": [{"name": j.name, "short": j.short, "label": j.label, "backend": j.backend} for j in self.judges],
+            "judges": [{"name": j.name, "short": j.short, "label": j.label, "backend": j.backend}
+                       | ({"kinds": list(j.kinds)} if j.kinds else {}) for j in self.judges],
             "slices": [{"name": sl.name, "surfaces": [surf(s) for s in sl.surfaces]} for sl in self.slices],
             "comparisons": [{"key": c.key, "label": c.label, "slice": c.slice, "ours": c.ours, "ref": c.ref}
                             for c in self.comparisons],
@@ -153,10 +162,11 @@ def parse_vqa_layout(obj: Any, source: Optional[PathLike] = None) -> VqaLayout:
     for i, j in enumerate(get_field(d, "judges", loc) or []):
         sub = f"{loc}: judges[{i}]"
         j = require_mapping(j, sub)
-        check_keys(j, ("name", "short", "label", "backend"), sub)
+        check_keys(j, ("name", "short", "label", "backend", "kinds"), sub)
         name = as_str(get_field(j, "name", sub), f"{sub}.name")
         judges.append(LayoutJudge(name, as_str(j.get("short", name), f"{sub}.short"),
-                                  as_str(j.get("label", name), f"{sub}.label"), as_str(j.get("backend", "model"), f"{sub}.backend")))
+                                  as_str(j.get("label", name), f"{sub}.label"), as_str(j.get("backend", "model"), f"{sub}.backend"),
+                                  tuple(as_str(k, f"{sub}.kinds") for k in (j.get("kinds") or ()))))
     slices = []
     for i, sl in enumerate(get_field(d, "slices", loc) or []):
         sub = f"{loc}: slices[{i}]"
