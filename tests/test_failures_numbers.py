@@ -147,11 +147,16 @@ def test_comparison_name_and_intervals_do_not_depend_on_the_file_name(tmp_path, 
 def test_cli_defaults_match_the_modules_that_own_them():
     from capaudit.claims import cli as ccli
     from capaudit.claims import requests as creq
-    from capaudit.prompts import cli as pcli
-    from capaudit.prompts import ngrams, pools, support
+    from capaudit.cli import build_parser
+    from capaudit.prompts import ngrams, support
+    from capaudit.prompts.params import Comparison, PromptSupportParams
 
-    assert (pcli.HASH_BUCKETS, pcli.MIN_TOKENS, pcli.MAX_TOKENS, pcli.ALPHA) == (
-        ngrams.HASH_BUCKETS, pools.MIN_TOKENS, pools.MAX_TOKENS, support.ALPHA)
+    # prompt-support options left out take the params class's defaults (the modules that own them)
+    args = build_parser(["capaudit.prompts.cli"]).parse_args(["prompt-support", "--pairs", "p", "--pool", "a=b",
+                                                              "--out", "o"])
+    p = PromptSupportParams.from_args(args, [], Comparison("c", Path("p")), None)
+    assert p == PromptSupportParams(comparisons=(Comparison("c", Path("p")),))
+    assert (p.hash_buckets, p.alpha, p.budget) == (ngrams.HASH_BUCKETS, support.ALPHA, 64)
     from capaudit import prompt_sets
 
     assert (ccli.DEFAULT_MODEL, ccli.MAX_CAPTION_CHARS, ccli.WINDOW_MODES) == (

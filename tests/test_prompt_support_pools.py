@@ -212,7 +212,7 @@ def test_hub_pool_offline_fails_in_one_line_and_leaves_nothing(tmp_path: Path, m
 
 
 def test_slice_comparisons_take_the_slice_pairs_and_roles(tmp_path: Path) -> None:
-    from capaudit.prompts.stage_params import parse_params
+    from capaudit.prompts.params import parse_params
 
     slices = {"s1": (tmp_path / "s1" / "pairs.parquet", "ours_a", "ref_b")}
     p = parse_params({"comparisons": [{"name": "c", "slice": "s1"}]}, slices=slices)

@@ -14,7 +14,7 @@ import yaml
 from capaudit.config import load_config
 from capaudit.paper.stage_tables import render_stage_tables
 from capaudit.prompts.stage import run
-from capaudit.prompts.stage_params import parse_params
+from capaudit.prompts.params import parse_params
 from capaudit.summaries.table_rows import read_table_rows
 from capaudit.summaries.prompt_support import COLUMNS, read_prompt_support_tsv
 
@@ -95,7 +95,7 @@ def test_stage_run_writes_every_output(tmp_path: Path):
 
 
 def test_params_errors_name_the_key():
-    with pytest.raises(ValueError, match=r"prompt_support: unknown keys \['bugdet'\]"):
+    with pytest.raises(ValueError, match=r"prompt_support\.bugdet: unknown key \(known: .*budget"):
         parse_params({"bugdet": 64, "comparisons": [{"name": "x", "pairs": "p.jsonl"}]})
     with pytest.raises(ValueError, match=r"prompt_support.comparisons: at least one"):
         parse_params({})

@@ -11,7 +11,7 @@ Modules:
 * :mod:`capaudit.prompts.support` — §3.2 smoothed distributions, JSD, prompt-mass support, blocks,
   block-delta bootstrap, and the whole-surface sensitivity variants.
 * :mod:`capaudit.prompts.stage` — ``run(cfg)`` for the ``prompt_support:`` params section
-  (:mod:`~capaudit.prompts.stage_params`), the sensitivity rows (:mod:`~capaudit.prompts.sensitivity`)
+  (:mod:`~capaudit.prompts.params`), the sensitivity rows (:mod:`~capaudit.prompts.sensitivity`)
   and the pool-wins table rows (:mod:`~capaudit.prompts.tables`).
 * :mod:`capaudit.prompts.cli` — ``capaudit prompt-support`` and ``capaudit prompt-pools prepare``.
 """

@@ -9,11 +9,9 @@ from typing import List, Optional, Tuple
 
 from capaudit.argtypes import budget, nonnegative_int, positive_int
 
-# Defaults shown in --help; the modules that own them are imported only when a command runs
-# (keeps `capaudit --help` and error paths fast). tests/test_failures_cli.py checks they agree.
-HASH_BUCKETS = 262_144  # capaudit.prompts.ngrams.HASH_BUCKETS (§3.2)
-MIN_TOKENS, MAX_TOKENS = 3, 256  # capaudit.prompts.pools (§3.1)
-ALPHA = 1e-12  # capaudit.prompts.support.ALPHA (§3.2)
+# ``prompt-support`` options left out take the defaults of capaudit.prompts.params.PromptSupportParams
+# (argparse.SUPPRESS), imported only when a command runs (keeps `capaudit --help` fast).
+UNSET = argparse.SUPPRESS
 
 
 def _pool_arg(text: str) -> Tuple[str, Path, Optional[str]]:
@@ -78,8 +76,9 @@ def pool_cache_dir(args: argparse.Namespace) -> Optional[Path]:
 
 def _run_support(args: argparse.Namespace) -> int:
     from capaudit.io.atomic import atomic_path, check_output_path
-    from capaudit.prompts.ngrams import load_pool_counts
-    from capaudit.prompts.support import compare_pairs_file, direction_notes
+    from capaudit.prompts.params import Comparison, PoolFileSpec, PromptSupportParams
+    from capaudit.prompts.stage import compare, load_pools
+    from capaudit.prompts.support import direction_notes
     from capaudit.summaries.prompt_support import write_prompt_support_tsv
 
     check_output_path(args.out)
@@ -92,20 +91,14 @@ def _run_support(args: argparse.Namespace) -> int:
     if not Path(args.pairs).exists():
         raise FileNotFoundError(f"{args.pairs}: --pairs file not found")
     cache = pool_cache_dir(args)
-    pools = [
-        load_pool_counts(name, path, args.ngram, args.hash_buckets, field, None, args.max_prompt_records,
-                         cache, args.workers, args.engine, args.address)
-        for name, path, field in args.pool
-    ]
     local_s, reference_s = default_surfaces(Path(args.pairs), args.local_field, args.reference_field)
     local_s, reference_s = args.local_surface or local_s, args.reference_surface or reference_s
-    comparison = args.comparison or default_comparison(local_s, reference_s)
-    # pairs are streamed block run by block run (memory independent of the file's size)
-    rows, pairs = compare_pairs_file(
-        args.pairs, pools, comparison, args.local_field, args.reference_field, local_s, reference_s,
-        args.max_caption_records, args.skip_incomplete, args.ngram, args.budget, args.block_size, args.reps,
-        args.seed, args.alpha, args.hash_buckets, args.workers, args.engine, args.address,
-    )
+    comparison = Comparison(args.comparison or default_comparison(local_s, reference_s), Path(args.pairs),
+                            args.local_field, args.reference_field, local_s, reference_s,
+                            skip_incomplete=args.skip_incomplete)
+    params = PromptSupportParams.from_args(args, [PoolFileSpec(n, p, f) for n, p, f in args.pool], comparison, cache)
+    pools = load_pools(params, params.pool_files, params.ngram, cache)
+    rows, pairs = compare(params, comparison, pools)
     with atomic_path(args.out) as tmp:
         write_prompt_support_tsv(rows, tmp)
     for pool in pools:  # said once the comparison has succeeded (a failed run prints its one error line)
@@ -116,12 +109,12 @@ def _run_support(args: argparse.Namespace) -> int:
         print(f"capaudit prompt-support: note: {note}", file=sys.stderr)
     skipped = f", {pairs.skipped} incomplete rows skipped" if pairs.skipped else ""
     print(f"wrote {len(rows)} rows ({len(pools)} pools, {pairs.pairs} pairs{skipped}, {rows[0].blocks} blocks, "
-          f"comparison '{comparison}') to {args.out}", file=sys.stderr)
+          f"comparison '{comparison.name}') to {args.out}", file=sys.stderr)
     return 0
 
 
 def _run_prepare(args: argparse.Namespace) -> int:
-    from capaudit.prompts.pools import UnionSpec, parse_source_arg, prepare_pools
+    from capaudit.prompts.pools import MAX_TOKENS, MIN_TOKENS, UnionSpec, parse_source_arg, prepare_pools
 
     sources = [parse_source_arg(s) for s in args.source]
     unions: List[UnionSpec] = []
@@ -134,7 +127,8 @@ def _run_prepare(args: argparse.Namespace) -> int:
         for pf in src.files:
             if not Path(pf.path).exists():
                 raise FileNotFoundError(f"{pf.path}: --source '{src.name}' not found")
-    prepared = prepare_pools(sources, args.out, unions, args.min_tokens, args.max_tokens, args.max_per_source)
+    prepared = prepare_pools(sources, args.out, unions, getattr(args, "min_tokens", MIN_TOKENS),
+                             getattr(args, "max_tokens", MAX_TOKENS), args.max_per_source)
     for name, entry in prepared.manifest["sources"].items():
         s = entry["stats"]
         print(f"{name}: read {s['read']}, raw {s['raw_written']}, filtered {s['filtered_written']}", file=sys.stderr)
@@ -164,23 +158,23 @@ def register(subparsers) -> None:
                     help="local surface name (default: the slice manifest's local role beside --pairs, else --local-field)")
     sp.add_argument("--reference-surface", default=None,
                     help="reference surface name (default: the slice manifest's reference role, else --reference-field)")
-    sp.add_argument("--budget", type=budget, default=64, help="first B lex units of each caption, or 'full'")
-    sp.add_argument("--ngram", type=positive_int, default=2)
-    sp.add_argument("--block-size", type=positive_int, default=5000)
-    sp.add_argument("--reps", type=positive_int, default=2000)
-    sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--alpha", type=float, default=ALPHA)
-    sp.add_argument("--hash-buckets", type=positive_int, default=HASH_BUCKETS)
-    sp.add_argument("--max-caption-records", type=positive_int, default=250_000)
-    sp.add_argument("--max-prompt-records", type=positive_int, default=1_000_000)
+    sp.add_argument("--budget", type=budget, default=UNSET, help="first B lex units of each caption, or 'full' (default 64)")
+    sp.add_argument("--ngram", type=positive_int, default=UNSET, help="n-gram order (default 2)")
+    sp.add_argument("--block-size", type=positive_int, default=UNSET, help="pairs per block (default 5000)")
+    sp.add_argument("--reps", type=positive_int, default=UNSET, help="bootstrap replicates (default 2000)")
+    sp.add_argument("--seed", type=int, default=UNSET, help="bootstrap seed (default 0)")
+    sp.add_argument("--alpha", type=float, default=UNSET, help="smoothing of the JSD (default 1e-12)")
+    sp.add_argument("--hash-buckets", type=positive_int, default=UNSET, help="hashed n-gram buckets (default 262144)")
+    sp.add_argument("--max-caption-records", type=positive_int, default=UNSET, help="default 250000")
+    sp.add_argument("--max-prompt-records", type=positive_int, default=UNSET, help="default 1000000")
     sp.add_argument("--cache-dir", default=None,
                     help="where pool counts are kept and reused (.npy keyed by the pool file's digest, n, buckets, "
                          "field, limit; default $CAPAUDIT_CACHE/prompt_counts)")
     sp.add_argument("--no-cache", action="store_true", help="count every pool afresh; read and write no cache")
-    sp.add_argument("--workers", type=positive_int, default=1, help="processes for counting pool n-grams and caption blocks (same results)")
-    sp.add_argument("--engine", choices=("local", "ray"), default="local",
+    sp.add_argument("--workers", type=positive_int, default=UNSET, help="processes for counting pool n-grams and caption blocks (same results)")
+    sp.add_argument("--engine", choices=("local", "ray"), default=UNSET,
                     help="where pool chunks and caption block runs are counted: this machine or Ray (same results)")
-    sp.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS; unset: a local cluster)")
+    sp.add_argument("--address", default=UNSET, help="Ray cluster address (default: RAY_ADDRESS; unset: a local cluster)")
     sp.add_argument("--out", required=True, help="output TSV (spec §3.2 columns)")
     sp.set_defaults(func=_run_support)
 
@@ -191,8 +185,8 @@ def register(subparsers) -> None:
                       help="raw source: txt/jsonl/json/csv/tsv/parquet file or folder of .txt; repeatable")
     prep.add_argument("--union", action="append", metavar="NAME=POOL,POOL,...",
                       help="also write a de-duplicated union of prepared pools (in order)")
-    prep.add_argument("--min-tokens", type=nonnegative_int, default=MIN_TOKENS)
-    prep.add_argument("--max-tokens", type=positive_int, default=MAX_TOKENS)
+    prep.add_argument("--min-tokens", type=nonnegative_int, default=UNSET, help="default: capaudit.prompts.pools.MIN_TOKENS (3)")
+    prep.add_argument("--max-tokens", type=positive_int, default=UNSET, help="default: capaudit.prompts.pools.MAX_TOKENS (256)")
     prep.add_argument("--max-per-source", type=positive_int, default=None)
     prep.add_argument("--out", required=True, help="output folder")
     prep.set_defaults(func=_run_prepare)

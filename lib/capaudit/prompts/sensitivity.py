@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from capaudit.prompts.ngrams import PoolCounts, count_ngrams_multi
-from capaudit.prompts.stage_params import Comparison
+from capaudit.prompts.params import Comparison
 from capaudit.prompts.support import whole_surface_metrics
 
 

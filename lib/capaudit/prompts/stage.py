@@ -4,7 +4,7 @@ Steps: (1) prepare pools from raw sources (§3.1) and/or take ready pool files a
 (2) count each pool's hashed n-grams (cached ``.npy`` keyed by file content, n and buckets);
 (3) per comparison, block metrics and the block-delta bootstrap (§3.2) → the TSV;
 (4) direction summary, pool-wins, pool means; (5) optional whole-surface sensitivity.
-Params: :mod:`capaudit.prompts.stage_params`; sensitivity rows: :mod:`capaudit.prompts.sensitivity`.
+Params: :mod:`capaudit.prompts.params`; sensitivity rows: :mod:`capaudit.prompts.sensitivity`.
 
 Outputs under ``outputs/<run>/``:
 
@@ -22,14 +22,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from capaudit.config import ParamsSection
 from capaudit.io.atomic import atomic_path
+from capaudit.results import StageResult
 from capaudit.prompts.io import load_pairs
 from capaudit.prompts.ngrams import PoolCounts, load_pool_counts
 from capaudit.prompts.pools import PreparedPools, prepare_pools, write_tsv
 from capaudit.prompts.sensitivity import sensitivity_rows
-from capaudit.prompts.stage_params import SECTION, PoolFileSpec, StageParams, parse_params
+from capaudit.prompts.params import SECTION, Comparison, PoolFileSpec, PromptSupportParams
 from capaudit.prompts.support import SENSITIVITY_COLUMNS, compare_pairs_file, direction_notes
 from capaudit.prompts.tables import pool_wins_rows, write_text
 from capaudit.summaries.prompt_support import (
@@ -49,8 +51,8 @@ from capaudit.summaries.table_rows import write_table_rows
 SEED_RULE = "np.random.default_rng(uint64_le(blake2b('seed\\x1fcomparison\\x1fpool\\x1fmetric', digest_size=8)))"
 
 
-@dataclass
-class StageResult:
+@dataclass(frozen=True, eq=False)
+class PromptSupportResult(StageResult):
     """What :func:`run` produced (paths and in-memory tables)."""
 
     rows: List[PromptSupportRow]
@@ -65,7 +67,8 @@ class StageResult:
     pools_in_wins: Optional[List[str]]
 
 
-def _pool_specs(p: StageParams, prepared: Optional[PreparedPools]) -> List[PoolFileSpec]:
+def pool_specs(p: PromptSupportParams, prepared: Optional[PreparedPools]) -> List[PoolFileSpec]:
+    """The pools compared, by name: the prepared ones (``pools.use`` variant), then the ready files."""
     specs: List[PoolFileSpec] = []
     if prepared is not None:
         for name in prepared.names:
@@ -84,7 +87,9 @@ def _pool_specs(p: StageParams, prepared: Optional[PreparedPools]) -> List[PoolF
     return sorted(specs, key=lambda s: s.name)
 
 
-def _load_pools(p: StageParams, specs: Sequence[PoolFileSpec], ngram: int, cache_dir: Path) -> List[PoolCounts]:
+def load_pools(p: PromptSupportParams, specs: Sequence[PoolFileSpec], ngram: int,
+               cache_dir: Optional[Path]) -> List[PoolCounts]:
+    """Each pool's hashed n-gram counts (``cache_dir``: reused ``.npy`` counts; ``None``: no cache)."""
     return [
         load_pool_counts(s.name, s.path, ngram, p.hash_buckets, s.field, s.fmt, p.max_prompt_records, cache_dir, p.workers,
                          p.engine, p.address)
@@ -92,15 +97,26 @@ def _load_pools(p: StageParams, specs: Sequence[PoolFileSpec], ngram: int, cache
     ]
 
 
-def run(cfg) -> StageResult:
+def compare(p: PromptSupportParams, comp: Comparison, pools: Sequence[PoolCounts]) -> Tuple[List[PromptSupportRow], Any]:
+    """One comparison's block metrics and bootstrap rows (pairs streamed block run by block run) and
+    the pairs read (``.pairs`` used, ``.skipped`` incomplete)."""
+    return compare_pairs_file(
+        comp.pairs, list(pools), comp.name, comp.local_field, comp.reference_field, comp.local_surface,
+        comp.reference_surface, p.max_caption_records, comp.skip_incomplete, p.ngram, p.budget,
+        comp.block_size or p.block_size, p.reps, p.seed, p.alpha, p.hash_buckets, p.workers, p.engine, p.address,
+    )
+
+
+def run(cfg) -> PromptSupportResult:
     """Run the stage for a loaded params file (:class:`capaudit.config.RunConfig`)."""
     section = cfg.section(SECTION)
     slices = None
-    if any(isinstance(c, dict) and "slice" in c for c in section.get("comparisons") or []):
+    comparisons = ParamsSection.of(section, SECTION, cfg.path).raw("comparisons")
+    if isinstance(comparisons, list) and any(isinstance(c, dict) and "slice" in c for c in comparisons):
         from capaudit.surfaces.stage import slice_pairs
 
         slices = slice_pairs(cfg)
-    p = parse_params(section, slices=slices)
+    p = PromptSupportParams.from_section(section, cfg.path, slices)
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "prompt_support"
     art.mkdir(parents=True, exist_ok=True)
@@ -115,18 +131,14 @@ def run(cfg) -> StageResult:
         paths["overlap_rows"] = write_table_rows(dirs["artifacts"], "prompt_pool_overlap", SECTION, prepared.overlap,
                                                  function="capaudit.prompts.pools.overlap_table",
                                                  inputs=[str(paths["manifest"])])
-    specs = _pool_specs(p, prepared)
-    pools = _load_pools(p, specs, p.ngram, cache_dir)
+    specs = pool_specs(p, prepared)
+    pools = load_pools(p, specs, p.ngram, cache_dir)
 
     rows: List[PromptSupportRow] = []
     used: Dict[str, int] = {}
     skipped: Dict[str, int] = {}
     for comp in p.comparisons:  # pairs streamed from disk, block run by block run
-        comp_rows, st = compare_pairs_file(
-            comp.pairs, pools, comp.name, comp.local_field, comp.reference_field, comp.local_surface,
-            comp.reference_surface, p.max_caption_records, comp.skip_incomplete, p.ngram, p.budget,
-            comp.block_size or p.block_size, p.reps, p.seed, p.alpha, p.hash_buckets, p.workers, p.engine, p.address,
-        )
+        comp_rows, st = compare(p, comp, pools)
         rows += comp_rows
         used[comp.name], skipped[comp.name] = st.pairs, st.skipped
     with atomic_path(art / "prompt_support.tsv") as tmp:
@@ -136,7 +148,7 @@ def run(cfg) -> StageResult:
     with atomic_path(art / "direction_summary.csv") as tmp:
         write_direction_summary_csv(direction, tmp)
     paths["direction"] = art / "direction_summary.csv"
-    win_pools = p.paper_pools
+    win_pools = list(p.paper_pools) if p.paper_pools else None
     wins, losses = pool_wins(rows, win_pools), pool_losses(rows, win_pools)
     means = seven_pool_means(rows, win_pools)
     means_rows = rows_to_records(means)
@@ -153,7 +165,7 @@ def run(cfg) -> StageResult:
 
     sens: List[Dict[str, Any]] = []
     if p.sensitivity_budgets and p.sensitivity_ngrams:
-        pools_by_n = {n: (pools if n == p.ngram else _load_pools(p, specs, n, cache_dir)) for n in p.sensitivity_ngrams}
+        pools_by_n = {n: (pools if n == p.ngram else load_pools(p, specs, n, cache_dir)) for n in p.sensitivity_ngrams}
         for comp in p.comparisons:
             pairs = load_pairs(comp.pairs, comp.local_field, comp.reference_field, p.max_caption_records,
                                comp.skip_incomplete)  # whole surfaces: only the sensitivity variants need them
@@ -178,4 +190,4 @@ def run(cfg) -> StageResult:
         "outputs": {k: str(v) for k, v in paths.items()},
     }
     paths["run_json"] = write_text(json.dumps(run_info, indent=2, ensure_ascii=False) + "\n", art / "run.json")
-    return StageResult(rows, direction, wins, losses, means, pool_info, prepared, sens, paths, win_pools)
+    return PromptSupportResult(rows, direction, wins, losses, means, pool_info, prepared, sens, paths, win_pools)

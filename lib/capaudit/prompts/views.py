@@ -1,5 +1,5 @@
 """Data frames of a prompt-support run for the 03_prompt_support notebook (no computation of
-their own: each reshapes a part of :class:`capaudit.prompts.stage.StageResult`)."""
+their own: each reshapes a part of :class:`capaudit.prompts.stage.PromptSupportResult`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Mapping, Optional
 import pandas as pd
 
 from capaudit.prompts.pools import PreparedPools
-from capaudit.prompts.stage import StageResult
+from capaudit.prompts.stage import PromptSupportResult
 from capaudit.summaries.prompt_support import rows_to_records
 
 SENSITIVITY_METRICS = ("prompt_mass_on_caption_support", "caption_mass_on_prompt_support", "jsd")
@@ -39,22 +39,22 @@ def shared_prompt_pairs(prepared: Optional[PreparedPools]) -> pd.DataFrame:
     return overlap[overlap["shared"] > 0].sort_values("shared", ascending=False)
 
 
-def bootstrap_rows(result: StageResult) -> pd.DataFrame:
+def bootstrap_rows(result: PromptSupportResult) -> pd.DataFrame:
     """The §3.2 TSV rows (one per pool × comparison × metric)."""
     return pd.DataFrame(rows_to_records(result.rows))
 
 
-def direction_table(result: StageResult) -> pd.DataFrame:
+def direction_table(result: PromptSupportResult) -> pd.DataFrame:
     """Per comparison × metric: mean block-delta over all pools and the direction label counts."""
     return pd.DataFrame(rows_to_records(result.direction))
 
 
-def pool_wins_table(result: StageResult) -> pd.DataFrame:
+def pool_wins_table(result: PromptSupportResult) -> pd.DataFrame:
     """Per comparison: pools won (positive prompt-mass delta) and the pools lost."""
     return pd.DataFrame({"pools_won": result.wins, "pools_lost": result.losses})
 
 
-def sensitivity_means(result: StageResult) -> pd.DataFrame:
+def sensitivity_means(result: PromptSupportResult) -> pd.DataFrame:
     """Whole-surface support per comparison × budget × n-gram, mean over pools, local and reference
     side by side."""
     sens = pd.DataFrame(result.sensitivity)
@@ -65,6 +65,6 @@ def sensitivity_means(result: StageResult) -> pd.DataFrame:
     ].mean().unstack("role")
 
 
-def written_files(result: StageResult) -> pd.Series:
+def written_files(result: PromptSupportResult) -> pd.Series:
     """What the stage wrote: output name → path."""
     return pd.Series({k: str(v) for k, v in result.paths.items()})
