@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any, List, Tuple
 
 from capaudit.argtypes import nonnegative_float, nonnegative_int, number_in, positive_int
@@ -113,7 +114,8 @@ def register(subparsers: Any) -> None:
     c.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed (default 0, fresh per cell)")
     c.add_argument("--judged-claims", help="also write the judged-claims table here (needs --claims-requests)")
     c.add_argument("--offline-judge", action="append", default=[], metavar="NAME",
-                   help="judge names to mark 'offline' in the judged-claims table (default: capaudit-offline-*)")
+                   help="judge names to mark 'offline' in the judged-claims table (default: the judges whose "
+                        "recorded model cards are not a real model)")
     add_dependency_options(c, default="off")
     c.add_argument("--out", required=True, help="cells.json")
     c.set_defaults(func=cmd_cells)
@@ -277,7 +279,11 @@ def cmd_cells(args: argparse.Namespace) -> int:
                           [p for _, paths in judges for p in paths])
     write_text_atomic(args.out, format_cells(cells))
     if args.judged_claims:
-        offline = set(args.offline_judge) or {n for n in names if n.startswith("capaudit-offline-")}
+        from .answerers import recorded_cards
+        from capaudit.llm.cards import any_stand_in
+
+        offline = set(args.offline_judge) or {n for n, paths in judges
+                                              if any_stand_in(recorded_cards([Path(p) for p in paths]))}
         n = write_judged_claims(args.judged_claims, judged_claim_rows(
             args.slice, names, index, given, args.requests, args.claims_requests,
             {n: ("offline" if n in offline else "model") for n in names}))
