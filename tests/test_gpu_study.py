@@ -300,3 +300,15 @@ def test_interrupt_stops_the_server(tmp_path, sig, status):
     out, rest = proc.communicate(timeout=60)
     assert proc.returncode == status, err + rest
     assert gone(pid) and f"server pid {pid} stopped" in rest
+
+
+def test_a_port_already_in_use_is_refused_before_anything_starts(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        write_case(tmp_path, port, OFFLINE_SERVE)
+        proc = run_model(tmp_path)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and f"http://127.0.0.1:{port} is already in use" in err
+    assert "server pid" not in err and not (tmp_path / "outputs").exists()

@@ -410,11 +410,44 @@ def _wait_ready(plan: Plan, server: subprocess.Popen) -> int:
             waiter.wait()
 
 
+def _port_in_use(url: str) -> Optional[str]:
+    """Why ``url``'s port cannot be this command's (something accepts connections there), else ``None``."""
+    import socket
+
+    u = urlparse(url)
+    try:
+        with socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=0.5):
+            return "something accepts connections on that port"
+    except OSError:
+        return None
+
+
+def _run_step(step: List[str], drain: float) -> int:
+    """Run one stage command; on Ctrl-C or SIGTERM it gets SIGINT (its stores close cleanly) first."""
+    proc = subprocess.Popen(step)
+    try:
+        return proc.wait()
+    except BaseException:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(drain)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise
+
+
 def run_plan(plan: Plan, stop_timeout: float = 60.0) -> int:
     """Start the server, wait, run the steps, stop the server (always). Returns the exit status."""
     def on_term(signum: int, frame: Any) -> None:
         raise _Terminated()
 
+    busy = _port_in_use(plan.url)
+    if busy:
+        print(f"capaudit study run-model: error: {plan.url} is already in use ({busy}): another server there would "
+              f"answer this command's requests; stop it or point the plan elsewhere", file=sys.stderr)
+        return 1
     old = signal.signal(signal.SIGTERM, on_term)
     server: Optional[subprocess.Popen] = None
     try:
@@ -427,7 +460,7 @@ def run_plan(plan: Plan, stop_timeout: float = 60.0) -> int:
             return rc
         for step in plan.steps:
             print(f"+ {shlex.join(step)}", file=sys.stderr, flush=True)
-            rc = subprocess.call(step)
+            rc = _run_step(step, stop_timeout)
             if rc:
                 print(f"capaudit study run-model: error: step failed with status {rc}: {shlex.join(step)} "
                       f"(stores are resumable: rerun the same command to continue)", file=sys.stderr)
