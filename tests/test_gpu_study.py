@@ -312,3 +312,12 @@ def test_a_port_already_in_use_is_refused_before_anything_starts(tmp_path):
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and f"http://127.0.0.1:{port} is already in use" in err
     assert "server pid" not in err and not (tmp_path / "outputs").exists()
+
+
+def test_missing_stage_inputs_are_refused_before_the_server_starts(capsys, plan_dir):
+    # the judged CC12M caption files come from notebook 01b_cc12m_bridge: none here
+    rc, out, err = run_cli(capsys, "study", "run-model", "judge-qwen", "--params", "params/paper.yaml")
+    assert rc == 1 and len([ln for ln in err.splitlines() if ": error: " in ln]) == 1
+    assert "refused before starting the server" in err and "outputs/paper/artifacts/cc12m/images/ours_cc12m.jsonl" in err
+    assert "01b_cc12m_bridge" in err and "server pid" not in err
+    assert files_under(plan_dir) == ["params", "params/paper.yaml"]

@@ -23,7 +23,9 @@ anything runs:
   (``deliberate``), which the command names on stderr.
 
 Any mismatch is one line naming both files and the key, exit status 1, nothing started. Then, unless
-``--dry-run`` (which prints the commands, shell-quoted, one per line, and runs nothing):
+``--dry-run`` (which prints the commands, shell-quoted, one per line, and runs nothing), the stage's
+inputs are checked (:func:`missing_inputs`: a model load costs minutes of GPU time; ``--no-input-check``)
+and the port must be free, and:
 
 1. the server: the ``vllm serve`` line of ``capaudit llm serve-cmd CONFIG --host 127.0.0.1 --port PORT``,
    in its own process group;
@@ -363,6 +365,43 @@ def _same_server(a: str, b: str) -> bool:
     return (ua.scheme, host(ua.hostname), ua.port) == (ub.scheme, host(ub.hostname), ub.port)
 
 
+# --- before the server starts: the stage's inputs ------------------------------------------------------
+
+def missing_inputs(spec: ModelSpec, params: str) -> List[str]:
+    """What the model's stage will need and cannot have, found before minutes of GPU time go into
+    loading the model: the judged slices' caption files (written by notebook 01b_cc12m_bridge), the
+    claims surfaces' Hub datasets (asked once, as ``capaudit.preflight`` does), recap's input files."""
+    from capaudit.config import load_config
+
+    cfg = load_config(params)
+    out: List[str] = []
+    if spec.stage == "judges":
+        holes = {"run_dir": str(cfg.out_dir), "artifacts": str(cfg.out_dir / "artifacts")}
+        for sl in (cfg.raw.get("judges") or {}).get("slices") or []:
+            for s in (sl.get("surfaces") or []) if isinstance(sl, Mapping) else []:
+                if isinstance(s, Mapping) and s.get("source") == "jsonl" and s.get("path"):
+                    path = str(s["path"])
+                    for k, v in holes.items():
+                        path = path.replace("{" + k + "}", v)
+                    if not Path(path).is_file():
+                        out.append(f"{params} judges.slices[{sl.get('name')}] surface {s.get('name')}: {path} does "
+                                   f"not exist (run the stage that writes it first, e.g. `capaudit notebook run "
+                                   f"01b_cc12m_bridge --params {params}`)")
+    elif spec.stage == "claims":
+        from capaudit.preflight import needs, unreachable
+
+        names = {str(x["name"] if isinstance(x, Mapping) else x) for x in (cfg.raw["claims"].get("surfaces") or [])}
+        hub = [n for n in needs(cfg) if n.kind == "hub" and n.where.startswith("surfaces[")
+               and (not names or n.where[len("surfaces["):-1] in names)]
+        out += [f"{params} {n.where} {n.target}: {why}" for n, why in unreachable(hub)]
+    elif spec.stage == "recap":
+        for i, item in enumerate((cfg.raw["recap"].get("inputs") or [])):
+            f = item.get("file") if isinstance(item, Mapping) else item if isinstance(item, str) else None
+            if f and not any(c in str(f) for c in "*?[") and not Path(str(f)).exists():
+                out.append(f"{params} recap.inputs[{i}]: {f} does not exist")
+    return out
+
+
 # --- running it -------------------------------------------------------------------------------------
 
 class _Terminated(Exception):
@@ -502,6 +541,9 @@ def register(subparsers: Any) -> None:
     rm.add_argument("--wait-timeout", type=float, default=1800.0,
                     help="seconds to wait for the server to answer (default 1800: large checkpoints load slowly)")
     rm.add_argument("--stop-timeout", type=float, default=60.0, help="seconds between SIGTERM and SIGKILL")
+    rm.add_argument("--no-input-check", dest="input_check", action="store_false",
+                    help="start the server even when the stage's inputs (judged caption files, the claims surfaces' "
+                         "Hub datasets, recap input files) are missing or unreachable")
     rm.set_defaults(func=cmd_run_model)
 
     rs = sub.add_parser("run-stage", help="run one stage of a plan (recap: notebook 06_recap's call)")
@@ -522,6 +564,11 @@ def cmd_run_model(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(plan.lines()))
         return 0
+    if args.input_check:
+        missing = missing_inputs(plan.model, args.params)
+        if missing:
+            raise InputError(f"run-model {args.model}: refused before starting the server: " + "; ".join(missing)
+                             + " (--no-input-check starts it anyway)")
     return run_plan(plan, args.stop_timeout)
 
 
