@@ -321,3 +321,20 @@ def test_missing_stage_inputs_are_refused_before_the_server_starts(capsys, plan_
     assert "refused before starting the server" in err and "outputs/paper/artifacts/cc12m/images/ours_cc12m.jsonl" in err
     assert "01b_cc12m_bridge" in err and "server pid" not in err
     assert files_under(plan_dir) == ["params", "params/paper.yaml"]
+
+
+def test_an_endpoint_the_stage_needs_but_this_command_does_not_serve_must_answer_first(capsys, plan_dir):
+    port = free_port()  # nothing listens there: the Qwen server (extractor and judge) is not up
+    raw = paper()
+    raw["judges"]["extractor_url"] = judge(raw, "Qwen3.5-397B-A17B-FP8")["url"] = f"http://127.0.0.1:{port}"
+    (plan_dir / "params" / "paper.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    images = plan_dir / "outputs" / "paper" / "artifacts" / "cc12m" / "images"
+    images.mkdir(parents=True)
+    for s in raw["judges"]["slices"][0]["surfaces"]:
+        (images / f"{s['name']}.jsonl").write_text("", encoding="utf-8")
+    before = files_under(plan_dir)
+    rc, out, err = run_cli(capsys, "study", "run-model", "judge-gemma", "--params", "params/paper.yaml")
+    assert rc == 1 and "refused before starting the server" in err and "server pid" not in err
+    assert f"judges.extractor_url http://127.0.0.1:{port} (Qwen/Qwen3.5-397B-A17B-FP8) does not answer" in err
+    assert f"serving/serve.sh judge_qwen35_397b_a17b_fp8 --port {port}" in err
+    assert files_under(plan_dir) == before

@@ -127,6 +127,7 @@ class Plan:
     wait_timeout: float
     notes: List[str]
     gpus: int
+    external: List[Endpoint] = field(default_factory=list)
 
     def serve_line(self) -> str:
         env = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.serve_env.items())]
@@ -333,17 +334,19 @@ def build_plan(name: str, params: str, *, serving: Optional[str] = None, referen
     cmd = build_serve_command(cfg, host="127.0.0.1", port=port)
     notes += cmd.warnings
     base = f"http://127.0.0.1:{port}"
-    others = []
+    others: List[str] = []
+    external: List[Endpoint] = []
     for e in endpoints:
         if not _same_server(e.url, primary.url) and e.url not in others:
             others.append(e.url)
+            external.append(e)
             notes.append(f"{e.url_key} {e.url} ({e.model}) is not served by this command: it must answer while the "
                          f"stage runs (the {spec.stage} stage asks every endpoint in one run)")
     gpus = gpu_count(cfg)
     notes.insert(0, f"{name}: {where} ({served}, {gpus} GPU{'s' if gpus != 1 else ''}) on {base} for "
                     + ", ".join(sorted({e.url_key for e in mine})) + f" of {params}")
     return Plan(spec, where, cmd.argv, cmd.env, base, [base] + others, steps_for(spec, params), wait_timeout, notes,
-                gpus)
+                gpus, external)
 
 
 def _display(path: str) -> str:
@@ -400,6 +403,27 @@ def missing_inputs(spec: ModelSpec, params: str) -> List[str]:
             if f and not any(c in str(f) for c in "*?[") and not Path(str(f)).exists():
                 out.append(f"{params} recap.inputs[{i}]: {f} does not exist")
     return out
+
+
+def unanswered_endpoints(plan: Plan) -> List[str]:
+    """The endpoints the stage needs that this command does not serve and that do not answer now (the
+    judges stage asks its extractor and every judge in one run: the other server must be up first)."""
+    from capaudit.preflight import Need, unreachable
+
+    from capaudit.llm.serving import load_serving_config
+
+    def serve_hint(e: Endpoint) -> str:
+        for spec in sorted(MODELS.values(), key=lambda m: m.stage != plan.model.stage):
+            cfg = load_serving_config(spec.serving)
+            if str((cfg.get("vllm") or {}).get("served-model-name") or cfg["model"]) == e.model:
+                return f"serving/serve.sh {spec.serving} --port {urlparse(e.url).port}"
+        return "its server"
+
+    bad = unreachable([Need("endpoint", e.url, e.url_key) for e in plan.external])
+    by_url = {e.url: e for e in plan.external}
+    return [f"{n.where} {n.target} ({by_url[n.target].model}) does not answer ({why[:100]}); this command does not "
+            f"serve it and the {plan.model.stage} stage asks it in the same run: start it first "
+            f"({serve_hint(by_url[n.target])})" for n, why in bad]
 
 
 # --- running it -------------------------------------------------------------------------------------
@@ -565,7 +589,7 @@ def cmd_run_model(args: argparse.Namespace) -> int:
         print("\n".join(plan.lines()))
         return 0
     if args.input_check:
-        missing = missing_inputs(plan.model, args.params)
+        missing = missing_inputs(plan.model, args.params) + unanswered_endpoints(plan)
         if missing:
             raise InputError(f"run-model {args.model}: refused before starting the server: " + "; ".join(missing)
                              + " (--no-input-check starts it anyway)")
