@@ -123,10 +123,14 @@ def test_letters_only_number_names():
 def test_size_matched_options_are_checked():
     import pytest
 
-    from capaudit.alttext.size_report import size_matched_options
+    from capaudit.alttext.params import AlttextParams
     from capaudit.errors import InputError
 
-    for bad, field in (({"unit": "bytes"}, "unit"), ({"n": 0}, "n"), ({"seeds": []}, "seeds"), ({"seeds": [-1]}, "seeds")):
-        with pytest.raises(InputError, match=f"size_matched.{field}"):
-            size_matched_options({"size_matched": bad}, "p.yaml: alttext.coverage.size_matched")
-    assert size_matched_options({}, "p") == ("tokens", list(range(10)), None)
+    for bad, field in (({"unit": "bytes"}, "unit"), ({"n": 0}, "n"), ({"seeds": []}, "seeds"), ({"seeds": [-1]}, "seeds"),
+                       ({"size": 1}, "size")):
+        with pytest.raises(InputError, match=f"^p.yaml: alttext.coverage.size_matched.{field}"):
+            AlttextParams.from_section({"coverage": {"size_matched": bad}}, "p.yaml")
+    cp = AlttextParams.from_section({}, "p").coverage
+    assert (cp.size_unit, cp.size_seeds, cp.size_n) == ("tokens", tuple(range(10)), None)
+    with pytest.raises(InputError, match=r"^p.yaml: alttext.filters.person_match: 'any' is not one of"):
+        AlttextParams.from_section({"filters": {"person_match": "any"}}, "p.yaml")

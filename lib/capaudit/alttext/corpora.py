@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
@@ -13,6 +13,9 @@ from capaudit.errors import InputError
 from .coverage import texts_of_rows
 from .funnel import build_pipeline
 from .rows import RowSource
+
+if TYPE_CHECKING:
+    from .params import AlttextParams
 
 
 def safe_name(name: str) -> str:
@@ -93,24 +96,23 @@ def input_name(spec: Mapping[str, Any]) -> str:
     return str(spec.get("file") or spec.get("source") or spec.get("surface") or spec.get("name"))
 
 
-def coverage_corpora(cfg: RunConfig, csec: Mapping[str, Any], fsec: Mapping[str, Any],
-                     default_pipelines: Sequence[str]
-                      ) -> Tuple[List[Tuple[str, Any, str]], Dict[str, Mapping[str, Any]]]:
+def coverage_corpora(cfg: RunConfig, params: "AlttextParams"
+                     ) -> Tuple[List[Tuple[str, Any, str]], Dict[str, Mapping[str, Any]]]:
     """``([(name, texts or None, note)], specs by name)``: the configured corpora, extra surfaces and
     each pipeline's kept rows of the ``filtered`` corpora."""
     corpora: List[Tuple[str, Any, str]] = []
     specs: Dict[str, Mapping[str, Any]] = {}
-    for spec in list(csec.get("corpora") or []) + list(csec.get("extra_surfaces") or []):
+    for spec in list(params.coverage.corpora) + list(params.coverage.extra_surfaces):
         spec = {"surface": spec} if isinstance(spec, str) else spec
         corpora.append(corpus_texts(cfg, spec))
         specs[corpora[-1][0]] = spec
-    filt_corpora = {str(c.get("name")): c for c in fsec.get("corpora") or []}
-    for cname in csec.get("filtered") or []:
+    filt_corpora = params.filter_corpora()
+    for cname in params.coverage.filtered:
         c = filt_corpora.get(cname)
         if c is None:
             raise InputError(f"{cfg.path}: alttext.coverage.filtered names {cname!r}, not a filter corpus",
                              field="alttext.coverage.filtered")
-        for ps in c.get("pipelines", fsec.get("pipelines", list(default_pipelines))):
+        for ps in c.get("pipelines", list(params.filters.pipelines)):
             pname = build_pipeline(ps).name
             kept = filter_outputs(cfg, cname, pname)["kept"]
             spec = {"name": f"{cname}:{pname}", "file": str(kept), "text_field": c["text_field"],

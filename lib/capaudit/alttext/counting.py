@@ -1,25 +1,11 @@
-"""Coverage counters of one corpus, in this process or on the configured engine (issue 15), and the
-engine settings of the stage's params."""
+"""Coverage counters of one corpus, in this process or on the configured engine (issue 15)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from capaudit.config import RunConfig
-
 from .corpora import RowsTexts
 from .coverage import CoverageCounter, HypernymCounts, coverage_of_texts
-
-
-def engine_settings(cfg: RunConfig, part: str) -> Dict[str, Any]:
-    """``{engine, workers, address, shards}`` of ``alttext`` (keys of ``alttext.<part>`` win)."""
-    from capaudit.engine.executors import engine_from_params
-
-    sec = cfg.section("alttext")
-    sub = dict(sec.get(part) or {})
-    keys = ("engine", "workers", "address", "shards")
-    merged = {k: sub.get(k, sec.get(k)) for k in keys if k in sub or k in sec}
-    return engine_from_params(merged, f"{cfg.path}: alttext" + (f".{part}" if any(k in sub for k in keys) else ""))
 
 
 def engine_for(src: Any, eng: Mapping[str, Any]) -> Dict[str, Any]:
@@ -52,4 +38,4 @@ def count_corpus(texts: Any, vocabs: Sequence[Any], lemmatiser: str, eng: Mappin
     return counters, (hyp.row() if hyp is not None else None)
 
 
-__all__ = ["count_corpus", "engine_for", "engine_settings"]
+__all__ = ["count_corpus", "engine_for"]

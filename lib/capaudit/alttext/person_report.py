@@ -5,25 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from capaudit.errors import InputError
-
 PERSON_NOTE = ("person substitution scored on hand-labelled gold person-name spans (alttext/data/person_labels.yaml, "
                "200 stratified rows of the raw alt-text sample; tune/held_out halves); span-level precision = "
                "matched substituted spans / substituted spans, recall = matched gold spans / gold spans, match rule "
                "{match}; name filter ner_only = every spaCy PERSON entity with a PROPN token (first-shipped), "
                "name_shape = person_filters.yaml rules (trim, digits, product/shop nouns, common words) designed on "
                "the tune half only")
-
-
-def person_match_rule(fsec: Mapping[str, Any]) -> str:
-    """``alttext.filters.person_match`` (default ``overlap``), checked."""
-    from .person import MATCH_RULES
-
-    match = str(fsec.get("person_match", "overlap"))
-    if match not in MATCH_RULES:
-        raise InputError(f"alttext.filters.person_match {match!r} is not one of {list(MATCH_RULES)}",
-                         field="alttext.filters.person_match")
-    return match
 
 
 def person_substitution_rows(pipes: Mapping[str, Any], labels: str, match: str) -> List[Dict[str, Any]]:
@@ -43,4 +30,4 @@ def person_substitution_rows(pipes: Mapping[str, Any], labels: str, match: str) 
     return rows
 
 
-__all__ = ["PERSON_NOTE", "person_match_rule", "person_substitution_rows"]
+__all__ = ["PERSON_NOTE", "person_substitution_rows"]

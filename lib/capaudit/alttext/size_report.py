@@ -5,26 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from capaudit.errors import InputError
-
-from .sizematch import SIZE_NOTE, SIZE_UNITS, corpus_size, matched_n, size_matched, size_stats
-
-
-def size_matched_options(csec: Mapping[str, Any], where: str) -> Tuple[str, List[int], Optional[int]]:
-    """``(unit, seeds, n)`` of ``alttext.coverage.size_matched`` (n ``None``: the smallest corpus), checked."""
-    sm = dict(csec.get("size_matched") or {})
-    unit = str(sm.get("unit", "tokens"))
-    if unit not in SIZE_UNITS:
-        raise InputError(f"{where}.unit {unit!r} is not one of {list(SIZE_UNITS)}", field="size_matched.unit")
-    seeds = sm.get("seeds", list(range(10)))
-    n = sm.get("n")
-    if (not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) and not isinstance(x, bool)
-                                                             and x >= 0 for x in seeds)):
-        raise InputError(f"{where}.seeds must be a non-empty list of integers >= 0, got {seeds!r}",
-                         field="size_matched.seeds")
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-        raise InputError(f"{where}.n must be an integer >= 1 or null, got {n!r}", field="size_matched.n")
-    return unit, seeds, n
+from .sizematch import SIZE_NOTE, corpus_size, matched_n, size_matched, size_stats
 
 
 def size_stat_rows(token_lists: Mapping[str, Sequence[Sequence[str]]], unit: str, seeds: Sequence[int],
@@ -53,4 +34,4 @@ def size_definition(n: int, unit: str, seeds: Sequence[int]) -> str:
             f"over seeds {seeds_txt}; token/type ratio = lower-cased lexical units / distinct ones")
 
 
-__all__ = ["size_definition", "size_matched_options", "size_stat_rows"]
+__all__ = ["size_definition", "size_stat_rows"]

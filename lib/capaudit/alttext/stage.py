@@ -40,34 +40,35 @@ notebooks with :mod:`capaudit.paper.alttext_figures` from the returned data (sta
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic
+from capaudit.results import StageResult
 from capaudit.summaries.numbers_fragments import write_numbers_fragment
 from capaudit.summaries.table_rows import write_table_rows
 from capaudit.text.lexical import lex_units
 
 from .corpora import corpus_source, corpus_texts, coverage_corpora, filter_outputs, input_name, safe_name
-from .counting import count_corpus, engine_for, engine_settings
+from .counting import count_corpus, engine_for
 from .coverage import CONTRACT_KS, at_least_curve
 from .coverage_report import coverage_rows, domain_rows, lvis_group_rows, nocaps_class_rows, top_token_rows
 from .file_runs import filter_file
 from .funnel import Funnel, build_pipeline
 from .funnel_report import BACKEND_NOTE, funnel_rows, side_by_side, side_by_side_rows, transform_examples
-from .person_report import PERSON_NOTE, person_match_rule, person_substitution_rows
+from .params import DEFAULT_PIPELINES, DEFAULT_VOCABULARIES, SECTION, AlttextParams, CoverageParams
+from .person_report import PERSON_NOTE, person_substitution_rows
 from .quoted_numbers import concept_numbers, funnel_numbers, person_numbers, size_numbers
 from .resources import data_file
-from .size_report import size_definition, size_matched_options, size_stat_rows
+from .size_report import size_definition, size_stat_rows
 from .sizematch import SIZE_NOTE
 from .vocab import load_vocabulary, nocaps_ood_accounting
 
-DEFAULT_PIPELINES = ("cc3m", "cc12m")
-DEFAULT_VOCABULARIES = ("nocaps_ood", "lvis", "objects365")
 FILTERS_STAGE, COVERAGE_STAGE = "alttext_filters", "alttext_coverage"
 
 
@@ -96,16 +97,49 @@ def override_note(overrides: Mapping[str, Any]) -> str:
     return "rule parameters changed from the published: " + ", ".join(said) if said else ""
 
 
-def run_filters(cfg: RunConfig) -> Dict[str, Any]:
+@dataclass(frozen=True, eq=False)
+class FiltersResult(StageResult):
+    """What :func:`run_filters` wrote: funnels by corpus and pipeline, the long table, side-by-side
+    funnels, transform examples and the person-substitution scores (``None`` when not asked)."""
+
+    funnels: Dict[str, Dict[str, Funnel]]
+    table: pd.DataFrame
+    side_by_side: Dict[str, pd.DataFrame]
+    examples: pd.DataFrame
+    person_substitution: Optional[pd.DataFrame]
+
+
+@dataclass(frozen=True, eq=False)
+class CoverageResult(StageResult):
+    """What :func:`run_coverage` wrote (tables as frames, ≥K curves, counters by corpus)."""
+
+    results: Dict[str, Dict[str, Any]]
+    table: pd.DataFrame
+    lvis_groups: pd.DataFrame
+    top_tokens: pd.DataFrame
+    domains: pd.DataFrame
+    hypernym_check: pd.DataFrame
+    nocaps_accounting: pd.DataFrame
+    notes: Dict[str, str]
+    curves: Dict[str, Dict[str, Any]]
+    size_stats: pd.DataFrame
+
+
+def stage_params(cfg: RunConfig) -> AlttextParams:
+    """The run's ``alttext:`` section as :class:`AlttextParams`."""
+    return AlttextParams.from_section(cfg.section(SECTION), cfg.path)
+
+
+def run_filters(cfg: RunConfig) -> FiltersResult:
     """Run every configured pipeline over every filter corpus; funnel tables side by side, examples of
     transformed captions, the funnel figure and quoted numbers."""
-    sec = cfg.section("alttext")
-    fsec = dict(sec.get("filters") or {})
-    batch = int(sec.get("batch_size", 256))
-    pipes_spec = fsec.get("pipelines", list(DEFAULT_PIPELINES))
-    overrides = fsec.get("overrides") or {}
-    corpora = fsec.get("corpora") or []
-    eng = engine_settings(cfg, "filters")
+    params = stage_params(cfg)
+    fp = params.filters
+    batch = params.batch_size
+    pipes_spec = list(fp.pipelines)
+    overrides = fp.overrides
+    corpora = list(fp.corpora)
+    eng = fp.engine.kwargs()
     if not corpora:
         raise InputError(f"{cfg.path}: alttext.filters.corpora is empty", field="alttext.filters.corpora")
     funnels: Dict[str, Dict[str, Funnel]] = {}
@@ -127,7 +161,7 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
             pipes.setdefault(pipe.name, pipe)
             long_rows += funnel_rows(name, f)
             funnel_files.append(outs["funnel"])
-            examples += transform_examples(outs["kept"], text_field, name, pipe.name, int(fsec.get("examples", 8)))
+            examples += transform_examples(outs["kept"], text_field, name, pipe.name, fp.examples)
     here = "capaudit.alttext.funnel_report"
     changed = override_note(overrides)
     note = BACKEND_NOTE + (f"; {changed}" if changed else "")
@@ -145,8 +179,8 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
         numbers["AlttextOverrideNote"] = {"value": changed[0].upper() + changed[1:] + ".", "format": "text",
                                           "description": "the rule parameters this run changed from the published"}
     person = None
-    if fsec.get("person_labels"):
-        labels, match = str(fsec["person_labels"]), person_match_rule(fsec)
+    if fp.person_labels:
+        labels, match = fp.person_labels, fp.person_match
         rows = person_substitution_rows(pipes, labels, match)
         person = pd.DataFrame(rows)
         if rows:
@@ -160,34 +194,30 @@ def run_filters(cfg: RunConfig) -> Dict[str, Any]:
             numbers.update(person_numbers(rows))
     _tables(cfg, FILTERS_STAGE, tables)
     write_numbers_fragment(cfg.dirs()["artifacts"], FILTERS_STAGE, numbers, backend=BACKEND_NOTE)
-    return {"funnels": funnels, "table": pd.DataFrame(long_rows),
-            "side_by_side": {corpus: side_by_side(fs) for corpus, fs in funnels.items()},
-            "examples": pd.DataFrame(examples, columns=["corpus", "pipeline", "original", "transformed"]),
-            "person_substitution": person}
+    return FiltersResult(funnels, pd.DataFrame(long_rows), {corpus: side_by_side(fs) for corpus, fs in funnels.items()},
+                         pd.DataFrame(examples, columns=["corpus", "pipeline", "original", "transformed"]), person)
 
 
 # --- coverage ------------------------------------------------------------------------------------------
 
-def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
+def run_coverage(cfg: RunConfig) -> CoverageResult:
     """Coverage of every configured corpus (and of each pipeline's kept rows) for each vocabulary; the
     coverage table, LVIS frequency groups, ≥K curves, top tokens, web domains, the CC3M hypernym
     check and the nocaps out-of-domain class accounting."""
-    sec = cfg.section("alttext")
-    csec = dict(sec.get("coverage") or {})
-    fsec = dict(sec.get("filters") or {})
+    params = stage_params(cfg)
+    cp = params.coverage
     dirs = cfg.dirs()
-    lemmatiser = str(csec.get("lemmatiser", "wordnet"))
-    top_k = int(csec.get("top_k", 20))
-    vocabs = [load_vocabulary(v) for v in csec.get("vocabularies", list(DEFAULT_VOCABULARIES))]
-    corpora, specs = coverage_corpora(cfg, csec, fsec, DEFAULT_PIPELINES)
+    lemmatiser, top_k = cp.lemmatiser, cp.top_k
+    vocabs = [load_vocabulary(v) for v in cp.vocabularies]
+    corpora, specs = coverage_corpora(cfg, params)
     results: Dict[str, Dict[str, Any]] = {}
     notes: Dict[str, str] = {}
     hyp_tokens = data_file("hypernyms.yaml").get("check_tokens", [])
-    hyp_check = set(csec.get("hypernym_check") or [])
+    hyp_check = set(cp.hypernym_check)
     hyp_rows = []
     cov_dir = dirs["artifacts"] / "alttext" / "coverage"
     cov_files: List[Path] = []
-    eng = engine_settings(cfg, "coverage")
+    eng = cp.engine.kwargs()
     for name, texts, note in corpora:
         notes[name] = note
         if texts is None:
@@ -202,7 +232,7 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
             cov_files.append(path)
     first_vocab = vocabs[0].name
     acct = nocaps_ood_accounting()
-    sizes, size_meta = _size_stats(cfg, csec, results, specs)
+    sizes, size_meta = size_stats_rows(cfg, cp, results, specs)
     here = "capaudit.alttext.coverage_report"
     rows = {"coverage": coverage_rows(results), "lvis": lvis_group_rows(results),
             "tokens": top_token_rows(results, first_vocab, top_k), "domains": domain_rows(results, first_vocab, top_k)}
@@ -226,18 +256,17 @@ def run_coverage(cfg: RunConfig) -> Dict[str, Any]:
     write_numbers_fragment(dirs["artifacts"], COVERAGE_STAGE, numbers, backend="lexical matcher + " + lemmatiser)
     curves = {v.name: {n: at_least_curve(cs[v.name].per_class(), cs[v.name].records) for n, cs in results.items()}
               for v in vocabs}
-    return {"results": results, "table": pd.DataFrame(rows["coverage"]), "lvis_groups": pd.DataFrame(rows["lvis"]),
-            "top_tokens": pd.DataFrame(rows["tokens"]),
-            "domains": pd.DataFrame(rows["domains"], columns=["corpus", "site", "count", "share", "urls", "distinct_sites"]),
-            "hypernym_check": pd.DataFrame(hyp_rows), "nocaps_accounting": pd.DataFrame(nocaps_class_rows(acct)),
-            "notes": notes, "curves": curves, "size_stats": pd.DataFrame(sizes)}
+    return CoverageResult(
+        results, pd.DataFrame(rows["coverage"]), pd.DataFrame(rows["lvis"]), pd.DataFrame(rows["tokens"]),
+        pd.DataFrame(rows["domains"], columns=["corpus", "site", "count", "share", "urls", "distinct_sites"]),
+        pd.DataFrame(hyp_rows), pd.DataFrame(nocaps_class_rows(acct)), notes, curves, pd.DataFrame(sizes))
 
 
-def _size_stats(cfg: RunConfig, csec: Mapping[str, Any], results: Mapping[str, Any],
-                specs: Mapping[str, Mapping[str, Any]]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+def size_stats_rows(cfg: RunConfig, cp: CoverageParams, results: Mapping[str, Any],
+                    specs: Mapping[str, Mapping[str, Any]]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """``alttext_size_stats`` rows (each corpus re-read as lexical units) and their definition; also
     ``artifacts/alttext/size_stats.json``."""
-    unit, seeds, n = size_matched_options(csec, f"{cfg.path}: alttext.coverage.size_matched")
+    unit, seeds, n = cp.size_unit, list(cp.size_seeds), cp.size_n
     lists = {name: [lex_units(t) for t, _ in corpus_texts(cfg, specs[name])[1]] for name in results}
     rows, n_used = size_stat_rows(lists, unit, seeds, n)
     note = size_definition(n_used, unit, seeds)
@@ -246,4 +275,5 @@ def _size_stats(cfg: RunConfig, csec: Mapping[str, Any], results: Mapping[str, A
     return rows, {"note": note, "n": n_used, "unit": unit, "seeds": seeds}
 
 
-__all__ = ["DEFAULT_PIPELINES", "DEFAULT_VOCABULARIES", "filter_outputs", "run_coverage", "run_filters"]
+__all__ = ["CoverageResult", "DEFAULT_PIPELINES", "DEFAULT_VOCABULARIES", "FiltersResult", "filter_outputs",
+           "run_coverage", "run_filters", "size_stats_rows", "stage_params"]

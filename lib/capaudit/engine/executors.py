@@ -264,6 +264,10 @@ class EngineParams:
         """From the ``--engine/--workers/--address/--shards`` options (:func:`capaudit.argtypes.add_engine_options`)."""
         return cls(check_engine(args.engine), args.workers, args.address, args.shards)
 
+    def kwargs(self) -> Dict[str, Any]:
+        """``{engine, workers, address, shards}`` (the keyword arguments of the sharded runners)."""
+        return {"engine": self.engine, "workers": self.workers, "address": self.address, "shards": self.shards}
+
 
 def engine_from_params(section: Dict[str, Any], where: str = "") -> Dict[str, Any]:
     """``{engine, workers, address, shards}`` from a params section (keys ``engine``, ``workers``,
@@ -271,8 +275,7 @@ def engine_from_params(section: Dict[str, Any], where: str = "") -> Dict[str, An
     from capaudit.config import ParamsSection
 
     path, _, name = where.rpartition(": ")
-    e = EngineParams.from_section(ParamsSection.of(section, name, path or None))
-    return {"engine": e.engine, "workers": e.workers, "address": e.address, "shards": e.shards}
+    return EngineParams.from_section(ParamsSection.of(section, name, path or None)).kwargs()
 
 
 def iter_batches(items: Iterable[Any], size: int) -> Iterable[List[Any]]:
