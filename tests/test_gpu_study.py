@@ -30,6 +30,7 @@ PAPER = REPO / "params" / "paper.yaml"
 CAPAUDIT = [str(Path(sys.executable).parent / "capaudit")] if (Path(sys.executable).parent / "capaudit").is_file() \
     else [sys.executable, "-m", "capaudit.cli"]
 
+QWEN = "Qwen3.5-397B-A17B-FP8"
 SERVING = {"extractor": "extractor_qwen35_397b_a17b_fp8", "judge-qwen": "judge_qwen35_397b_a17b_fp8",
            "judge-gemma": "judge_gemma4_31b_it", "captioner": "captioner_qwen35_35b_a3b_fp8"}
 
@@ -77,8 +78,8 @@ def judge(raw: Dict, name: str) -> Dict:
 @pytest.mark.parametrize("model,url,served,revision,stage", [
     ("extractor", lambda r: r["claims"]["url"], lambda r: r["claims"]["model"], lambda r: r["claims"]["revision"],
      "claims run"),
-    ("judge-qwen", lambda r: judge(r, "Qwen3.5-397B-A17B-FP8")["url"], lambda r: judge(r, "Qwen3.5-397B-A17B-FP8")["model"],
-     lambda r: judge(r, "Qwen3.5-397B-A17B-FP8")["revision"], "judges run"),
+    ("judge-qwen", lambda r: judge(r, QWEN)["url"], lambda r: judge(r, QWEN)["model"],
+     lambda r: judge(r, QWEN)["revision"], "judges run"),
     ("judge-gemma", lambda r: judge(r, "Gemma-4-31B-IT")["url"], lambda r: judge(r, "Gemma-4-31B-IT")["model"],
      lambda r: judge(r, "Gemma-4-31B-IT")["revision"], "judges run"),
 ])
@@ -318,7 +319,8 @@ def test_missing_stage_inputs_are_refused_before_the_server_starts(capsys, plan_
     # the judged CC12M caption files come from notebook 01b_cc12m_bridge: none here
     rc, out, err = run_cli(capsys, "study", "run-model", "judge-qwen", "--params", "params/paper.yaml")
     assert rc == 1 and len([ln for ln in err.splitlines() if ": error: " in ln]) == 1
-    assert "refused before starting the server" in err and "outputs/paper/artifacts/cc12m/images/ours_cc12m.jsonl" in err
+    assert "refused before starting the server" in err
+    assert "outputs/paper/artifacts/cc12m/images/ours_cc12m.jsonl" in err
     assert "01b_cc12m_bridge" in err and "server pid" not in err
     assert files_under(plan_dir) == ["params", "params/paper.yaml"]
 

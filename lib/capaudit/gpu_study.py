@@ -23,15 +23,16 @@ anything runs:
   (``deliberate``), which the command names on stderr.
 
 Any mismatch is one line naming both files and the key, exit status 1, nothing started. Then, unless
-``--dry-run`` (which prints the commands, shell-quoted, one per line, and runs nothing), the stage's
-inputs are checked (:func:`missing_inputs`: a model load costs minutes of GPU time; ``--no-input-check``)
-and the port must be free, and:
+``--dry-run`` (which prints the commands, shell-quoted, one per line, and runs nothing), before the
+server starts (a model load costs minutes of GPU time): the stage's inputs must be there
+(:func:`missing_inputs`), every endpoint the stage needs that this command does not serve must answer
+(:func:`unanswered_endpoints`; ``--no-input-check`` skips both) and the port must be free. Then:
 
 1. the server: the ``vllm serve`` line of ``capaudit llm serve-cmd CONFIG --host 127.0.0.1 --port PORT``,
    in its own process group;
 2. ``capaudit llm wait --url URL --timeout S`` (and the same for every other endpoint the stage needs
    that this command does not serve: the judges stage asks its extractor and every judge in one run);
-3. the plan's stage(s) for that model (:data:`MODELS` ``steps``), each a ``capaudit`` command;
+3. the plan's stage(s) for that model (:func:`steps_for`), each a ``capaudit`` command;
 4. the server's process group is stopped (SIGTERM, then SIGKILL after ``--stop-timeout``) on every
    exit: success, a failed step (its exit status is returned), Ctrl-C (130) or SIGTERM (143).
 
@@ -615,4 +616,4 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 __all__ = ["MODELS", "ModelSpec", "Plan", "build_plan", "run_plan", "stage_endpoints", "reference_differences",
-           "gpu_count", "register"]
+           "missing_inputs", "unanswered_endpoints", "steps_for", "gpu_count", "register"]
