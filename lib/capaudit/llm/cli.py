@@ -41,9 +41,6 @@ def register(subparsers: Any) -> None:
     run.add_argument("--allow-model-mismatch", action="store_true",
                      help="run requests whose model_hint differs from --model")
     add_run_control_options(run, unit="request")
-    run.add_argument("--no-context-check", dest="context_check", action="store_false",
-                     help="send every request even where the server declares the model's context and counts a "
-                          "prompt (with its image tokens) over it (default: refuse such a request before sending)")
     run.add_argument("--transport", choices=["fast", "openai"], default="fast",
                      help="fast: our keep-alive HTTP/1.1 client (local vLLM fleets); openai: the openai package's "
                           "AsyncOpenAI (hosted APIs, OPENAI_ORG_ID/OPENAI_PROJECT_ID headers); same rows")
@@ -120,6 +117,9 @@ def add_run_control_options(parser: argparse.ArgumentParser, *, unit: str) -> No
     parser.add_argument("--fail-on-failed", action="store_true", help=argparse.SUPPRESS)  # the default now
     parser.add_argument("--no-probe", dest="probe", action="store_false",
                         help="skip the endpoint check and the first request sent alone")
+    parser.add_argument("--no-context-check", dest="context_check", action="store_false",
+                        help=f"send every {unit} even where the server declares the model's context and counts a "
+                             "prompt (with its image tokens) over it (default: refuse it before sending)")
 
 
 def check_requests_file(path: Path, model: str, allow_model_mismatch: bool = False) -> int:

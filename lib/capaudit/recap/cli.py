@@ -146,6 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress=not args.no_progress, backoff_base=args.backoff, backoff_max=args.backoff_max,
         api_key=os.environ.get(args.api_key_env) if args.api_key_env else None, drain_timeout=args.drain_timeout,
         metadata=metadata, limit=args.limit, inputs_description=[i.describe() for i in inputs], probe=args.probe,
+        context_check=args.context_check,
     )
     d = stats.to_dict()
     d["skipped_non_image_files"] = sum(i.stats.skipped_non_image for i in inputs)
