@@ -340,3 +340,21 @@ def test_an_endpoint_the_stage_needs_but_this_command_does_not_serve_must_answer
     assert f"judges.extractor_url http://127.0.0.1:{port} (Qwen/Qwen3.5-397B-A17B-FP8) does not answer" in err
     assert f"serving/serve.sh judge_qwen35_397b_a17b_fp8 --port {port}" in err
     assert files_under(plan_dir) == before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_command_leaves_no_server(tmp_path):
+    port = free_port()
+    write_case(tmp_path, port, ["{python}", "-c", "import time; time.sleep(120)"], model_flag="")
+    proc = run_model(tmp_path)
+    err = ""
+    deadline = time.monotonic() + 30
+    while "server pid" not in err and time.monotonic() < deadline:
+        err += proc.stderr.readline()
+    pid = server_pid(err)
+    proc.kill()  # SIGKILL: no finally block runs
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while not gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gone(pid)

@@ -474,6 +474,18 @@ def _wait_ready(plan: Plan, server: subprocess.Popen) -> int:
             waiter.wait()
 
 
+def _die_with_parent() -> None:
+    """In the server's process: on Linux, SIGTERM when this command dies, even by SIGKILL (a killed job
+    must not leave the GPUs held by an orphaned server)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def _port_in_use(url: str) -> Optional[str]:
     """Why ``url``'s port cannot be this command's (something accepts connections there), else ``None``."""
     import socket
@@ -516,7 +528,8 @@ def run_plan(plan: Plan, stop_timeout: float = 60.0) -> int:
     server: Optional[subprocess.Popen] = None
     try:
         print(f"+ {plan.serve_line()}", file=sys.stderr, flush=True)
-        server = subprocess.Popen(plan.serve_argv, env={**os.environ, **plan.serve_env}, start_new_session=True)
+        server = subprocess.Popen(plan.serve_argv, env={**os.environ, **plan.serve_env}, start_new_session=True,
+                                  preexec_fn=_die_with_parent)
         print(f"capaudit study run-model: server pid {server.pid} on {plan.url}", file=sys.stderr, flush=True)
         print(f"+ {shlex.join(plan.wait_argv())}", file=sys.stderr, flush=True)
         rc = _wait_ready(plan, server)
