@@ -17,30 +17,23 @@ from typing import Any
 
 from capaudit.argtypes import nonnegative_int, positive_int
 
-BRIDGE_SUMMARY = "bridge_summary.json"
-
+from .params import CC12MParams
 
 def _say(line: str) -> None:
     print(f"capaudit cc12m: {line}", file=sys.stderr)
 
 
 def cmd_bridge(args: argparse.Namespace) -> int:
-    from capaudit.io.atomic import StagedFiles, check_output_dir, write_json_atomic
+    from capaudit.io.atomic import check_output_dir
 
-    from .bridge import run_bridge, stderr_lines
+    from .bridge import stderr_lines
+    from .stage import BRIDGE_SUMMARY, write_bridge
     from .surface_spec import parse_surface_spec
-    from .tables import write_table_to
 
     out = check_output_dir(args.out)
-    specs = [parse_surface_spec(s) for s in args.surface]
-    result = run_bridge(specs, anchor=args.anchor, key_mode=args.key_normalization, seed=args.seed,
-                        max_rows=args.max_rows, skip_incomplete=args.skip_incomplete)
-    name = f"joined.{args.format}"
-    result.summary["outputs"] = {"joined": name, "summary": BRIDGE_SUMMARY}
-    with StagedFiles(out) as staged:
-        write_table_to(result.rows, staged.path(name), args.format)
-        staged.commit()
-    write_json_atomic(out / BRIDGE_SUMMARY, result.summary)  # written last: it describes the table
+    params = CC12MParams.bridge_from_args(args, [parse_surface_spec(s) for s in args.surface])
+    result = write_bridge(params, out, args.format)
+    name = result.summary["outputs"]["joined"]
     for line in stderr_lines(result.summary):
         _say(line)
     _say(f"wrote {len(result.rows)} rows to {out / name} and the counts to {out / BRIDGE_SUMMARY}")
@@ -104,9 +97,9 @@ def register(subparsers: Any) -> None:
                         "csv|tsv] (repeatable; PATH may be a glob or a Parquet folder)")
     b.add_argument("--anchor", help="surface the others meet (default: the first --surface); it needs key=FIELD "
                                     "for join=key surfaces and url=FIELD for join=url surfaces")
-    b.add_argument("--key-normalization", choices=KEY_MODES, default="zfill9",
+    b.add_argument("--key-normalization", choices=KEY_MODES, default=CC12MParams.key_normalization,
                    help="join-key normalisation (default zfill9, the reference's CC12M rule)")
-    b.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the row order shuffle (reference: 0)")
+    b.add_argument("--seed", type=nonnegative_int, default=CC12MParams.seed, help="seed of the row order shuffle (reference: 0)")
     b.add_argument("--max-rows", type=positive_int, help="keep the first N rows of the shuffled join (reference: 5000)")
     b.add_argument("--skip-incomplete", action="store_true",
                    help="count and skip rows without key/URL or caption, as the reference does (default: refuse)")
@@ -117,7 +110,7 @@ def register(subparsers: Any) -> None:
     m = sub.add_parser("manifest", help="one row per image of a joined table (optionally located in shards)")
     m.add_argument("--joined", required=True, help="joined table of 'cc12m bridge'")
     m.add_argument("--shards", help="folder of .tar shards, a glob or one .tar: record shard and member")
-    m.add_argument("--match", choices=MATCH_MODES, default="url",
+    m.add_argument("--match", choices=MATCH_MODES, default=CC12MParams.match,
                    help="find an image by its sidecar URL (normalised) or by its member key (default url)")
     m.add_argument("--out", required=True, help="manifest file (.jsonl or .parquet)")
     m.set_defaults(func=cmd_manifest)
@@ -126,9 +119,9 @@ def register(subparsers: Any) -> None:
     z.add_argument("--manifest", required=True, help="manifest of 'cc12m manifest' (.jsonl or .parquet)")
     z.add_argument("--shards", required=True, help="folder of .tar shards, a glob or one .tar")
     z.add_argument("--joined", help="joined table: also write <surface>.jsonl caption files with an 'image' field")
-    z.add_argument("--match", choices=MATCH_MODES, default="url",
+    z.add_argument("--match", choices=MATCH_MODES, default=CC12MParams.match,
                    help="rows without a recorded shard/member: by sidecar URL (normalised) or member key")
-    z.add_argument("--naming", choices=NAMINGS, default="image-id",
+    z.add_argument("--naming", choices=NAMINGS, default=CC12MParams.naming,
                    help="image file names: <image id>.<ext> (default), <sha256>.<ext>, or the reference's "
                         "<shard>__<member>.<ext>")
     z.add_argument("--allow-missing", action="store_true",
