@@ -192,3 +192,46 @@ def test_scissors_ground_on_coco_scissors(parser):
     assert both == pytest.approx(kitchen.union_area_of_categories(frozenset({"oven", "refrigerator"}))
                                  / (kitchen.width * kitchen.height))
     assert both > fridge
+
+
+def test_served_offline_parser_gives_the_in_process_graphs(tmp_path, parser):
+    """The detail stage's default parser asks capaudit serve (started in this process) through the
+    model-call layer for the graph's own JSON form: the graphs equal the stand-in's in-process ones
+    (kinds, positions and meta included, captions as given: odd whitespace, repeats), and its name,
+    label and version are those of the card the server declares and the client recorded."""
+    import pickle
+
+    from capaudit.detail.indexed_graph import build_indexed_request, read_indexed_request
+    from capaudit.detail.parser_factory import ServedSceneGraphParser, make_parser, offline_parser
+    from capaudit.standins.scene_graph import CARD
+
+    caps = ["Two brown dogs chase a red frisbee.", "a tripod sitting next to  a laptop",
+            "A woman stands in the dining area\nat the table.", "the man's hat and a bowl of rice and beans",
+            "Two brown dogs chase a red frisbee.", "a sign that says \"open\""]
+    req = build_indexed_request(caps[2], OFFLINE_PARSER_NAME)
+    assert read_indexed_request(req["messages"][1]["content"]) == caps[2]
+    served = offline_parser(store=tmp_path / "sg.jsonl")
+    assert isinstance(make_parser("claims"), ServedSceneGraphParser)
+    try:
+        res = served.parse_many(caps, [f"c{i}" for i in range(len(caps))])
+        assert served.last_stats["answered"] == 5  # the repeated caption is asked once
+        for r, c in zip(res, caps):
+            want = parser.parse(c)
+            assert r.error is None and r.graph.to_json() == want.to_json() and r.graph.meta == want.meta
+        served.parse_many(caps)
+        assert served.last_stats["sent"] == 0  # resumed from the store
+        assert served.name == OFFLINE_PARSER_NAME and served.label == CARD.label and served.version == CARD.version
+        assert [c["model"] for c in served.answered_by] == [OFFLINE_PARSER_NAME] and served.offline
+        copy = pickle.loads(pickle.dumps(served))  # a copy elsewhere serves its own
+        assert copy._base is None and copy.parse(caps[0]).to_json() == parser.parse(caps[0]).to_json()
+        copy.close()
+    finally:
+        served.close()
+    tmp = offline_parser()
+    try:
+        tmp.parse_many(caps[:2])
+        folder = tmp._tmp
+        assert folder and tmp.answered_by and tmp.label == CARD.label
+    finally:
+        tmp.close()
+    assert not __import__("os").path.exists(folder)  # the temporary store goes with the parser

@@ -269,3 +269,23 @@ def test_hidden_repeats_stay_blind_in_batches(tmp_path: Path) -> None:
     assert phases == sorted(phases, key=("caption", "image", "pair").index)
     old.close()
     st.close()
+
+
+def test_synthetic_claims_name_their_source(tmp_path: Path) -> None:
+    """Template units say they come from no model; extractor units are asked of the served extractor
+    through capaudit serve and the client, and the manifest names it by its recorded card."""
+    import json
+
+    jc = synthetic_judged_claims(tmp_path / "t" / "jc.jsonl", n_images=2)
+    man = json.loads((tmp_path / "t" / "jc.manifest.json").read_text())
+    assert man["synthetic"] and man["claims"] == "templates" and "no model" in man["claims_source"]
+    pytest.importorskip("spacy")
+    jc = synthetic_judged_claims(tmp_path / "e" / "jc.jsonl", n_images=3, claims="extractor")
+    man = json.loads((tmp_path / "e" / "jc.manifest.json").read_text())
+    assert [c["model"] for c in man["answered_by"]] == ["capaudit-heuristic-extractor"]
+    assert man["claims_source"] == man["answered_by"][0]["label"] and "heuristic" in man["claims_source"]
+    assert man["offline_extractor"] is True
+    rows = [json.loads(x) for x in jc.read_text().splitlines()]
+    assert rows and all(r["span"] and r["caption_window"][r["span_offsets"][0]:r["span_offsets"][1]] == r["span"]
+                        for r in rows if r["span_offsets"])
+    assert (tmp_path / "e" / "jc.claims" / "responses.jsonl").is_file()

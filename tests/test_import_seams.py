@@ -44,17 +44,6 @@ STAGE_PACKAGES = ("alttext", "cc12m", "claims", "detail", "embed", "human", "jud
 #: The modules that may import ``capaudit.standins``: the package itself and the server.
 STANDIN_DOORS = ("capaudit.standins", "capaudit.llm.server")
 
-#: Modules that still run a stand-in in this process instead of asking the server, and why they are
-#: not moved yet (issue 32 leaves them; take one off the list when it goes through the server).
-STANDIN_IN_PROCESS = {
-    # synthetic judged claims for tests and the demo: units from the heuristic extractor (human/
-    # makes no model calls, so this wants a synthetic source that is not the extractor)
-    "capaudit.human.simulate": "synthetic judged claims",
-    # the detail stage's default offline parser runs in each engine worker (sharded scoring); the
-    # served path exists (detail.parser llm with capaudit-offline-scene-graph)
-    "capaudit.detail.parser_factory": "the detail stage's in-process offline parser",
-}
-
 #: Import cycles known and accepted (frozenset of module names -> why). None: fix a new one instead.
 KNOWN_CYCLES: Dict[frozenset, str] = {}
 
@@ -402,17 +391,11 @@ def test_known_cycles_are_still_cycles():
 def test_only_the_server_loads_the_stand_ins():
     bad = []
     for module in sorted(_references()):
-        if any(within(module, door) for door in STANDIN_DOORS) or module in STANDIN_IN_PROCESS:
+        if any(within(module, door) for door in STANDIN_DOORS):
             continue
         bad += references_to(module, "capaudit.standins")
     assert not bad, ("a stand-in model is reached outside capaudit/standins/ and the server (ask the server, "
                      "or read the model card the client recorded: capaudit.llm.store.answered_by):\n" + "\n".join(bad))
-
-
-def test_in_process_stand_in_users_still_use_them():
-    """A module on :data:`STANDIN_IN_PROCESS` that no longer imports a stand-in comes off the list."""
-    stale = [m for m in STANDIN_IN_PROCESS if not references_to(m, "capaudit.standins")]
-    assert not stale, f"no longer import capaudit.standins: {stale}"
 
 
 def test_the_model_call_layer_knows_no_stage():

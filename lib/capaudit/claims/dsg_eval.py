@@ -432,12 +432,14 @@ class ServedExtraction:
 
 
 def extract_served(texts: Mapping[str, str], store_dir: Path, model: str = DEFAULT_MODEL, url: Optional[str] = None,
-                   concurrency: int = 8, timeout: float = 240.0, workers: int = 1) -> ServedExtraction:
+                   concurrency: int = 8, timeout: float = 240.0, workers: int = 1,
+                   surface: str = SURFACE) -> ServedExtraction:
     """Ask ``model`` for the claimed units of every prompt through the model-call layer: one claims
     request per prompt (the claims stage's request builder; the full prompt, no window), answered by
     :func:`capaudit.llm.client.run_requests` into the resumable store ``store_dir/responses.jsonl``,
     by ``capaudit serve`` in this process (:func:`capaudit.llm.server.background_server`) unless
-    ``url`` is given. Who answered is what the client recorded (:func:`capaudit.llm.store.answered_by`)."""
+    ``url`` is given. ``texts``: caption id → text (``surface`` is hashed into the request ids). Who
+    answered is what the client recorded (:func:`capaudit.llm.store.answered_by`)."""
     from contextlib import nullcontext
 
     from capaudit.llm.cards import model_revision
@@ -459,7 +461,7 @@ def extract_served(texts: Mapping[str, str], store_dir: Path, model: str = DEFAU
 
         server = background_server([model], workers=workers)
     with server as base:
-        params = BuildParams(surface=SURFACE, budget=None, model=model, revision=model_revision(str(base), model),
+        params = BuildParams(surface=surface, budget=None, model=model, revision=model_revision(str(base), model),
                              max_caption_chars=max(MAX_CAPTION_CHARS, longest))
         schema = params.schema()
         rows = [build_request(texts[i], caption_id=i, source_row=k, emitted_index=k, params=params, schema=schema)
@@ -478,7 +480,7 @@ def extract_served(texts: Mapping[str, str], store_dir: Path, model: str = DEFAU
             continue
         units[i] = [dict(u) for u in parsed["claimed_units"] if isinstance(u, Mapping)]
     if failed:
-        raise RuntimeError(f"DSG-1k evaluation: {len(failed)} of {len(items)} prompts got no claims from {model} "
+        raise RuntimeError(f"{surface}: {len(failed)} of {len(items)} texts got no claims from {model} "
                            f"(first: {failed[0]}; see {resp_path})")
     return ServedExtraction(units, answered_by(resp_path), req_path, resp_path, stats.to_dict())
 

@@ -9,7 +9,9 @@ from capaudit.errors import InputError
 
 
 def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, Any, Any]:
-    """``(parser, grounding, itm scorer)`` from the params section."""
+    """``(parser, grounding, itm scorer)`` from the params section (``parser: claims``: the offline
+    stand-in served by ``capaudit serve`` in this process, :func:`~capaudit.detail.parser_factory.offline_parser`;
+    its name and label are those of the model card the server declares)."""
     from .grounding import CocoGrounding, parse_grounding_specs
     from .itm import make_itm_scorer
     from .parser_factory import offline_parser
@@ -24,7 +26,9 @@ def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, An
                                           artifacts / "scene_graph_responses.jsonl", revision=section.get("revision"),
                                           concurrency=int(section.get("concurrency", 8)))
     elif kind in ("claims", "offline"):
-        parser = offline_parser()
+        # the offline stand-in, answered by capaudit serve in this process through the model-call layer;
+        # its answers stay in the parser's temporary store (the artifacts are the same bytes run to run)
+        parser = offline_parser(concurrency=int(section.get("concurrency", 8)))
     else:
         raise InputError(f"detail.parser must be 'claims' or 'llm', got {kind!r}", field="detail.parser")
     g = section.get("grounding", "coco_mini")
@@ -38,7 +42,8 @@ def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, An
 
 def backend_spec(section: Mapping[str, Any]) -> Any:
     """The :class:`~capaudit.detail.sharded.BackendSpec` of the params section (what engine workers
-    build once each: the offline parser, the grounding and the ITM scorer)."""
+    build once each: the offline parser, served by ``capaudit serve`` in each worker, the grounding
+    and the ITM scorer)."""
     from .sharded import BackendSpec
 
     kind = section.get("parser", "claims")

@@ -9,7 +9,10 @@ real study that holds any. Their labels are *not* human evidence: an annotator r
 them only exercises the pipeline.
 
 :func:`synthetic_judged_claims` writes a ``judged_claims.jsonl`` in the judges stage's schema from
-COCO-MINI images and captions, for development and tests while no judges output exists.
+COCO-MINI images and captions, for development and tests while no judges output exists. Its units
+come from small templates (no model) or, with ``claims="extractor"``, from a served claims extractor
+asked through ``capaudit serve`` and the model-call layer (this package loads no model); the
+manifest beside the file names the source (the extractor by its recorded model card).
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from functools import lru_cache
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from capaudit.io.atomic import write_text_atomic
+from capaudit.io.atomic import write_json_atomic, write_text_atomic
 
 from .export import disagreements
 from .protocol import CATEGORIES, PHASES, REASON_TAGS
@@ -127,31 +129,47 @@ def _offsets(window: str, span: str, unit: str) -> Optional[List[int]]:
     return None
 
 
-@lru_cache(maxsize=1)
-def _extractor() -> Any:
-    """One heuristic claims extractor per process (loading spaCy takes seconds)."""
-    from capaudit.standins.claims_extractor import HeuristicExtractor
-
-    return HeuristicExtractor()
+#: the served extractor whose units ``claims="extractor"`` uses (answered by ``capaudit serve`` in process)
+EXTRACTOR_MODEL = "capaudit-heuristic-extractor"
+TEMPLATES_SOURCE = "synthetic templates from the COCO instances (no model)"
+JUDGES_SOURCE = "synthetic judges: COCO-grounded answers with seeded noise (no model)"
 
 
-def _extracted_units(window: str) -> List[Dict[str, str]]:
-    """The heuristic claims extractor's units of ``window``."""
-    return _extractor().extract(window)
+def claims_store(out: PathLike) -> Path:
+    """The claims request/response folder of a synthetic judged-claims file (``claims="extractor"``)."""
+    out = Path(out)
+    return out.with_name(out.name.rsplit(".", 1)[0] + ".claims")
+
+
+def manifest_path(out: PathLike) -> Path:
+    """The manifest beside a synthetic judged-claims file: where its units and answers came from."""
+    out = Path(out)
+    return out.with_name(out.name.rsplit(".", 1)[0] + ".manifest.json")
+
+
+def _served_units(windows: Dict[str, str], store: Path, model: str) -> Any:
+    """The units ``model`` gives each window, asked through ``capaudit serve`` (in process) and the
+    model-call layer (:func:`capaudit.claims.dsg_eval.extract_served`; requests and responses in ``store``)."""
+    from capaudit.claims.dsg_eval import extract_served
+
+    return extract_served(windows, store, model, surface="synthetic_judged_claims")
 
 
 def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a", "judge_b"),
                             surfaces: Sequence[str] = ("coco_caption_a", "coco_caption_b"), slice_name: str = "coco_mini_demo",
                             n_images: Optional[int] = None, seed: int = 0, missing_images: int = 0,
-                            claims: str = "templates") -> Path:
+                            claims: str = "templates", extractor_model: str = EXTRACTOR_MODEL) -> Path:
     """Write judged claims in the judges stage's exact schema from COCO-MINI (real image paths).
 
     Surface ``k`` uses each image's ``k``-th COCO caption as its caption window. ``claims``:
     ``templates`` — objects and counts from the COCO instances of the image, the other six claim
-    types from small templates (some not stated by the caption); ``extractor`` — the heuristic claims
-    extractor's units of the caption (real spans). Judge answers are COCO-grounded (``yes`` for
+    types from small templates (some not stated by the caption); ``extractor`` — the units the served
+    claims extractor ``extractor_model`` (default the heuristic stand-in) gives each caption (real
+    spans), asked through ``capaudit serve`` in this process and the model-call layer, with the
+    requests and responses in :func:`claims_store`. Judge answers are COCO-grounded (``yes`` for
     present categories) with seeded noise. The first ``missing_images`` images get a path that does
-    not exist (to exercise ``image_unavailable``).
+    not exist (to exercise ``image_unavailable``). :func:`manifest_path` names the sources: the
+    templates, or the extractor by the model card the client recorded, and the synthetic judges.
     """
     if claims not in ("templates", "extractor"):
         raise ValueError(f"claims must be 'templates' or 'extractor', got {claims!r}")
@@ -162,6 +180,12 @@ def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a"
     rng = random.Random(seed)
     images = list(idx)[: n_images or None]
     lines: List[str] = []
+    served: Any = None
+    if claims == "extractor":
+        windows = {f"{surface}:{img.id}": " ".join(str(img.captions[si]["caption"]).split())
+                   for img in images if img.path is not None
+                   for si, surface in enumerate(surfaces) if si < len(img.captions)}
+        served = _served_units(windows, claims_store(out), extractor_model)
     for ii, img in enumerate(images):
         if img.path is None:
             continue
@@ -177,8 +201,8 @@ def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a"
             window = " ".join(str(img.captions[si]["caption"]).split())
             caption_id = f"{surface}:{img.id}"
             units: List[Dict[str, str]] = []
-            if claims == "extractor":
-                units = _extracted_units(window)
+            if served is not None:
+                units = [dict(u) for u in served.units[caption_id]]
             for name in (present[:3] if claims == "templates" else ()):
                 units.append({"category": "object", "unit": name, "target": name, "span": name})
             if claims == "templates" and rng.random() < 0.5 and absent:
@@ -214,7 +238,15 @@ def synthetic_judged_claims(out: PathLike, *, judges: Sequence[str] = ("judge_a"
                     "backend": {j: "offline" for j in judges},
                 }
                 lines.append(json.dumps(row, ensure_ascii=False))
-    return write_text_atomic(out, "\n".join(lines) + "\n")
+    path = write_text_atomic(out, "\n".join(lines) + "\n")
+    source: Dict[str, Any] = {"claims": claims, "judges": JUDGES_SOURCE, "rows": len(lines), "images": len(images)}
+    if served is not None:
+        source.update(claims_source=served.label, offline_extractor=served.offline, answered_by=served.cards,
+                      claims_store=str(claims_store(out)))
+    else:
+        source["claims_source"] = TEMPLATES_SOURCE
+    write_json_atomic(manifest_path(out), {"file": Path(out).name, "synthetic": True, **source})
+    return path
 
 
 def fixture_study(folder: PathLike, *, n_images: int = 20, humans: int = 1, simulated: int = 0,
@@ -247,6 +279,6 @@ def fixture_study(folder: PathLike, *, n_images: int = 20, humans: int = 1, simu
 
 
 __all__ = [
-    "fixture_study", "invite_simulated", "latent_truth", "run_simulated_session", "simulate_adjudication", "simulate_annotators", "simulated_values",
+    "EXTRACTOR_MODEL", "claims_store", "fixture_study", "invite_simulated", "manifest_path", "latent_truth", "run_simulated_session", "simulate_adjudication", "simulate_annotators", "simulated_values",
     "synthetic_judged_claims",
 ]

@@ -21,7 +21,10 @@
 
   Served under that name it answers the scene-graph schema
   (:func:`capaudit.detail.graph.scene_graph_schema`), so ``capaudit detail score --graphs llm``
-  runs end to end offline;
+  runs end to end offline, and the indexed form
+  (:mod:`capaudit.detail.indexed_graph`: the graph exactly as built,
+  kinds and positions included) that the detail stage's default parser asks for
+  (:class:`capaudit.detail.parser_factory.ServedSceneGraphParser`);
 * ``capaudit-template-realiser`` — answers the realisation schema with the template realiser
   (:class:`capaudit.detail.subgraphs.TemplateRealiser`).
 
@@ -196,8 +199,13 @@ class SceneGraphBackend:
 
     def __call__(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
         from capaudit.claims.prompts import parse_user_prompt, user_message_text
+        from capaudit.detail.indexed_graph import indexed_answer, is_indexed_request, read_indexed_request
+        from capaudit.llm.dialects import requested_schema
 
-        _, caption = parse_user_prompt(user_message_text(messages))
+        text = user_message_text(messages)
+        if is_indexed_request(requested_schema(payload)):  # the graph's own JSON form, caption as given
+            return dumps_bytes(indexed_answer(self.parser.parse(read_indexed_request(text)))).decode("utf-8")
+        _, caption = parse_user_prompt(text)
         return dumps_bytes(graph_to_llm(self.parser.parse(caption))).decode("utf-8")
 
 
