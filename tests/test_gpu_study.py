@@ -79,9 +79,9 @@ def judge(raw: Dict, name: str) -> Dict:
     ("extractor", lambda r: r["claims"]["url"], lambda r: r["claims"]["model"], lambda r: r["claims"]["revision"],
      "claims run"),
     ("judge-qwen", lambda r: judge(r, QWEN)["url"], lambda r: judge(r, QWEN)["model"],
-     lambda r: judge(r, QWEN)["revision"], "judges run"),
+     lambda r: judge(r, QWEN)["revision"], f"judges run --judge {QWEN}"),
     ("judge-gemma", lambda r: judge(r, "Gemma-4-31B-IT")["url"], lambda r: judge(r, "Gemma-4-31B-IT")["model"],
-     lambda r: judge(r, "Gemma-4-31B-IT")["revision"], "judges run"),
+     lambda r: judge(r, "Gemma-4-31B-IT")["revision"], "judges run --judge Gemma-4-31B-IT"),
 ])
 def test_dry_run_prints_the_exact_commands(capsys, plan_dir, model, url, served, revision, stage):
     raw = paper()
@@ -99,12 +99,15 @@ def test_dry_run_prints_the_exact_commands(capsys, plan_dir, model, url, served,
     wait = shlex.split(lines[1])
     assert wait[:len(CAPAUDIT)] == CAPAUDIT and wait[len(CAPAUDIT):len(CAPAUDIT) + 2] == ["llm", "wait"]
     assert wait[wait.index("--url") + 1] == u and wait[-2:] == ["--timeout", "1800"]
-    assert lines[2:] == [shlex.join(CAPAUDIT + stage.split() + ["--params", "params/paper.yaml"])]
-    # the judges stage asks its extractor and both judges in one run: the other server is waited for, and named
+    words = stage.split()
+    assert lines[2:] == [shlex.join(CAPAUDIT + words[:2] + ["--params", "params/paper.yaml"] + words[2:])]
+    # one judge at a time: the other judge is not asked (nor waited for); the extractor, served with the
+    # Qwen judge, is waited for by the Gemma judge's run while the extraction is not stored yet
     if model != "extractor":
-        other = {judge(raw, "Qwen3.5-397B-A17B-FP8")["url"], judge(raw, "Gemma-4-31B-IT")["url"]} - {u}
+        other = {raw["judges"]["extractor_url"]} - {u}
         assert [wait[i + 1] for i, w in enumerate(wait) if w == "--url"] == [u, *sorted(other)]
-        assert "is not served by this command" in err
+        assert "is another judge: not asked by this run" in err
+        assert ("is not served by this command" in err) == bool(other)
     assert "8 GPUs" in err
     assert files_under(plan_dir) == ["params", "params/paper.yaml"]  # nothing written (no outputs/)
 
@@ -358,3 +361,23 @@ def test_a_killed_command_leaves_no_server(tmp_path):
     while not gone(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert gone(pid)
+
+
+def test_a_judge_run_needs_no_extractor_once_the_extraction_is_stored(capsys, plan_dir):
+    from capaudit.judges.stage_params import slug
+
+    raw = paper()
+    row = {"request_id": "r0", "task": "claims", "task_version": 1, "prompt_version": "p", "input": {},
+           "schema": {"type": "object"}, "decoding": {}, "messages": [{"role": "user", "content": "x"}]}
+    answer = {"request_id": "r0", "ok": True, "status": 200, "attempts": 1, "started_at": "", "elapsed_sec": 0,
+              "model": "m", "usage": None, "response_text": "{}", "parsed": {}, "error": None, "error_kind": None}
+    for s in raw["judges"]["slices"]:
+        d = plan_dir / "outputs" / "paper" / "artifacts" / "judges" / slug(s["name"]) / "claims"
+        d.mkdir(parents=True)
+        (d / "requests.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+        (d / "responses.jsonl").write_text(json.dumps(answer) + "\n", encoding="utf-8")
+    rc, out, err = run_cli(capsys, "study", "run-model", "judge-gemma", "--params", "params/paper.yaml", "--dry-run")
+    assert rc == 0, err
+    wait = shlex.split(out.splitlines()[1])
+    assert [wait[i + 1] for i, w in enumerate(wait) if w == "--url"] == [judge(raw, "Gemma-4-31B-IT")["url"]]
+    assert "the extraction is stored already; not asked" in err

@@ -212,8 +212,8 @@ def steps_for(spec: ModelSpec, plan: str) -> List[List[str]]:
     cap = capaudit_argv()
     if spec.stage == "claims":  # notebook 04_claims
         return [cap + ["claims", "run", "--params", plan]]
-    if spec.stage == "judges":  # notebook 05_judges
-        return [cap + ["judges", "run", "--params", plan]]
+    if spec.stage == "judges":  # notebook 05_judges, this judge only (the other's server need not be up)
+        return [cap + ["judges", "run", "--params", plan, "--judge", str(spec.judge)]]
     return [cap + ["study", "run-stage", "recap", "--params", plan]]  # notebook 06_recap
 
 
@@ -338,16 +338,42 @@ def build_plan(name: str, params: str, *, serving: Optional[str] = None, referen
     others: List[str] = []
     external: List[Endpoint] = []
     for e in endpoints:
-        if not _same_server(e.url, primary.url) and e.url not in others:
-            others.append(e.url)
-            external.append(e)
-            notes.append(f"{e.url_key} {e.url} ({e.model}) is not served by this command: it must answer while the "
-                         f"stage runs (the {spec.stage} stage asks every endpoint in one run)")
+        if _same_server(e.url, primary.url):
+            continue
+        if spec.stage == "judges" and e.url_key.startswith("judges.judges["):
+            notes.append(f"{e.url_key} {e.url} ({e.model}) is another judge: not asked by this run (judges run "
+                         f"--judge {spec.judge}); the cells and tables are written once every judge has answered")
+            continue
+        if e.url in others:
+            continue
+        if spec.stage == "judges" and extraction_stored(params, raw):
+            notes.append(f"{e.url_key} {e.url} ({e.model}): the extraction is stored already; not asked")
+            continue
+        others.append(e.url)
+        external.append(e)
+        notes.append(f"{e.url_key} {e.url} ({e.model}) is not served by this command: it must answer while the "
+                     f"stage runs (the {spec.stage} stage asks it in the same run)")
     gpus = gpu_count(cfg)
     notes.insert(0, f"{name}: {where} ({served}, {gpus} GPU{'s' if gpus != 1 else ''}) on {base} for "
                     + ", ".join(sorted({e.url_key for e in mine})) + f" of {params}")
     return Plan(spec, where, cmd.argv, cmd.env, base, [base] + others, steps_for(spec, params), wait_timeout, notes,
                 gpus, external)
+
+
+def extraction_stored(params: str, raw: Mapping[str, Any]) -> bool:
+    """Whether the judges stage of ``params`` has asked its extractor every request of every slice
+    already (then the extractor's server need not be up for a judge's run)."""
+    from capaudit.config import load_config
+    from capaudit.judges.stage import unasked
+    from capaudit.judges.stage_params import slug
+
+    art = load_config(params).out_dir / "artifacts" / "judges"
+    slices = [s.get("name") for s in (raw.get("judges") or {}).get("slices") or [] if isinstance(s, Mapping)]
+    for name in slices:
+        d = art / slug(str(name)) / "claims"
+        if not (d / "requests.jsonl").is_file() or unasked(d / "requests.jsonl", d / "responses.jsonl"):
+            return False
+    return bool(slices)
 
 
 def _display(path: str) -> str:

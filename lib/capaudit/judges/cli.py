@@ -158,6 +158,9 @@ def register(subparsers: Any) -> None:
 
     r = sub.add_parser("run", help="run the judges stage of a params file")
     r.add_argument("--params", default="params/demo.yaml")
+    r.add_argument("--judge", action="append", default=None, metavar="NAME",
+                   help="ask only this judge (repeatable; one model's server at a time): the others' stores are "
+                        "read as they are; cells and tables once every judge has answered")
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser("probe", help="run the yes-bias probe of a params file (after 'judges run')")
@@ -418,7 +421,15 @@ def load_params(path: str) -> Any:
 def cmd_run(args: argparse.Namespace) -> int:
     from .stage import run
 
-    out = run(load_params(args.params))
+    out = run(load_params(args.params), only=args.judge)
+    if out.get("pending"):
+        left = sorted({j for per in out["pending"].values() for j in per})
+        counts = "; ".join(f"{sl}: " + ", ".join(f"{j} {n}" for j, n in sorted(per.items()))
+                           for sl, per in sorted(out["pending"].items()))
+        print(f"capaudit judges run: asked {', '.join(args.judge)}; no cells yet: requests never asked ({counts}); "
+              f"run " + " and ".join(f"'judges run --judge {j}'" for j in left) + " (its server up), "
+              "then the cells and tables are written", file=sys.stderr)
+        return 0
     print(out["table"].to_string(index=False))
     return 0
 

@@ -67,6 +67,17 @@ def _run_store(req: Path, resp: Path, model: str, url: str, section: Mapping[str
     return stats.to_dict()
 
 
+def unasked(req: Path, resp: Path) -> int:
+    """Requests of ``req`` with no row at all in ``resp`` (never asked; a failed row was asked)."""
+    from capaudit.llm.requests import iter_request_lines, parse_request_line
+    from capaudit.llm.store import scan_ids
+
+    answered, failed = scan_ids(resp) if resp.exists() else (set(), set())
+    seen = answered | failed
+    return sum(1 for n, line in iter_request_lines(req)
+               if parse_request_line(line, f"{req}:{n}")["request_id"] not in seen)
+
+
 def eligibility(captions: Sequence[str], budget: int) -> float:
     """B-eligibility (§1.3): share of captions whose lex count is at least ``budget``."""
     from capaudit.text.lexical import lex_count
@@ -75,8 +86,12 @@ def eligibility(captions: Sequence[str], budget: int) -> float:
 
 
 def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpec], section: Mapping[str, Any],
-              art: Path, urls: Mapping[str, str]) -> Dict[str, Any]:
-    """Claims, judge requests and answers, summaries, cells and judged claims of one slice."""
+              art: Path, urls: Mapping[str, str], only: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """Claims, judge requests and answers, summaries, cells and judged claims of one slice.
+
+    ``only``: ask only these judges (one server at a time); the other judges' stores are read as they
+    are and the extraction store is asked only for requests it has no row for. While another judge
+    has requests never asked, the slice stops before its cells: ``{"pending": {judge: count}}``."""
     from capaudit.claims.requests import BuildParams, build_requests, write_manifest
     from capaudit.claims.stage import model_revision
     from capaudit.prompt_sets import DEFAULT_PROMPT_SET, REFERENCE_EXTRACTION_MAX_TOKENS
@@ -116,7 +131,10 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     write_manifest(creq, BuildParams(surface="+".join(s.name for s in specs), budget=budget, model=extractor,
                                      revision=revision, prompts=prompts), {"emitted": len(claim_rows)},
                    {"input": str(captions_path), "caption_field": "caption", "id_field": "caption_id"})
-    run_stats: Dict[str, Any] = {"claims": _run_store(creq, cresp, extractor, urls["__extractor__"], section)}
+    if only is None or unasked(creq, cresp):
+        run_stats: Dict[str, Any] = {"claims": _run_store(creq, cresp, extractor, urls["__extractor__"], section)}
+    else:  # extracted by an earlier run (its server need not be up for this judge's run)
+        run_stats = {"claims": {"not_asked": "every request has a row"}}
     ids = {r["request_id"] for r in claim_rows}
     claimed = _claimed_summary(cresp, creq, ids, {"requests": str(creq), "responses": str(cresp),
                                                    "extractor": extractor, "budget": budget, "slice": name,
@@ -127,6 +145,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     builds: Dict[str, Any] = {}
     req_paths: List[Path] = []
     kinds: Dict[str, List[str]] = {}
+    pending: Dict[str, int] = {}
     given = list(judges)
     judges = []
     for j in given:
@@ -138,12 +157,20 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
                                   prompts=prompts)
         counts = build_judge_requests([cresp], [creq], captions_path, "caption_id", "image_path", params, jreq)
         builds[j.name] = counts.__dict__ | {"failures": counts.failures}
-        run_stats[j.name] = _run_store(jreq, jresp, j.model, urls.get(j.name) or str(j.url), section, j.dialect)
+        if only is None or j.name in only:
+            run_stats[j.name] = _run_store(jreq, jresp, j.model, urls.get(j.name) or str(j.url), section, j.dialect)
+        else:
+            left = unasked(jreq, jresp)
+            run_stats[j.name] = {"not_asked": f"not selected ({left} requests never asked)"}
+            if left:
+                pending[j.name] = left
         req_paths.append(jreq)
         j, kinds[j.name] = as_answered(j, [jresp])  # labelled as the recorded model cards say
         judges.append(j)
     versions = sorted({str(json.loads(request_manifest_path(p).read_text(encoding="utf-8")).get("prompt_version"))
                        for p in req_paths})  # the model-facing text, as the request manifests record it
+    if pending:  # no cell from a judge that has not answered yet
+        return {"pending": pending, "builds": builds, "run_stats": run_stats, "judges": judges, "kinds": kinds}
     index, answers = load_slice([(j.name, [sdir / slug(j.name) / "responses.jsonl"]) for j in judges], req_paths,
                                 keep_examples=20)
     for j, one, rp in zip(judges, answers, req_paths):
@@ -225,8 +252,12 @@ def build_layout(section: Mapping[str, Any], judges: Sequence[JudgeSpec], slices
     return layout
 
 
-def run(cfg: RunConfig) -> Dict[str, Any]:
-    """Run the judges stage for the params file (module docstring); returns cells, layout and tables."""
+def run(cfg: RunConfig, only: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+    """Run the judges stage for the params file (module docstring); returns cells, layout and tables.
+
+    ``only``: ask only these judges (``judges run --judge NAME``: one model's server at a time). The
+    cells and tables are written once every judge has answered (or failed) every request; until then
+    the result is ``{"pending": {slice: {judge: requests never asked}}}`` and nothing is tabled."""
     import pandas as pd
 
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
@@ -238,10 +269,15 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
     art.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     judges = judge_specs(section, where)
+    if only is not None:
+        unknown = sorted(set(only) - {j.name for j in judges})
+        if unknown:
+            raise InputError(f"--judge {', '.join(unknown)}: no such judge (judges: "
+                             f"{', '.join(j.name for j in judges)})", path=where, field="judges")
     slices = slice_specs(section, where, {"run_dir": str(cfg.out_dir), "artifacts": str(dirs["artifacts"])})
     extractor = str(section.get("extractor", "capaudit-heuristic-extractor"))
     ext_url = section.get("extractor_url")
-    served = [j.model for j in judges if j.offline]
+    served = [j.model for j in judges if j.offline and (only is None or j.name in only)]
     if not ext_url:
         served = [extractor] + served
     served = list(dict.fromkeys(served))
@@ -256,7 +292,14 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
         urls = {"__extractor__": str(ext_url or base_url)}
         urls.update({j.name: str(j.url or base_url) for j in judges})
         for name, specs in slices:
-            results[name] = run_slice(name, specs, judges, section, art, urls)
+            results[name] = run_slice(name, specs, judges, section, art, urls, only)
+    pending = {n: r["pending"] for n, r in results.items() if r.get("pending")}
+    if pending:
+        manifest = {"judges": [j.__dict__ for j in judges], "asked": list(only or ()), "pending": pending,
+                    "slices": {n: {"builds": r["builds"], "run_stats": r["run_stats"]} for n, r in results.items()},
+                    "elapsed_sec": round(time.monotonic() - t0, 2)}
+        write_json_atomic(art / "stage_manifest.json", manifest)
+        return {"pending": pending, "manifest": manifest, "artifacts": art}
     # who answered, over every slice's stores (capaudit.judges.answerers)
     answered = [as_answered(j, [art / slug(n) / slug(j.name) / "responses.jsonl" for n, _ in slices]) for j in judges]
     judges = [j for j, _ in answered]
