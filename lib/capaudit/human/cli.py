@@ -2,7 +2,10 @@
 
     capaudit human init      (--db STUDY.sqlite and/or --params P.yaml) [--study-id ID] [--mode real|simulated] [--config C.yaml]
     capaudit human sample    (--db and/or --params) [--judged-claims judged_claims.jsonl ...]
-    capaudit human seal      (--db and/or --params)
+    capaudit human seal      (--db and/or --params) [--ethics-id ID --participant-info FILE]
+    capaudit human materialize (--db and/or --params) [--max-side PX]
+    capaudit human validate  (--db and/or --params)
+    capaudit human participant-test (--db and/or --params) [--host 127.0.0.1] [--port 8866] [--no-serve | --dry-run]
     capaudit human invite    (--db and/or --params) --count N [--out invites.csv] [--kind human] [--role annotator]
     capaudit human assign    (--db and/or --params) [--extend PSEUDONYM ...] [--extend-all]
     capaudit human open      (--db and/or --params)
@@ -12,11 +15,11 @@
     capaudit human backup    (--db and/or --params) [--out FILE]
     capaudit human adjudicate (--db and/or --params) --list [--out CSV] | --item ID --field F --value V --adjudicator PSEUDONYM
     capaudit human withdraw  (--db and/or --params) --pseudonym P001
-    capaudit human serve     (--db and/or --params) [--host 127.0.0.1] [--port 8866] [--dashboard]
+    capaudit human serve     (--db and/or --params) [--host 127.0.0.1] [--port 8866] [--dashboard] [--allow-unsealed]
     capaudit human demo      [--params params/demo.yaml]
     capaudit human agreement --labels LABELS.csv --out AGREEMENT.json
 
-``--db`` names the study database; ``--params`` supplies the settings (``human:`` section, judged claims)
+``--db`` (alias ``--study``) names the study database; ``--params`` supplies the settings (``human:`` section, judged claims)
 and, without ``--db``, the database location too.
 """
 
@@ -51,7 +54,7 @@ def _port(text: str) -> int:
 
 
 def _db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", help="study database (SQLite); with --params, this database is used")
+    p.add_argument("--db", "--study", dest="db", help="study database (SQLite); with --params, this database is used")
     p.add_argument("--params", help="params file with a 'human' section (its settings; its db, or "
                                     "<artifacts>/human/<study_id>.sqlite, unless --db is given)")
 
@@ -102,8 +105,32 @@ def register(subparsers: Any) -> None:
                    help="judged_claims.jsonl (repeatable; default: the params file's human.judged_claims)")
     p.set_defaults(func=cmd_sample)
 
-    for name, fn, helptext in (("seal", "cmd_seal", "freeze the sampled items"),
-                               ("open", "cmd_open", "accept annotations"),
+    p = sub.add_parser("seal", help="freeze the sampled items; with --ethics-id and --participant-info: the "
+                                    "launch seal (refused unless the study validates)")
+    _db_args(p)
+    p.add_argument("--ethics-id", help="ethics-determination id recorded in the launch seal")
+    p.add_argument("--participant-info", help="participant information file, copied into the study with its sha256")
+    p.set_defaults(func=cmd_seal)
+
+    p = sub.add_parser("materialize", help="copy the study's images into its folder (content-addressed; resumable)")
+    _db_args(p)
+    p.add_argument("--max-side", type=positive_int, default=None, help="largest side in pixels (default 1024)")
+    p.set_defaults(func=cmd_materialize)
+
+    p = sub.add_parser("validate", help="pre-launch validation: images, claims as shown, assignments, design counts")
+    _db_args(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("participant-test", help="rehearse the annotation flow as a test participant (answers are "
+                                                "stored apart, in a rehearsal copy, and never count)")
+    _db_args(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=_port, default=8866)
+    p.add_argument("--no-serve", action="store_true", help="build the rehearsal copy and print its invite code only")
+    p.add_argument("--dry-run", action="store_true", help="build it, prepare the notebook and print the voila command")
+    p.set_defaults(func=cmd_participant_test)
+
+    for name, fn, helptext in (("open", "cmd_open", "accept annotations"),
                                ("close", "cmd_close", "stop accepting annotations")):
         p = sub.add_parser(name, help=helptext)
         _db_args(p)
@@ -163,6 +190,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=_port, default=8866)
     p.add_argument("--dashboard", action="store_true", help="serve the study lead's read-only dashboard instead")
     p.add_argument("--dry-run", action="store_true", help="prepare the notebook and print the voila command")
+    p.add_argument("--allow-unsealed", action="store_true",
+                   help="serve a real study that has no launch seal (testing only)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="the simulated demo study and its report (params 'human' section)")
@@ -249,7 +278,67 @@ def _lifecycle(args: argparse.Namespace, method: str, message: str) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
-    return _lifecycle(args, "seal", "sealed; items sha256 {}")
+    if args.ethics_id is None and args.participant_info is None:
+        return _lifecycle(args, "seal", "sealed; items sha256 {}")
+    from .launch import check_ethics_id, check_participant_info, seal_for_launch
+
+    if args.ethics_id is None or args.participant_info is None:
+        raise InputError("the launch seal needs both --ethics-id and --participant-info",
+                         field="--ethics-id" if args.ethics_id is None else "--participant-info")
+    check_ethics_id(args.ethics_id)  # bad options are refused before the study is opened
+    check_participant_info(args.participant_info)
+    db, st = _open(args)
+    with st:
+        man = seal_for_launch(st, args.ethics_id, args.participant_info)
+        _say(args, db, f"sealed for launch: ethics id {man['ethics_id']!r}, participant information "
+                       f"{man['participant_info']['file']} (sha256 {man['participant_info']['sha256'][:12]}), design "
+                       f"sha256 {man['design_sha256'][:12]} -> {st.folder / 'manifest.json'}")
+    return 0
+
+
+def cmd_materialize(args: argparse.Namespace) -> int:
+    from .materialize import materialize
+    from .render import MAX_IMAGE_SIDE
+
+    db, st = _open(args)
+    with st:
+        rep = materialize(st, max_side=args.max_side or MAX_IMAGE_SIDE)
+    _say(args, db, rep.summary())
+    return 1 if rep.problems else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import validate_study, write_report
+
+    db, st = _open(args)
+    with st:
+        rep = validate_study(st)
+        path = write_report(st, rep)
+    _say(args, db)
+    for line in rep.lines():
+        print(f"capaudit human validate: {line}", file=sys.stderr)
+    if not rep.ok:
+        n = sum(len(v) for v in rep.problems.values())
+        print(f"capaudit human validate: NOT valid: {n} problems in {len(rep.lines())} classes -> {path}",
+              file=sys.stderr)
+        return 1
+    print(f"capaudit human validate: {rep.summary()} -> {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_participant_test(args: argparse.Namespace) -> int:
+    from .rehearsal import build_rehearsal
+    from .serve import serve
+
+    db = _db_path(args)
+    reh = build_rehearsal(db)
+    _say(args, db, f"REHEARSAL copy {reh.db} (study {reh.study_id!r}; answers are discarded and never count): "
+                   f"{reh.pseudonym} holds {reh.assigned_items} of {reh.items} items")
+    print(f"{reh.pseudonym} invite code: {reh.invite_code}")
+    if args.no_serve:
+        return 0
+    sys.stdout.flush()
+    return serve(reh.db, host=args.host, port=args.port, dry_run=args.dry_run)
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -305,8 +394,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rep, indent=2))
         return 0
+    if rep["rehearsal_of"]:
+        print(f"REHEARSAL copy of study {rep['rehearsal_of']}: its answers are discarded and never count")
     print(f"study {rep['study_id']} ({rep['mode']}): {rep['status']}; {rep['items']} items + {rep['hidden_repeats']} "
           f"hidden repeats in {rep['strata']} strata")
+    seal = rep["launch_seal"]
+    print(f"launch seal: ethics id {seal['ethics_id']!r}, {seal['sealed_at'][:19]}" if seal else "launch seal: none")
     print("participants: " + (", ".join(f"{k} {v}" for k, v in sorted(rep["participants"].items())) or "none"))
     for ph, d in rep["progress"]["by_phase"].items():
         print(f"  {ph:8s} {d['done']:5d} / {d['assigned']:5d} judgments")
@@ -389,7 +482,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .study import Study
 
     db = _db_path(args)  # a file that is not a study is refused before anything is served
-    Study.load(db, read_only=args.dashboard).close()  # the dashboard never opens the study for writing
+    with Study.load(db, read_only=args.dashboard) as st:  # the dashboard never opens the study for writing
+        if not args.dashboard:
+            from .launch import require_launchable
+
+            require_launchable(st, allow_unsealed=args.allow_unsealed)
     return serve(db, host=args.host, port=args.port, dry_run=args.dry_run, dashboard=args.dashboard)
 
 

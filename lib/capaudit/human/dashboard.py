@@ -88,6 +88,7 @@ class Dashboard:
     agreement: List[AgreementRow]
     repeats: List[RepeatRow]
     queue: List[QueueRow]
+    rehearsal_of: Optional[str] = None
 
 
 def _median(xs: Sequence[float]) -> Optional[float]:
@@ -164,7 +165,7 @@ def study_dashboard(study: Study) -> Dashboard:
     n_base = sum(it["repeat_of"] is None for it in items)
     return Dashboard(study.study_id, study.mode, study.status, study.config.sampling, n_base,
                      len(items) - n_base, claims_shown_as_span(study), annotator_rows(study), agreement_rows(study),
-                     repeat_rows(study), queue_rows(study))
+                     repeat_rows(study), queue_rows(study), study.rehearsal_of)
 
 
 # -- rendering ------------------------------------------------------------------------------------------
@@ -198,6 +199,9 @@ def render_dashboard(d: Dashboard) -> str:
     """The dashboard as one HTML fragment (tables; "n/a" for undefined statistics)."""
     sim = (' <span class="capaudit-simulated">SIMULATED study: judgments come from simulated annotators</span>'
            if d.mode == "simulated" else "")
+    if d.rehearsal_of:
+        sim += (f' <span class="capaudit-simulated">REHEARSAL copy of study {html.escape(d.rehearsal_of)}: answers are '
+                "discarded and never count</span>")
     head = (f"<h2>Study {html.escape(d.study_id)} · {html.escape(d.status)}{sim}</h2>"
             f"<p>{d.n_items} items and {d.n_repeats} hidden repeats; {d.n_shown_as_span} items show annotators "
             "their caption span because the extractor's unit does not render it faithfully (their human labels "

@@ -130,6 +130,12 @@ def readiness(study: Study) -> Dict[str, Any]:
     return {"ready": all(c["met"] for c in checks), "checks": checks, "missing_strata": missing}
 
 
+def _seal_summary(study: Study) -> Optional[Dict[str, Any]]:
+    seal = study.launch_seal()
+    return None if seal is None else {k: seal[k] for k in ("ethics_id", "participant_info_sha256", "design_sha256",
+                                                           "sealed_at")}
+
+
 def status_report(study: Study) -> Dict[str, Any]:
     """Study state, progress per participant and phase, labels, disagreements, readiness."""
     items = study.items()
@@ -153,6 +159,7 @@ def status_report(study: Study) -> Dict[str, Any]:
     n_sim = sum(1 for a in latest if a["simulated"])
     return {
         "study_id": study.study_id, "status": study.status, "mode": study.mode, "db": str(study.path),
+        "rehearsal_of": study.rehearsal_of, "launch_seal": _seal_summary(study),
         "items": len(base), "hidden_repeats": len(items) - len(base),
         "strata": len({it["stratum"] for it in base}),
         "participants": dict(Counter(f"{p['kind']}/{p['role']}/{p['status']}" for p in parts)),
@@ -275,7 +282,11 @@ def confusion_counts(study: Study) -> Dict[str, Dict[str, Dict[str, int]]]:
 
 
 def check_exportable(study: Study) -> None:
-    """Refuse to export a real study that holds simulated judgments or adjudications."""
+    """Refuse to export a rehearsal copy (its answers are discarded), and a real study that holds
+    simulated judgments or adjudications."""
+    if study.rehearsal_of is not None:
+        raise InputError(f"refusing to export a rehearsal copy (participant test of study {study.rehearsal_of!r}): "
+                         "rehearsal answers are discarded and never count", path=study.path)
     if study.mode != "real":
         return
     n = study.store.one("SELECT (SELECT COUNT(*) FROM annotations WHERE simulated = 1) + "

@@ -8,6 +8,9 @@
   answer is a new annotation row with the next ``revision``.
 * Items are frozen once the study is sealed (triggers), and annotations are only accepted while the
   study is open (trigger).
+* Schema 2 adds ``assets`` (materialised images, :mod:`.materialize`) and ``launch_seal`` (the
+  ethics-determination id and participant information file, :mod:`.launch`; one append-only row).
+  Once a study carries its launch seal, its assets are frozen and no annotator can be added (triggers).
 * Every write is one ``BEGIN IMMEDIATE`` transaction committed at once (``synchronous = FULL``),
   with a busy timeout and bounded retries, so several annotators (kernels, voila sessions,
   processes) can write one study at the same time without losing a judgment.
@@ -32,7 +35,7 @@ PathLike = Union[str, Path]
 T = TypeVar("T")
 
 FORMAT = "capaudit-human-study"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 10_000
 MAX_ATTEMPTS = 40
 APPEND_ONLY = ("annotations", "annotation_events", "consent_events", "adjudications", "adjudication_events")
@@ -236,8 +239,61 @@ CREATE TRIGGER {t}_no_delete BEFORE DELETE ON {t}
     for t in APPEND_ONLY
 )
 
+SCHEMA_V2 = """
+CREATE TABLE assets (
+  image_key TEXT PRIMARY KEY,
+  file TEXT NOT NULL,
+  sha256 TEXT NOT NULL CHECK (length(sha256) = 64),
+  source_path TEXT NOT NULL,
+  source_sha256 TEXT NOT NULL CHECK (length(source_sha256) = 64),
+  width INTEGER NOT NULL CHECK (width >= 1),
+  height INTEGER NOT NULL CHECK (height >= 1),
+  bytes INTEGER NOT NULL CHECK (bytes >= 1),
+  created_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE launch_seal (
+  seal_id INTEGER PRIMARY KEY CHECK (seal_id = 1),
+  ethics_id TEXT NOT NULL CHECK (length(ethics_id) BETWEEN 1 AND 200),
+  participant_info_file TEXT NOT NULL,
+  participant_info_name TEXT NOT NULL,
+  participant_info_sha256 TEXT NOT NULL CHECK (length(participant_info_sha256) = 64),
+  validation_sha256 TEXT NOT NULL CHECK (length(validation_sha256) = 64),
+  design_sha256 TEXT NOT NULL CHECK (length(design_sha256) = 64),
+  sealed_at TEXT NOT NULL
+) STRICT;
+
+CREATE TRIGGER launch_seal_no_update BEFORE UPDATE ON launch_seal
+  BEGIN SELECT RAISE(ABORT, 'launch_seal is append-only'); END;
+CREATE TRIGGER launch_seal_no_delete BEFORE DELETE ON launch_seal
+  BEGIN SELECT RAISE(ABORT, 'launch_seal is append-only'); END;
+CREATE TRIGGER launch_seal_needs_items_sealed BEFORE INSERT ON launch_seal
+  WHEN (SELECT status FROM studies) IN ('created', 'sampled')
+  BEGIN SELECT RAISE(ABORT, 'seal the items before the launch seal'); END;
+CREATE TRIGGER assets_frozen_insert BEFORE INSERT ON assets WHEN EXISTS (SELECT 1 FROM launch_seal)
+  BEGIN SELECT RAISE(ABORT, 'study is sealed for launch: assets are frozen'); END;
+CREATE TRIGGER assets_frozen_update BEFORE UPDATE ON assets WHEN EXISTS (SELECT 1 FROM launch_seal)
+  BEGIN SELECT RAISE(ABORT, 'study is sealed for launch: assets are frozen'); END;
+CREATE TRIGGER assets_frozen_delete BEFORE DELETE ON assets WHEN EXISTS (SELECT 1 FROM launch_seal)
+  BEGIN SELECT RAISE(ABORT, 'study is sealed for launch: assets are frozen'); END;
+CREATE TRIGGER annotators_frozen BEFORE INSERT ON participants
+  WHEN NEW.role = 'annotator' AND EXISTS (SELECT 1 FROM launch_seal)
+  BEGIN SELECT RAISE(ABORT, 'study is sealed for launch: no annotator can be added'); END;
+CREATE TRIGGER assignments_frozen_update BEFORE UPDATE ON assignments WHEN EXISTS (SELECT 1 FROM launch_seal)
+  BEGIN SELECT RAISE(ABORT, 'study is sealed for launch: assignments are frozen'); END;
+CREATE TRIGGER assignments_frozen_delete BEFORE DELETE ON assignments WHEN EXISTS (SELECT 1 FROM launch_seal)
+  BEGIN SELECT RAISE(ABORT, 'study is sealed for launch: assignments are frozen'); END;
+"""
+
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Schema 2: materialised image assets and the launch seal (module docstring)."""
+    for stmt in _split_sql(SCHEMA_V2):
+        conn.execute(stmt)
+
+
 #: ``MIGRATIONS[v]`` upgrades a database from schema version ``v`` to ``v + 1`` (in one transaction).
-MIGRATIONS: Dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: Dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
 
 
 def utcnow() -> str:

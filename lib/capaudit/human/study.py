@@ -51,6 +51,13 @@ class StaleJudgmentError(InputError):
     """A judgment made on a screen that another window has since answered differently."""
 
 
+def study_folder(db: PathLike) -> Path:
+    """The study's own folder beside its database, ``<db stem>_files/``: materialised images, the
+    participant information file, the validation report, the launch manifest and rehearsals."""
+    p = Path(db).resolve()
+    return p.parent / f"{p.stem}_files"
+
+
 def digest(secret: str) -> str:
     """SHA-256 hex of an invite code or session token (normalized: no spaces or dashes, upper case)."""
     norm = "".join(secret.split()).replace("-", "").upper()
@@ -205,6 +212,51 @@ class Study:
     def mode(self) -> str:
         return self.config.mode
 
+    @property
+    def folder(self) -> Path:
+        """:func:`study_folder` of this study (not created here)."""
+        return study_folder(self.path)
+
+    @property
+    def rehearsal_of(self) -> Optional[str]:
+        """The study id this database rehearses (``capaudit human participant-test``), else ``None``."""
+        return self.store.meta("rehearsal_of")
+
+    def launch_seal(self) -> Optional[Dict[str, Any]]:
+        """The launch seal (ethics id, participant information file, digests), or ``None`` (:mod:`.launch`)."""
+        row = self.store.one("SELECT * FROM launch_seal")
+        return dict(row) if row is not None else None
+
+    def assets(self) -> Dict[str, sqlite3.Row]:
+        """Materialised images by image key (:mod:`.materialize`)."""
+        return {r["image_key"]: r for r in self.store.read("SELECT * FROM assets")}
+
+    def image_file(self, item: Mapping[str, Any], assets: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+        """The image annotators see for ``item``: its materialised copy in the study folder when one is
+        recorded, else the source path found at sampling."""
+        if assets is None:
+            row = self.store.one("SELECT file FROM assets WHERE image_key = ?", (item["image_key"],))
+        else:
+            row = assets.get(item["image_key"])
+        if row is not None:
+            return str(self.folder / row["file"])
+        return item["image_path"]
+
+    def item_view(self, item_id: str, phase: str) -> "ItemView":
+        """The blinded view of an item: caption phase without the image, image phase without the caption."""
+        it = self.item(item_id)
+        claim = shown_claim(it["unit"], it["span"], it["target"], it["category"])
+        offsets = (it["span_start"], it["span_end"]) if it["span_start"] is not None else None
+        path = self.image_file(it)
+        available = bool(path) and Path(path).is_file()
+        show_caption = phase in ("caption", "pair")
+        show_image = phase in ("image", "pair")
+        return ItemView(
+            item_id=item_id, phase=phase, claim=claim, category=it["category"] if phase == "caption" else None,
+            caption_window=it["caption_window"] if show_caption else None, span_offsets=offsets if show_caption else None,
+            image_path=path if show_image else None, image_available=available if show_image else False,
+        )
+
     def sample_report(self) -> Dict[str, Any]:
         row = self.store.one("SELECT sample_json FROM studies")
         return json.loads(row["sample_json"]) if row and row["sample_json"] else {}
@@ -288,6 +340,9 @@ class Study:
         if role not in ("annotator", "adjudicator"):
             raise InputError("role must be 'annotator' or 'adjudicator'", field="role")
         self._require("created", "sampled", "sealed", "open", action="invite participants")
+        if role == "annotator" and self.launch_seal() is not None:
+            raise InputError(f"study {self.study_id!r} is sealed for launch: no annotator can be added (its "
+                             "design, assignments included, is frozen)", path=self.path)
         prefix = prefix or {"human": "P", "simulated": "SIM"}[kind] + ("A" if role == "adjudicator" else "")
         invites: List[Invite] = []
 
@@ -354,6 +409,9 @@ class Study:
         block (tier, then a seeded key). Re-running fills slots left open.
         """
         self._require("sealed", "open", action="assign items")
+        if self.launch_seal() is not None and not (extend or extend_all):
+            raise InputError(f"study {self.study_id!r} is sealed for launch: its assignments are frozen (only "
+                             "extension batches, --extend / --extend-all, can be added)", path=self.path)
         cfg = self.config
         L = cfg.labels_per_item
         assigned_items: Dict[str, int] = {}
@@ -675,19 +733,8 @@ class AnnotatorSession:
                         by_batch=tuple((d, n) for _, (d, n) in sorted(batches.items())))
 
     def view(self, item_id: str, phase: str) -> ItemView:
-        """The blinded view of an item: caption phase without the image, image phase without the caption."""
-        it = self.study.item(item_id)
-        claim = shown_claim(it["unit"], it["span"], it["target"], it["category"])
-        offsets = (it["span_start"], it["span_end"]) if it["span_start"] is not None else None
-        path = it["image_path"]
-        available = bool(path) and Path(path).is_file()
-        show_caption = phase in ("caption", "pair")
-        show_image = phase in ("image", "pair")
-        return ItemView(
-            item_id=item_id, phase=phase, claim=claim, category=it["category"] if phase == "caption" else None,
-            caption_window=it["caption_window"] if show_caption else None, span_offsets=offsets if show_caption else None,
-            image_path=path if show_image else None, image_available=available if show_image else False,
-        )
+        """The blinded view of an item (:meth:`Study.item_view`)."""
+        return self.study.item_view(item_id, phase)
 
     # -- writing -----------------------------------------------------------------------------------------
     def record(self, item_id: str, phase: str, values: Mapping[str, Any], *, expected_revision: Optional[int] = None,
@@ -769,5 +816,5 @@ def _positions(ordered: Sequence[sqlite3.Row]) -> List[int]:
 
 __all__ = [
     "AccessError", "AnnotatorSession", "Invite", "ItemView", "Progress", "RecordResult", "Saved", "StaleJudgmentError",
-    "Study", "Task", "digest", "new_invite_code",
+    "Study", "Task", "digest", "new_invite_code", "study_folder",
 ]

@@ -28,7 +28,6 @@ click records one judgment (events carry the screen they were made on, and event
 from __future__ import annotations
 
 import html
-import io
 import logging
 import os
 import time
@@ -43,6 +42,7 @@ import traitlets
 from capaudit.errors import InputError
 
 from .guidance import load_guidance
+from .render import claim_html, highlight_caption, load_image
 from .protocol import CATEGORIES, LABELS, PHASE_FIELDS, REASON_TAGS, SCALE_FIELDS, UNAVAILABLE_IMAGE_CHOICES, option_label
 from .study import AnnotatorSession, ItemView, Saved, StaleJudgmentError, Study, Task
 
@@ -50,7 +50,6 @@ PathLike = Union[str, Path]
 log = logging.getLogger(__name__)
 
 PHASE_TITLES = {"caption": "Caption step", "image": "Image step", "pair": "Whole-pair step"}
-MAX_IMAGE_SIDE = 1024
 CONFIDENCE = "confidence"
 #: image_support answers offered when the image loaded ("image unavailable" only when it did not)
 IMAGE_LOADED_CHOICES: Tuple[str, ...] = tuple(v for v in PHASE_FIELDS["image"]["image_support"]
@@ -144,6 +143,7 @@ _CSS = """
 .capaudit-annotator .capaudit-anchor { font-size: 12px; color: #555; align-self: center; padding: 0 6px; }
 .capaudit-annotator .capaudit-saved { color: #1b5e20; font-weight: bold; }
 .capaudit-annotator .capaudit-error { color: #b71c1c; font-weight: bold; }
+.capaudit-annotator .capaudit-rehearsal { background: #fff3cd; border: 2px solid #b26a00; padding: 4px 8px; margin: 2px 0; }
 .capaudit-annotator .capaudit-unavailable { padding: 40px; border: 2px dashed #b71c1c; color: #b71c1c;
   font-size: 18px; text-align: center; }
 .capaudit-annotator .capaudit-image img, .capaudit-annotator img.capaudit-image { max-width: 100%;
@@ -167,32 +167,6 @@ class KeyCapture(anywidget.AnyWidget):
     focus_token = traitlets.Int(0).tag(sync=True)
 
 
-def highlight_caption(window: str, offsets: Optional[Tuple[int, int]]) -> str:
-    """The caption window as HTML with the claim's span wrapped in ``<mark>`` (text escaped)."""
-    if not offsets or not 0 <= offsets[0] < offsets[1] <= len(window):
-        return html.escape(window)
-    s, e = offsets
-    return (html.escape(window[:s]) + '<mark class="capaudit-claim">' + html.escape(window[s:e]) + "</mark>"
-            + html.escape(window[e:]))
-
-
-def load_image(path: Optional[str], max_side: int = MAX_IMAGE_SIDE) -> Optional[bytes]:
-    """JPEG bytes of the image scaled to at most ``max_side`` pixels; ``None`` if missing or unreadable."""
-    if not path:
-        return None
-    try:
-        from PIL import Image
-
-        with Image.open(path) as im:
-            im = im.convert("RGB")
-            im.thumbnail((max_side, max_side))
-            buf = io.BytesIO()
-            im.save(buf, format="JPEG", quality=85)
-            return buf.getvalue()
-    except Exception:  # missing, unreadable, not an image: offer image_unavailable instead
-        return None
-
-
 def annotator_message(exc: InputError) -> str:
     """A refusal in the annotator's words (the field's message of the guidance; never a field name)."""
     return load_guidance().message(exc.field, getattr(exc, "message", ""))
@@ -214,7 +188,8 @@ class AnnotationApp:
         self.session: Optional[AnnotatorSession] = None
         self.keys = KeyCapture(hint="")
         self.keys.on_msg(self._on_msg)
-        self.title = W.HTML("<h2>Claim verification</h2>")
+        self.rehearsal = study.rehearsal_of is not None
+        self.title = W.HTML(self._title())
         self.where = W.HTML("")
         self.bar = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="220px", display="none"))
         self.help_btn = W.ToggleButton(value=False, description="Instructions", icon="question-circle",
@@ -227,7 +202,9 @@ class AnnotationApp:
         header.add_class("capaudit-header")
         self.status = W.HTML("")
         self.body = W.VBox([])
-        self.root = W.VBox([header, self.help_panel, self.body, self.status, self.keys])
+        banner = W.HTML('<div class="capaudit-rehearsal"><b>REHEARSAL (participant test)</b>: your answers are stored '
+                        "apart and discarded; they never count in the study.</div>" if self.rehearsal else "")
+        self.root = W.VBox([header, banner, self.help_panel, self.body, self.status, self.keys])
         self.root.add_class("capaudit-annotator")
         self.screen_token = ""
         self.shown_at = 0.0
@@ -246,6 +223,10 @@ class AnnotationApp:
         self._show_login()
         if invite_code:
             self.login(invite_code)
+
+    def _title(self, pseudonym: str = "") -> str:
+        who = f" · {_e(pseudonym)}" if pseudonym else ""
+        return f"<h2>Claim verification{who}{' · REHEARSAL' if self.rehearsal else ''}</h2>"
 
     # -- guidance --------------------------------------------------------------------------------------
     def _instructions_html(self) -> str:
@@ -326,7 +307,7 @@ class AnnotationApp:
             msg = ("Please enter your invite code." if not (invite_code or "").strip() else annotator_message(exc))
             self._show_login(msg, typed=invite_code or "")
             return False
-        self.title.value = f"<h2>Claim verification · {_e(self.session.pseudonym)}</h2>"
+        self.title.value = self._title(self.session.pseudonym)
         self.status.value = ""
         if self.session.needs_consent():
             self._show_consent()
@@ -510,8 +491,7 @@ class AnnotationApp:
         if t.phase == "pair":
             right.append(W.HTML(f'<div class="capaudit-caption"><b>Caption:</b> {_e(v.caption_window or "")}</div>'))
         else:
-            right.append(W.HTML(f'<div class="capaudit-claimbox">Claim: <b class="capaudit-claimtext">'
-                                f"{_e(v.claim)}</b></div>"))
+            right.append(W.HTML(claim_html(v.claim)))
         if t.phase == "caption" and v.category:
             right.append(W.HTML(f'<div class="capaudit-claimbox">Claim type: <i>{_e(v.category.replace("_", " "))}'
                                 f"</i></div>{self._type_help(v.category)}"))
