@@ -319,3 +319,39 @@ def test_vlm_server_card_names_the_random_vision_model(vlm_url) -> None:
     assert card["id"] == MODEL and card["max_model_len"] == 2048
     declared = json.loads((Path(card["root"]) / "capaudit_model.json").read_text())
     assert declared["kind"] == KIND and declared["image_tokens_per_image"] == 49
+
+
+def test_vlm_server_judges_stage_tables_name_the_test_model(vlm_url, coco, tmp_path) -> None:
+    """The judges stage with a judge the params file calls a real judge, served by the test VLM: its
+    table row is labelled by the recorded card and the table carries the random-vision caveat. Short
+    captions (one or two claims each) keep the weak model's JSON within its tokens."""
+    import yaml
+
+    from capaudit.config import load_config
+    from capaudit.judges.stage import run
+    from capaudit.paper.stage_tables import stage_table
+    from capaudit.paper.table_model import CAVEATS
+
+    images = [str(Path(coco.images[i].path).resolve()) for i in sorted(coco.images)[:4]]
+    surfaces = []
+    for n, role, words in (("short_a", "ours", ("a dog", "a red bus", "a cat", "two people")),
+                           ("short_b", "ref", ("a table", "a green tree", "a man", "a white plate"))):
+        path = tmp_path / f"{n}.jsonl"
+        path.write_text("".join(json.dumps({"image_id": i, "caption": w, "image_path": im}) + "\n"
+                                for i, (w, im) in enumerate(zip(words, images))))
+        surfaces.append({"name": n, "label": n, "role": role, "source": "jsonl", "path": str(path)})
+    params = {"run": "vlm_judges", "judges": {
+        "extractor": "capaudit-heuristic-extractor", "budget": 64, "image_mode": "file", "max_tokens": 768,
+        "judges": [{"name": "qwen", "model": MODEL, "url": vlm_url, "label": "Qwen3.5 judge (as the params say)"}],
+        "slices": [{"name": "COCO-MINI", "surfaces": surfaces}], "reps": 50, "seed": 0, "concurrency": 4}}
+    path = tmp_path / "vlm_judges.yaml"
+    path.write_text(yaml.safe_dump(params))
+    cfg = load_config(path, out_root=tmp_path / "out")
+    res = run(cfg)
+    rows_file = cfg.out_dir / "artifacts" / "tables" / "judges_summary.json"
+    data = json.loads(rows_file.read_text())
+    assert data["meta"]["judge_kinds"] == {"qwen": [KIND]} and data["meta"]["offline_judges"] == ["qwen"]
+    assert {r["judge_label"] for r in data["rows"]} == {res["layout"].judge("qwen").label}
+    assert "random-vision test VLM" in data["rows"][0]["judge_label"]  # not the name the params gave it
+    table = stage_table(rows_file, cfg.out_dir)  # the table the paper and the HTML report render
+    assert table.caveats == ("random-vision test model",) and CAVEATS[table.caveats[0]]
