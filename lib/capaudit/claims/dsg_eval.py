@@ -431,9 +431,14 @@ class ServedExtraction:
         return any(c.get("kind") != "real" for c in self.cards)
 
 
+#: requests in flight, and the in-process server's worker threads (concurrent requests share one
+#: spaCy batch in the stand-in, :class:`capaudit.standins.batching.MicroBatcher`)
+IN_PROCESS_CONCURRENCY = 32
+
+
 def extract_served(texts: Mapping[str, str], store_dir: Path, model: str = DEFAULT_MODEL, url: Optional[str] = None,
-                   concurrency: int = 8, timeout: float = 240.0, workers: int = 1,
-                   surface: str = SURFACE) -> ServedExtraction:
+                   concurrency: int = IN_PROCESS_CONCURRENCY, timeout: float = 240.0,
+                   workers: int = IN_PROCESS_CONCURRENCY, surface: str = SURFACE) -> ServedExtraction:
     """Ask ``model`` for the claimed units of every prompt through the model-call layer: one claims
     request per prompt (the claims stage's request builder; the full prompt, no window), answered by
     :func:`capaudit.llm.client.run_requests` into the resumable store ``store_dir/responses.jsonl``,
@@ -487,7 +492,8 @@ def extract_served(texts: Mapping[str, str], store_dir: Path, model: str = DEFAU
 
 def run_dsg_eval(artifacts: Path, detail_dir: Optional[Path] = None, dsg_path: Optional[Path] = None,
                  model: str = DEFAULT_MODEL, url: Optional[str] = None, store_dir: Optional[Path] = None,
-                 lemmatizer: Optional[Lemmatizer] = None, concurrency: int = 8) -> Tuple[EvalResult, Dict[str, Path]]:
+                 lemmatizer: Optional[Lemmatizer] = None,
+                 concurrency: int = IN_PROCESS_CONCURRENCY) -> Tuple[EvalResult, Dict[str, Path]]:
     """Evaluate the served extractor ``model`` (default: the heuristic extractor, answered by ``capaudit
     serve`` in this process; or the model at ``url``) on DSG-1k through the model-call layer
     (:func:`extract_served`; requests and responses in ``store_dir``, default

@@ -28,7 +28,7 @@ def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, An
     elif kind in ("claims", "offline"):
         # the offline stand-in, answered by capaudit serve in this process through the model-call layer;
         # its answers stay in the parser's temporary store (the artifacts are the same bytes run to run)
-        parser = offline_parser(concurrency=int(section.get("concurrency", 8)))
+        parser = offline_parser()
     else:
         raise InputError(f"detail.parser must be 'claims' or 'llm', got {kind!r}", field="detail.parser")
     g = section.get("grounding", "coco_mini")

@@ -32,6 +32,11 @@ from .graph import SceneGraph
 from .indexed_graph import build_indexed_request
 from .parsers import OFFLINE_PARSER_NAME, LLMSceneGraphParser, ParseResult, SceneGraphParser
 
+#: requests in flight to the in-process server, and its worker threads: concurrent requests share
+#: one spaCy batch in the stand-in (:class:`capaudit.standins.batching.MicroBatcher`)
+IN_PROCESS_CONCURRENCY = 32
+
+
 def _stop(stack: ExitStack, tmp: Optional[str]) -> None:
     try:
         stack.close()
@@ -44,15 +49,16 @@ class ServedSceneGraphParser:
     """The scene graphs of a served parser (default: the offline stand-in), through the model-call layer.
 
     ``url``: an OpenAI-compatible server serving ``model``; default: ``capaudit serve`` in this
-    process, started on first use and stopped with the parser (or at exit). ``store``: a response
+    process (``server_workers`` threads), started on first use and stopped with the parser (or at
+    exit); ``concurrency`` requests are in flight at a time. ``store``: a response
     store file (resumable: answered captions are not asked again); default: a temporary folder of
     this parser, one file per :meth:`parse_many` call. ``name``, ``label`` and ``version`` come from
     the model card the server declares, :attr:`answered_by` from the cards the client recorded.
     """
 
     def __init__(self, model: str = OFFLINE_PARSER_NAME, url: Optional[str] = None,
-                 store: Union[str, Path, None] = None, concurrency: int = 8, timeout: float = 240.0,
-                 server_workers: int = 1):
+                 store: Union[str, Path, None] = None, concurrency: int = IN_PROCESS_CONCURRENCY,
+                 timeout: float = 240.0, server_workers: int = IN_PROCESS_CONCURRENCY):
         self.model = model
         self.name = model
         self.url = url

@@ -43,6 +43,7 @@ schema).
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -782,21 +783,32 @@ def link_parents(units: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
 
 
 # --- backend ---------------------------------------------------------------------------------
+#: held while the shared spaCy pipeline runs (the claims and scene-graph backends share it)
+NLP_LOCK = threading.RLock()
+
+
 class ExtractorBackend:
     """``capaudit serve`` backend: reads ``caption_id=``/``caption=`` from the user message and
-    answers ``{"caption_id", "claimed_units"}`` JSON. The spaCy pipeline loads on first use."""
+    answers ``{"caption_id", "claimed_units"}`` JSON. The spaCy pipeline loads on first use; requests
+    answered at the same time (``capaudit serve --workers N``) share one ``extract_many`` batch
+    (:class:`~capaudit.standins.batching.MicroBatcher`; the units of a caption do not depend on it)."""
 
     def __init__(self, extractor: Optional[HeuristicExtractor] = None):
+        from .batching import MicroBatcher
+
         self._extractor = extractor
+        self._batcher = MicroBatcher(lambda texts: self.extractor.extract_many(list(texts)), lock=NLP_LOCK)
 
     @property
     def extractor(self) -> HeuristicExtractor:
         if self._extractor is None:
-            self._extractor = HeuristicExtractor()
+            with NLP_LOCK:
+                if self._extractor is None:
+                    self._extractor = HeuristicExtractor()
         return self._extractor
 
     def answer(self, caption_id: str, caption: str, parent_links: bool = False) -> Dict[str, Any]:
-        units = self.extractor.extract(caption)
+        units = self._batcher(caption)
         return {"caption_id": caption_id, "claimed_units": link_parents(units) if parent_links else units}
 
     def __call__(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:

@@ -186,16 +186,30 @@ class OfflineSceneGraphParser:
 
 
 class SceneGraphBackend:
-    """Answers scene-graph requests with the offline parser (reads ``caption=`` from the user message)."""
+    """Answers scene-graph requests with the offline parser (reads ``caption=``, or ``caption_json=``
+    for the indexed form, from the user message). Requests answered at the same time (``capaudit
+    serve --workers N``) share one ``parse_many`` batch (:class:`~capaudit.standins.batching.MicroBatcher`;
+    the graph of a caption does not depend on it)."""
 
     def __init__(self, parser: Optional[OfflineSceneGraphParser] = None):
+        from .batching import MicroBatcher
+        from .claims_extractor import NLP_LOCK
+
         self._parser = parser
+        self._lock = NLP_LOCK
+        self._batcher = MicroBatcher(lambda texts: [r.graph for r in self.parser.parse_many(list(texts))], lock=NLP_LOCK)
 
     @property
     def parser(self) -> OfflineSceneGraphParser:
         if self._parser is None:
-            self._parser = OfflineSceneGraphParser()
+            with self._lock:
+                if self._parser is None:
+                    self._parser = OfflineSceneGraphParser()
         return self._parser
+
+    def graph(self, caption: str) -> SceneGraph:
+        """The offline parser's graph of ``caption`` (batched with concurrent requests)."""
+        return self._batcher(caption)
 
     def __call__(self, messages: List[Dict[str, Any]], payload: Dict[str, Any]) -> str:
         from capaudit.claims.prompts import parse_user_prompt, user_message_text
@@ -204,9 +218,9 @@ class SceneGraphBackend:
 
         text = user_message_text(messages)
         if is_indexed_request(requested_schema(payload)):  # the graph's own JSON form, caption as given
-            return dumps_bytes(indexed_answer(self.parser.parse(read_indexed_request(text)))).decode("utf-8")
+            return dumps_bytes(indexed_answer(self.graph(read_indexed_request(text)))).decode("utf-8")
         _, caption = parse_user_prompt(text)
-        return dumps_bytes(graph_to_llm(self.parser.parse(caption))).decode("utf-8")
+        return dumps_bytes(graph_to_llm(self.graph(caption))).decode("utf-8")
 
 
 DEFAULT_BACKEND = SceneGraphBackend()
