@@ -106,7 +106,10 @@ def test_lifecycle_commands_print_the_database(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "exp" / "human_study_export.json").is_file()
     assert main(["human", "adjudicate", *d, "--list"]) == 0
     assert main(["human", "adjudicate", *d, "--item", "x"]) == 1
-    assert main(["human", "serve", *d, "--dry-run", "--port", "8899"]) == 0
+    capsys.readouterr()
+    assert main(["human", "serve", *d, "--dry-run", "--port", "8899"]) == 1  # a real study without its launch seal
+    assert "not sealed for launch" in capsys.readouterr().err
+    assert main(["human", "serve", *d, "--dry-run", "--port", "8899", "--allow-unsealed"]) == 0
     out = capsys.readouterr()
     assert "http://127.0.0.1:8899/" in out.err and "--Voila.ip=127.0.0.1" in out.out
     assert main(["human", "close", *d]) == 0

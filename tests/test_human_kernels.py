@@ -73,7 +73,7 @@ def test_printed_voila_command_runs_in_bash_as_printed(tmp_path: Path, capsys: p
 
     st, _, _ = fixture_study(tmp_path, n_images=4, humans=1, labels_per_item=1, claims_per_stratum=1)
     st.close()
-    assert main(["human", "serve", "--db", str(st.path), "--dry-run", "--port", "8899"]) == 0
+    assert main(["human", "serve", "--db", str(st.path), "--dry-run", "--port", "8899", "--allow-unsealed"]) == 0
     line = capsys.readouterr().out.strip()
     assert "'--VoilaConfiguration.file_allowlist=(?!)'" in line
     # bash parses the printed line into exactly the argument list voila gets
