@@ -17,6 +17,9 @@ from typing import Any, Dict, List, Tuple
 from ..argtypes import nonnegative_int, numbers_in, positive_int
 from ..io.atomic import check_output_path, write_text_atomic
 
+# probe options left out take the defaults of capaudit.embed.probe.ProbeParams (ProbeParams.from_args)
+UNSET = argparse.SUPPRESS
+
 
 def _name_value(text: str) -> Tuple[str, str]:
     name, sep, value = text.partition("=")
@@ -53,21 +56,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--prefix", default="", help="text prepended to every caption and prompt (e.g. 'query: ')")
     pr.add_argument("--caption-field", default=None, help="caption column of the surfaces (default: auto-detect)")
     pr.add_argument("--pool-field", default="prompt", help="text field of the pool files (default: prompt)")
-    pr.add_argument("--max-records", type=positive_int, default=None,
+    pr.add_argument("--max-records", type=positive_int, default=UNSET,
                     help="reservoir-sample this many captions per surface (seeded)")
-    pr.add_argument("--max-pool-records", type=positive_int, default=None,
+    pr.add_argument("--max-pool-records", type=positive_int, default=UNSET,
                     help="reservoir-sample this many prompts per pool (default: --max-records)")
-    pr.add_argument("--seed", type=nonnegative_int, default=0)
-    pr.add_argument("--block-size", type=positive_int, default=4096, help="Vendi block size (default 4096)")
-    pr.add_argument("--blocks", type=positive_int, default=64, help="Vendi random blocks (default 64)")
-    pr.add_argument("--vendi-mode", choices=("random", "partition"), default="random")
-    pr.add_argument("--max-rows", type=positive_int, default=100_000, help="rows for the spectrum (default 100000)")
-    pr.add_argument("--k", type=positive_int, default=10, help="k of Coverage/Density@k (default 10)")
-    pr.add_argument("--max-gallery", type=positive_int, default=20_000)
-    pr.add_argument("--max-query", type=positive_int, default=10_000)
-    pr.add_argument("--thresholds", type=numbers_in(-1, 1, "cosines"), default=None,
+    pr.add_argument("--seed", type=nonnegative_int, default=UNSET, help="sampling seed (default 0)")
+    pr.add_argument("--block-size", dest="vendi_block_size", type=positive_int, default=UNSET, help="Vendi block size (default 4096)")
+    pr.add_argument("--blocks", dest="vendi_blocks", type=positive_int, default=UNSET, help="Vendi random blocks (default 64)")
+    pr.add_argument("--vendi-mode", choices=("random", "partition"), default=UNSET, help="default random")
+    pr.add_argument("--max-rows", type=positive_int, default=UNSET, help="rows for the spectrum (default 100000)")
+    pr.add_argument("--k", type=positive_int, default=UNSET, help="k of Coverage/Density@k (default 10)")
+    pr.add_argument("--max-gallery", type=positive_int, default=UNSET, help="default 20000")
+    pr.add_argument("--max-query", type=positive_int, default=UNSET, help="default 10000")
+    pr.add_argument("--thresholds", type=numbers_in(-1, 1, "cosines"), default=UNSET,
                     help="kNN max-cosine thresholds in [-1, 1] (default 0.60..0.90)")
-    pr.add_argument("--batch-size", type=positive_int, default=64)
+    pr.add_argument("--batch-size", type=positive_int, default=UNSET, help="default 64")
     pr.add_argument("--cache-dir", default=None, help="embedding cache (default $CAPAUDIT_CACHE/embeddings)")
     pr.add_argument("--with-spectrum", action="store_true", help="keep the eigenvalues and per-block Vendi in the output")
     pr.add_argument("--out", default="-", help="output JSON (default stdout)")
@@ -104,10 +107,8 @@ def _emit(obj: Any, out: str) -> None:
 
 def _probe(args: argparse.Namespace) -> int:
     from ..errors import InputError
-    from ..prompts.io import iter_prompt_records
-    from ..surfaces import LoadStats, iter_captions
     from .encoders import load_text_encoder
-    from .probe import ProbeParams, probe, sample_texts
+    from .probe import ProbeParams, probe, sample_pool, sample_surface
 
     if args.out != "-":
         check_output_path(args.out)
@@ -115,21 +116,10 @@ def _probe(args: argparse.Namespace) -> int:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InputError(f"names given twice: {', '.join(dup)}", field="--surface/--pool")
-    params = ProbeParams(seed=args.seed, max_records=args.max_records, max_pool_records=args.max_pool_records,
-                         batch_size=args.batch_size,
-                         vendi_block_size=args.block_size, vendi_blocks=args.blocks, vendi_mode=args.vendi_mode,
-                         max_rows=args.max_rows, k=args.k, max_gallery=args.max_gallery, max_query=args.max_query,
-                         **({"thresholds": args.thresholds} if args.thresholds else {}))
-    surfaces = {}
-    for name, path in args.surface:
-        stats = LoadStats()
-        ts = sample_texts(name, (r.caption for r in iter_captions({"file": path}, caption_field=args.caption_field,
-                                                                   stats=stats)),
-                          params.max_records, params.seed, source=path)
-        ts.empty_skipped += stats.rows_empty_caption
-        surfaces[name] = ts
-    pools = {name: sample_texts(name, iter_prompt_records(path, args.pool_field), params.pool_records, params.seed,
-                                source=path) for name, path in args.pool}
+    params = ProbeParams.from_args(args)
+    surfaces = {name: sample_surface(params, name, {"file": path}, path, caption_field=args.caption_field)
+                for name, path in args.surface}
+    pools = {name: sample_pool(params, name, path, path, args.pool_field) for name, path in args.pool}
     for name, path in args.surface:  # sizes the metrics need, checked before a model is loaded
         n = len(surfaces[name].texts)
         if n < 2:

@@ -1,5 +1,5 @@
-"""Settings and inputs of the encoder-probe stages: surface names, integer settings (errors name the
-key), a surface's captions and the image-caption pairs of the retrieval block."""
+"""Inputs of the encoder-probe stages: surface names, integer settings (errors name the key) and the
+image-caption pairs of the retrieval block."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from capaudit.errors import InputError
 
 
-def surface_names(section: Mapping[str, Any], key: str, known: Sequence[str], where: str) -> List[str]:
-    """``section[key]`` (default: every declared surface), each a surface declared under ``surfaces``."""
-    names = section.get(key, list(known))
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InputError(f"{where}.{key}: expected a list of names, got {names!r}", field=key)
+def surface_names(names: Optional[Sequence[str]], known: Sequence[str], key: str, where: str) -> List[str]:
+    """``names`` (default: every declared surface), each a surface declared under ``surfaces``."""
+    names = list(known) if names is None else list(names)
     for n in names:
         if n not in known:
             raise InputError(f"{where}.{key}: surface {n!r} is not declared under 'surfaces' "
@@ -33,23 +31,12 @@ def int_setting(section: Mapping[str, Any], key: str, default: Optional[int], mi
     return v
 
 
-def read_surface(spec: Mapping[str, Any]) -> Dict[str, Any]:
-    """A surface's captions (the surfaces loader) and its row counts."""
-    from capaudit.surfaces import LoadStats, iter_captions
-
-    stats = LoadStats()
-    caps = [r.caption for r in iter_captions(spec, stats=stats)]
-    return {"captions": caps, "rows": stats.rows, "empty_skipped": stats.rows_empty_caption,
-            "blank": stats.rows_blank_caption, "rows_missing_caption_field": stats.rows_missing_field}
-
-
-def retrieval_pairs(section: Mapping[str, Any], where: str) -> Dict[str, List[Dict[str, Any]]]:
-    """Per surface of ``embed_probes.retrieval.surfaces``: image path and caption rows (COCO-MINI captions
-    of one rank, or an aligned JSONL file)."""
+def retrieval_pairs(items: Sequence[Mapping[str, Any]], where: str) -> Dict[str, List[Dict[str, Any]]]:
+    """Per surface of ``embed_probes.retrieval.surfaces`` (``items``): image path and caption rows
+    (COCO-MINI captions of one rank, or an aligned JSONL file)."""
     from capaudit.embed.retrieval import coco_mini_pairs
     from capaudit.surfaces.readers import iter_json_lines
 
-    items = section.get("surfaces") or [{"name": "coco_a", "coco_mini_rank": 0}, {"name": "coco_b", "coco_mini_rank": 1}]
     pairs: Dict[str, List[Dict[str, Any]]] = {}
     for i, it in enumerate(items, start=1):
         if not isinstance(it, Mapping) or not it.get("name"):
@@ -65,4 +52,4 @@ def retrieval_pairs(section: Mapping[str, Any], where: str) -> Dict[str, List[Di
     return pairs
 
 
-__all__ = ["int_setting", "read_surface", "retrieval_pairs", "surface_names"]
+__all__ = ["int_setting", "retrieval_pairs", "surface_names"]

@@ -44,6 +44,11 @@ class ProbeParams:
     thresholds: Tuple[float, ...] = KNN_THRESHOLDS
     percentiles: Tuple[float, ...] = KNN_PERCENTILES
 
+    #: The params-section keys these settings are read from (nested blocks included).
+    SECTION_KEYS = ("seed", "max_records", "max_pool_records", "batch_size", "shard_size", "vendi_block_size",
+                    "vendi_blocks", "vendi_mode", "max_rows", "k", "max_gallery", "max_query", "thresholds",
+                    "percentiles", "vendi", "support", "geometry", "knn")
+
     @classmethod
     def from_mapping(cls, m: Mapping[str, Any], where: str = "embed_probes") -> "ProbeParams":
         """Params from a mapping (a params-file section); unknown keys and bad values name the key."""
@@ -65,6 +70,16 @@ class ProbeParams:
                 flat[k] = tuple(float(x) for x in flat[k])
         p = cls(**flat)
         p.validate(where)
+        return p
+
+    @classmethod
+    def from_args(cls, args: Any) -> "ProbeParams":
+        """From the ``capaudit embed probe`` options; an option not given takes the default here."""
+        given = {k: getattr(args, k) for k in cls.__dataclass_fields__ if hasattr(args, k)}
+        if given.get("thresholds") is not None:
+            given["thresholds"] = tuple(float(x) for x in given["thresholds"])
+        p = cls(**given)
+        p.validate("capaudit embed probe")
         return p
 
     def validate(self, where: str = "embed_probes") -> None:
@@ -129,6 +144,26 @@ def sample_texts(name: str, texts: Iterable[Optional[str]], max_records: Optiona
         raise EmptyInputError(f"{name!r}: no non-empty text to embed ({read} read, {empty} empty)",
                               path=source or None, field=None if source else name)
     return TextSet(name, [t for _, t in rows], [str(i) for i, _ in rows], read, empty, source)
+
+
+def sample_surface(params: ProbeParams, name: str, spec: Any, source: str,
+                   caption_field: Optional[str] = None) -> TextSet:
+    """A caption surface (spec or file) streamed through the surfaces loader and reservoir-sampled
+    (``params.max_records``, ``params.seed``); empty or null captions are counted as skipped."""
+    from capaudit.surfaces import LoadStats, iter_captions
+
+    stats = LoadStats()
+    ts = sample_texts(name, (r.caption for r in iter_captions(spec, caption_field=caption_field, stats=stats)),
+                      params.max_records, params.seed, source=source)
+    ts.empty_skipped += stats.rows_empty_caption
+    return ts
+
+
+def sample_pool(params: ProbeParams, name: str, path: PathLike, source: str, field: Optional[str] = None) -> TextSet:
+    """A prompt pool file reservoir-sampled (``params.pool_records``, ``params.seed``)."""
+    from capaudit.prompts.io import iter_prompt_records
+
+    return sample_texts(name, iter_prompt_records(path, field), params.pool_records, params.seed, source=source)
 
 
 def _embed(ts: TextSet, encoder: Any, cache_dir: Optional[PathLike], p: ProbeParams) -> Tuple[np.ndarray, Dict[str, Any]]:
@@ -217,5 +252,5 @@ def support_rows(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
     return rows
 
 
-__all__ = ["ProbeParams", "TextSet", "probe", "sample_texts", "summary_rows", "support_probe", "support_rows",
+__all__ = ["ProbeParams", "TextSet", "probe", "sample_pool", "sample_surface", "sample_texts", "summary_rows", "support_probe", "support_rows",
            "surface_probe"]

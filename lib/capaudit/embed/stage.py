@@ -51,6 +51,7 @@ from what these functions return.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -59,53 +60,63 @@ import pandas as pd
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic
+from capaudit.results import StageResult
 from capaudit.summaries.table_rows import write_table_rows
 
-from .inputs import int_setting, read_surface, retrieval_pairs, surface_names
+from .inputs import retrieval_pairs, surface_names
 from .numbers import probe_numbers, truncation_numbers
+from .params import DEFAULT_ENCODERS, PROBES_SECTION, TRUNCATION_SECTION, ProbesParams, RetrievalParams, TruncationParams
 from .table_rows import encoder_rows, retrieval_rows, truncation_curve_rows, window_rows
-
-TRUNCATION_SECTION = "encoder_truncation"
-PROBES_SECTION = "embed_probes"
-DEFAULT_ENCODERS = ("clip77", "longclip248", "gemma3", "siglip_so400m", "siglip2_so400m", "t5_xxl")
 
 
 # --- truncation -----------------------------------------------------------------------------------
 
-def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
+@dataclass(frozen=True, eq=False)
+class TruncationResult(StageResult):
+    """What :func:`run_truncation` wrote: results by surface, the tables (frames and rows files), curves."""
+
+    results: Dict[str, Any]
+    table: pd.DataFrame
+    windows_table: pd.DataFrame
+    curves: List[Dict[str, Any]]
+    unavailable: Dict[str, str]
+    tables: Dict[str, Any]
+    encoders: Dict[str, int]
+
+
+@dataclass(frozen=True, eq=False)
+class ProbesResult(StageResult):
+    """What :func:`run_probes` wrote: the probe result, its tables, spectra, model and retrieval."""
+
+    result: Dict[str, Any]
+    summary: pd.DataFrame
+    support: pd.DataFrame
+    spectra: Dict[str, Any]
+    model: Dict[str, Any]
+    support_rows: List[Dict[str, Any]]
+    retrieval: Optional[Dict[str, Any]]
+    retrieval_table: pd.DataFrame
+
+
+def run_truncation(cfg: RunConfig) -> TruncationResult:
     """Encoder-token truncation survey of the run's surfaces (module docstring; spec §8.3)."""
-    from capaudit.engine.executors import engine_from_params
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
     from capaudit.surfaces.stage import surface_specs
     from capaudit.surfaces.surface import resolve_sources
-    from capaudit.text.sharding import spec_shards as _spec_shards
-    from capaudit.text.truncation import (CLIP_CLEANING, DEFAULT_CLIP_CLEAN, DEFAULT_EMPTY, EMPTY_CONVENTIONS,
-                                          check_clip_clean, check_empty, finalize_part, load_counters,
-                                          with_empty_captions,
-                                          resolve_encoder, survey_input, survey_texts)
+    from capaudit.text.sharding import spec_shards
+    from capaudit.text.truncation import (CLIP_CLEANING, EMPTY_CONVENTIONS, finalize_part, load_counters,
+                                          resolve_encoder, survey_source, with_empty_captions)
 
     where = f"{cfg.path}: {TRUNCATION_SECTION}"
-    section = cfg.section(TRUNCATION_SECTION, required=False)
-    eng = engine_from_params(section, where)
+    tp = TruncationParams.from_section(cfg.section(TRUNCATION_SECTION, required=False), cfg.path)
     specs = surface_specs(cfg)
-    names = surface_names(section, "surfaces", list(specs), where)
-    enc_names = section.get("encoders", list(DEFAULT_ENCODERS))
-    paths = section.get("tokenizer_paths") or {}
-    lengths = section.get("max_length") or {}
-    on_unavailable = section.get("on_unavailable", "skip")
-    if on_unavailable not in ("skip", "error"):
-        raise InputError(f"{where}.on_unavailable must be 'skip' or 'error', got {on_unavailable!r}",
-                         field="on_unavailable")
-    windows = section.get("windows", [64])
-    if not isinstance(windows, list) or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in windows):
-        raise InputError(f"{where}.windows: expected a list of positive integers, got {windows!r}", field="windows")
-    curve_max = int_setting(section, "curve_max", 512, 1, where)
-    clean = check_clip_clean(section.get("clip_clean", DEFAULT_CLIP_CLEAN), field=f"{where}.clip_clean")
-    empty = check_empty(section.get("empty", DEFAULT_EMPTY), field=f"{where}.empty")
-    encs = [resolve_encoder(n, paths.get(n), lengths.get(n), clean=clean) for n in enc_names]
-    counters, unavailable = load_counters(encs, on_unavailable)
+    names = surface_names(tp.surfaces, list(specs), "surfaces", where)
+    clean, empty = tp.clip_clean, tp.empty
+    encs = [resolve_encoder(n, tp.tokenizer_paths.get(n), tp.max_length.get(n), clean=clean) for n in tp.encoders]
+    counters, unavailable = load_counters(encs, tp.on_unavailable)
     if not counters:
         raise InputError(f"{where}: no encoder could be loaded ({'; '.join(unavailable.values())})", field="encoders")
+    windows, curve_max = list(tp.windows), tp.curve_max
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "encoder_truncation"
     art.mkdir(parents=True, exist_ok=True)
@@ -121,27 +132,11 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     curves: List[Dict[str, Any]] = []
     for name in names:
         spec = specs[name]
-        files = _spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) else None
-        part = None
-        if files is not None:  # JSONL / Parquet: shards on the configured engine (exact histograms)
-            try:
-                part = survey_input(files, counters, budgets, engine=eng["engine"], workers=eng["workers"],
-                                    address=eng["address"], shards=eng["shards"], caption_field=spec.get("caption_field"),
-                                    on_missing=spec.get("on_missing", "error"))
-            except Exception:  # noqa: BLE001 - locally, the surfaces loader below reports bad input canonically
-                if eng["engine"] != "local":
-                    raise
-                part = None
-            else:
-                inp = {"rows": part.load["rows"],
-                       "null_caption": part.load["rows_empty_caption"] - part.load["rows_blank_caption"],
-                       "rows_missing_caption_field": part.load["rows_missing_field"]}
-        if part is None:  # other formats (or bad input) stream through the surfaces loader on this machine
-            src = read_surface(spec)
-            part = survey_texts(src["captions"], counters, budgets, workers=eng["workers"])
-            part.empty_after_strip += src["blank"]  # the loader drops them; counted here
-            inp = {"rows": src["rows"], "null_caption": src["empty_skipped"] - src["blank"],
-                   "rows_missing_caption_field": src["rows_missing_caption_field"]}
+        files = spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) else None
+        cf, om = (spec.get("caption_field"), spec.get("on_missing", "error")) if files is not None else (None, "error")
+        part, stats = survey_source(counters, budgets, spec, files, engine=tp.engine, caption_field=cf, on_missing=om)
+        inp = {"rows": stats.rows, "null_caption": stats.rows_empty_caption - stats.rows_blank_caption,
+               "rows_missing_caption_field": stats.rows_missing_field}
         res = finalize_part(part, counters, unavailable, empty)
         res["surface"] = name
         res["input"].update(inp)
@@ -171,9 +166,8 @@ def run_truncation(cfg: RunConfig) -> Dict[str, Any]:
     write_json_atomic(art / "summary.json", summary)
     write_numbers_fragment(dirs["artifacts"], "encoder_truncation", truncation_numbers(rows, empty),
                            backend="; ".join(sorted({c.backend for c in counters.values()})))
-    return {"results": results, "table": pd.DataFrame(rows), "windows_table": pd.DataFrame(win_rows), "curves": curves,
-            "unavailable": unavailable, "tables": tables,
-            "encoders": {k: c.spec.max_length for k, c in counters.items()}}
+    return TruncationResult(results, pd.DataFrame(rows), pd.DataFrame(win_rows), curves, unavailable, tables,
+                            {k: c.spec.max_length for k, c in counters.items()})
 
 
 # --- embedding probes -----------------------------------------------------------------------------
@@ -186,21 +180,22 @@ def _pool_file(art: Path, pool: str, variant: str) -> Path:
     return p
 
 
-def run_retrieval(cfg: RunConfig, section: Mapping[str, Any], dirs: Mapping[str, Path]) -> Dict[str, Any]:
-    """The optional ``embed_probes.retrieval`` block (spec §8.2) on COCO-MINI images or aligned JSONL files."""
-    from capaudit.embed.retrieval import RANDOM_TINY_CLIP, load_clip_scorer, score_surfaces
+def run_retrieval(cfg: RunConfig, section: Any, dirs: Mapping[str, Path]) -> Dict[str, Any]:
+    """The optional ``embed_probes.retrieval`` block (spec §8.2) on COCO-MINI images or aligned JSONL
+    files; ``section`` a :class:`RetrievalParams` (or the block as written)."""
+    from capaudit.config import ParamsSection
+    from capaudit.embed.retrieval import load_clip_scorer, score_surfaces
 
+    rp = section if isinstance(section, RetrievalParams) else RetrievalParams.from_section(
+        ParamsSection.of(section, f"{PROBES_SECTION}.retrieval", cfg.path))
     where = f"{cfg.path}: {PROBES_SECTION}.retrieval"
-    pairs = retrieval_pairs(section, where)
+    pairs = retrieval_pairs(rp.surfaces, where)
     n = min(len(v) for v in pairs.values())
     if n < 2:
         raise InputError(f"{where}.surfaces: retrieval needs at least 2 aligned rows, got {n}", field="surfaces")
     images = [x["image_path"] for x in next(iter(pairs.values()))[:n]]
-    seed = int_setting(section, "seed", 0, 0, where)
-    reps = int_setting(section, "reps", 1000, 1, where)
-    block = int_setting(section, "block", 512, 1, where)
-    max_length = int_setting(section, "max_length", None, 1, where)
-    scorer = load_clip_scorer(str(section.get("model", RANDOM_TINY_CLIP)), max_length, seed=seed)
+    seed, reps, block, max_length = rp.seed, rp.reps, rp.block, rp.max_length
+    scorer = load_clip_scorer(rp.model, max_length, seed=seed)
     res = score_surfaces(scorer, images, {k: [x["caption"] for x in v[:n]] for k, v in pairs.items()},
                          reps=reps, seed=seed, block=block)
     art = dirs["artifacts"] / "embed_probes"
@@ -214,36 +209,26 @@ def run_retrieval(cfg: RunConfig, section: Mapping[str, Any], dirs: Mapping[str,
     return {"result": res, "table": pd.DataFrame(rows)}
 
 
-def run_probes(cfg: RunConfig) -> Dict[str, Any]:
+def run_probes(cfg: RunConfig) -> ProbesResult:
     """Embedding probes of the run's surfaces against prepared prompt pools (module docstring; spec §8.1)."""
     from capaudit.embed.encoders import load_text_encoder
-    from capaudit.embed.probe import ProbeParams, probe, sample_texts, summary_rows, support_rows
-    from capaudit.prompts.io import iter_prompt_records
+    from capaudit.embed.probe import probe, sample_pool, sample_surface, summary_rows, support_rows
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
-    from capaudit.surfaces import LoadStats, iter_captions
     from capaudit.surfaces.stage import surface_specs
 
     where = f"{cfg.path}: {PROBES_SECTION}"
-    section = cfg.section(PROBES_SECTION, required=False)
-    params = ProbeParams.from_mapping(section, where)
+    pp = ProbesParams.from_section(cfg.section(PROBES_SECTION, required=False), cfg.path)
+    params = pp.probe
     specs = surface_specs(cfg)
-    names = surface_names(section, "surfaces", list(specs), where)
+    names = surface_names(pp.surfaces, list(specs), "surfaces", where)
     dirs = cfg.dirs()
-    variant = str(section.get("pool_variant", "filtered"))
-    pool_names = section.get("pools", [])
-    if not isinstance(pool_names, list):
-        raise InputError(f"{where}.pools: expected a list of prepared pool names", field="pools")
-    surfaces = {}
-    for n in names:
-        stats = LoadStats()
-        ts = sample_texts(n, (r.caption for r in iter_captions(specs[n], stats=stats)), params.max_records,
-                          params.seed, source=n)
-        ts.empty_skipped += stats.rows_empty_caption
-        surfaces[n] = ts
-    pools = {q: sample_texts(q, iter_prompt_records(_pool_file(dirs["artifacts"], q, variant)), params.pool_records,
-                             params.seed, source=f"prompt_pools/{q}.{variant}.jsonl") for q in pool_names}
-    encoder = load_text_encoder(section.get("model"), prefix=str(section.get("prefix") or ""))
-    cache_dir = Path(section["cache_dir"]) if section.get("cache_dir") else cfg.out_root / "cache" / "embeddings"
+    variant = pp.pool_variant
+    pool_names = list(pp.pools)
+    surfaces = {n: sample_surface(params, n, specs[n], n) for n in names}
+    pools = {q: sample_pool(params, q, _pool_file(dirs["artifacts"], q, variant), f"prompt_pools/{q}.{variant}.jsonl")
+             for q in pool_names}
+    encoder = load_text_encoder(pp.model, prefix=pp.prefix)
+    cache_dir = pp.cache_dir or cfg.out_root / "cache" / "embeddings"
     result = probe(surfaces, pools, encoder, params=params, cache_dir=cache_dir, keep_vectors=False)
     art = dirs["artifacts"] / "embed_probes"
     write_json_atomic(art / "probes.json", result)
@@ -258,15 +243,14 @@ def run_probes(cfg: RunConfig) -> Dict[str, Any]:
     if supp_rows:
         write_table_rows(dirs["artifacts"], "embedding_support", PROBES_SECTION, supp_rows,
                          function=f"{support_rows.__module__}.support_rows", inputs=inputs, meta=meta)
-    retrieval = run_retrieval(cfg, section["retrieval"], dirs) if section.get("retrieval") else None
+    retrieval = run_retrieval(cfg, pp.retrieval, dirs) if pp.retrieval else None
     numbers = probe_numbers(summ_rows, supp_rows, mlabel, retrieval["result"] if retrieval else None)
     write_numbers_fragment(dirs["artifacts"], "embed_probes", numbers,
                            backend=f"{model['name']} {model['revision']}"
                            + (f"; retrieval {retrieval['result']['model']['name']}" if retrieval else ""))
     spectra = {n: r["spectrum"]["eigenvalues"] for n, r in result["surfaces"].items()}
-    return {"result": result, "summary": pd.DataFrame(summ_rows), "support": pd.DataFrame(supp_rows),
-            "spectra": spectra, "model": model, "support_rows": supp_rows, "retrieval": retrieval,
-            "retrieval_table": retrieval["table"] if retrieval else pd.DataFrame()}
+    return ProbesResult(result, pd.DataFrame(summ_rows), pd.DataFrame(supp_rows), spectra, model, supp_rows, retrieval,
+                        retrieval["table"] if retrieval else pd.DataFrame())
 
 
-__all__ = ["DEFAULT_ENCODERS", "run_probes", "run_retrieval", "run_truncation"]
+__all__ = ["DEFAULT_ENCODERS", "ProbesResult", "TruncationResult", "run_probes", "run_retrieval", "run_truncation"]

@@ -975,6 +975,48 @@ def survey_input(inputs: Any, counters: Mapping[str, Any], budgets: Sequence[Opt
     return part
 
 
+def survey_source(counters: Mapping[str, Any], budgets: Sequence[Optional[int]], spec: Any, shard_inputs: Any = None,
+                  *, engine: Any = None, caption_field: Optional[str] = None, on_missing: str = "error",
+                  max_records: Optional[int] = None, local_only_formats: bool = False) -> Tuple[TruncationPart, Any]:
+    """Token counts of one caption source: ``(part, load stats)`` (the step of ``capaudit
+    encoder-truncation`` and of the encoder-truncation stage).
+
+    ``shard_inputs`` (JSONL / Parquet) are sharded on ``engine`` (a
+    :class:`capaudit.engine.executors.EngineParams`); anything else, or input the sharded reader
+    refuses, streams through the surfaces loader here (whose error is the canonical one); captions
+    blank after strip() that the loader drops are counted in ``part.empty_after_strip``.
+    ``local_only_formats``: a non-local engine refuses such input instead (the CLI's contract).
+    """
+    from capaudit.engine.executors import EngineParams
+    from capaudit.surfaces import LoadStats, iter_captions
+
+    eng = engine or EngineParams()
+    part = None
+    if shard_inputs is not None:
+        try:
+            part = survey_input(shard_inputs, counters, budgets, engine=eng.engine, workers=eng.workers,
+                                address=eng.address, shards=eng.shards, caption_field=caption_field,
+                                on_missing=on_missing)
+        except Exception:  # noqa: BLE001 - locally, the surfaces loader below reports bad input canonically
+            if eng.engine != "local":
+                raise
+            part = None
+        else:
+            stats = LoadStats(**{k: int(part.load.get(k, 0)) for k in ("rows", "rows_without_caption", "records",
+                                                                        "rows_missing_field", "rows_empty_caption",
+                                                                        "rows_blank_caption")})
+    if part is None:
+        if local_only_formats and eng.engine != "local":
+            raise InputError("--engine ray needs JSONL or Parquet input (files, a folder, a glob or an fsspec URL) "
+                             "and no --max-records", path=spec.get("file") if isinstance(spec, dict) else spec)
+        stats = LoadStats()
+        caps = [r.caption for r in iter_captions(spec, caption_field=caption_field, max_records=max_records,
+                                                 stats=stats)]
+        part = survey_texts(caps, counters, budgets, workers=eng.workers)
+        part.empty_after_strip += stats.rows_blank_caption  # the loader drops them; counted here
+    return part, stats
+
+
 def _survey_chunk(texts: Sequence[Optional[str]], specs: Sequence[EncoderSpec],
                   budgets: Sequence[Optional[int]]) -> TruncationPart:
     return survey_part(texts, worker_counters(specs), budgets)

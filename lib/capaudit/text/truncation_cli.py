@@ -59,11 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from ..engine.executors import EngineParams
     from ..errors import InputError
-    from ..surfaces import LoadStats, iter_captions
     from .sharding import shardable
     from .truncation import (TokenizerUnavailable, contract_view, finalize_part, load_counters, resolve_encoder,
-                             survey_input, survey_texts)
+                             survey_source)
 
     if args.out != "-":
         check_output_path(args.out)
@@ -79,30 +79,10 @@ def _main(args: argparse.Namespace) -> int:
     if not counters:
         raise TokenizerUnavailable("no encoder could be loaded: " + "; ".join(unavailable.values() or ["none given"]))
     budgets: List[Optional[int]] = [None, *sorted(set(args.budgets))]
-    part = None
-    if shardable(args.input) and args.max_records is None:
-        try:
-            part = survey_input(args.input, counters, budgets, engine=args.engine, workers=args.workers,
-                                address=args.address, shards=args.shards, caption_field=args.caption_field,
-                                on_missing=args.on_missing)
-        except Exception:  # noqa: BLE001 - locally, the surfaces loader below reports bad input canonically
-            if args.engine != "local":
-                raise
-            part = None
-        else:
-            stats = LoadStats(**{k: int(part.load.get(k, 0)) for k in ("rows", "rows_without_caption", "records",
-                                                                        "rows_missing_field", "rows_empty_caption",
-                                                                        "rows_blank_caption")})
-    if part is None:
-        if args.engine != "local":
-            raise InputError("--engine ray needs JSONL or Parquet input (files, a folder, a glob or an fsspec URL) "
-                             "and no --max-records", path=args.input)
-        stats = LoadStats()
-        spec = {"file": args.input, "on_missing": args.on_missing}
-        caps = [r.caption for r in iter_captions(spec, caption_field=args.caption_field,
-                                                 max_records=args.max_records, stats=stats)]
-        part = survey_texts(caps, counters, budgets, workers=args.workers)
-        part.empty_after_strip += stats.rows_blank_caption  # the loader drops them; counted here
+    shard = args.input if shardable(args.input) and args.max_records is None else None
+    part, stats = survey_source(counters, budgets, {"file": args.input, "on_missing": args.on_missing}, shard,
+                                engine=EngineParams.from_args(args), caption_field=args.caption_field,
+                                on_missing=args.on_missing, max_records=args.max_records, local_only_formats=True)
     out = contract_view(finalize_part(part, counters, unavailable, args.empty))
     out["input"] = {"rows": stats.rows, **{k: out["input"][k] for k in ("records", "empty_after_strip")},
                     "null_caption": stats.rows_empty_caption - stats.rows_blank_caption,
