@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple
 
 from ..config import ParamsSection, PathLike
