@@ -118,6 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .inputs import load_metadata, open_images
     from .policies import load_policy
     from .runner import StoreLayout, recap
+    from .stage import model_revision
 
     check_seconds(args)
     out = check_output_dir(args.out)
@@ -134,11 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not layout.manifest.exists() and not layout.responses.exists():
             raise ValueError(f"--out {out}: refusing to delete a folder that is not a recap store")
         shutil.rmtree(out)
-    revision = args.revision
-    if revision is None:  # the version the server declares (the offline captioner's composition version)
-        from capaudit.llm.cards import model_revision
-
-        revision = model_revision(args.url[0], args.model)
+    revision = model_revision(args.model, args.revision, args.url[0])  # else the version the server declares
     stats = recap(
         inputs, policy, out, args.url, args.model, revision=revision, image_mode=args.image_mode,
         concurrency=args.concurrency, timeout=args.timeout, retries=args.retries, reasks=args.reasks,

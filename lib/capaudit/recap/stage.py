@@ -37,29 +37,29 @@ from __future__ import annotations
 import os
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from capaudit.llm.cards import cards_label
 from capaudit.config import RunConfig
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic
+from capaudit.results import StageResult
 
 from .export import collect, export_surface
+from .params import DEFAULT_MODEL, SECTION, RecapParams
 from .inputs import ImageInput, open_images
 from .pii import mask_pii
 from .policies import load_policy
 from .runner import StoreLayout, recap
 from .summary_rows import recap_numbers, summary_row, write_summary_rows
 
-#: the model when the params name none: the offline captioner (a stand-in) served in process
-DEFAULT_MODEL = "capaudit-offline-coco-captioner"
-
-
-def model_revision(model: str, section: Mapping[str, Any], url: Optional[str] = None) -> Optional[str]:
-    """``recap.revision``; else the version the server at ``url`` declares for ``model`` (the offline
-    captioner's composition version; hashed into ids); else ``None``."""
-    if section.get("revision") is not None:
-        return str(section["revision"])
+def model_revision(model: str, revision: Optional[str], url: Optional[str] = None) -> Optional[str]:
+    """``revision`` (``recap.revision``, ``--revision``); else the version the server at ``url``
+    declares for ``model`` (the offline captioner's composition version; hashed into ids); else ``None``."""
+    if revision is not None:
+        return str(revision)
     if url:
         from capaudit.llm.cards import model_revision as declared_revision
 
@@ -71,11 +71,8 @@ def surface_name(prefix: str, policy: str) -> str:
     return f"{prefix}_{policy.replace('-', '_')}"
 
 
-def resolve_inputs(section: Mapping[str, Any], cfg_path: Any, context_fields: Sequence[str] = ()) -> List[ImageInput]:
+def resolve_inputs(items: Sequence[Any], cfg_path: Any, context_fields: Sequence[str] = ()) -> List[ImageInput]:
     """``recap.inputs`` → image inputs (registry folders are fetched and sha256-checked)."""
-    items = section.get("inputs")
-    if not isinstance(items, list) or not items:
-        raise InputError("must be a non-empty list of {dataset, path} or {file}", path=cfg_path, field="recap.inputs")
     out = []
     for i, item in enumerate(items, 1):
         if isinstance(item, str):
@@ -95,31 +92,49 @@ def resolve_inputs(section: Mapping[str, Any], cfg_path: Any, context_fields: Se
     return out
 
 
-def run(cfg: RunConfig) -> Dict[str, Any]:
+def caption_policy(params: RecapParams, policy: Any, inputs: Sequence[ImageInput], store: Path,
+                   endpoint: Sequence[str], revision: Optional[str]) -> Any:
+    """Caption ``inputs`` under ``policy`` into the resumable ``store`` (:func:`capaudit.recap.runner.recap`
+    with the params' request settings); the run's stats."""
+    return recap(inputs, policy, store, list(endpoint), params.model, revision=revision, image_mode=params.image_mode,
+                 concurrency=params.concurrency, timeout=params.timeout, retries=params.retries,
+                 workers=params.workers, resume=True, progress=params.progress, handle_signals=False,
+                 limit=params.limit, inputs_description=[i.describe() for i in inputs])
+
+
+@dataclass(frozen=True, eq=False)
+class RecapResult(StageResult):
+    """What :func:`run` wrote: the summary table, caption examples, surfaces, the stage manifest."""
+
+    table: Any
+    examples: Any
+    surfaces: Dict[str, Dict[str, Any]]
+    manifest: Dict[str, Any]
+    artifacts: Path
+    backend: str
+
+
+def run(cfg: RunConfig) -> RecapResult:
     """Run the recap stage for the params file (module docstring); returns tables and paths."""
     import pandas as pd
 
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
 
-    section = cfg.section("recap")
+    params = RecapParams.from_section(cfg.section(SECTION), cfg.path)
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "recap"
     art.mkdir(parents=True, exist_ok=True)
-    model = str(section.get("model", DEFAULT_MODEL))
-    policies = [load_policy(p, section.get("policies_dir")) for p in section.get("policies", ["photorealistic", "naive"])]
-    prefix = str(section.get("surface_prefix", "recap"))
-    formats = section.get("formats", ["jsonl", "parquet"])
-    formats = [formats] if isinstance(formats, str) else list(formats)
-    if not formats or any(f not in ("jsonl", "parquet") for f in formats):
-        raise InputError("formats must be jsonl and/or parquet", path=cfg.path, field="recap.formats")
-    url = section.get("url")
-    urls = [url] if isinstance(url, str) else list(url or [])
+    model = params.model
+    policies = [load_policy(p, params.policies_dir) for p in params.policies]
+    prefix = params.surface_prefix
+    formats = list(params.formats)
+    urls = list(params.url)
     if urls:
         server_cm: Any = nullcontext(urls)
     else:
         from capaudit.llm.server import background_server
 
-        server_cm = background_server([model], workers=int(section.get("server_workers", 1)))
+        server_cm = background_server([model], workers=params.server_workers)
     t0 = time.monotonic()
     rows: List[Dict[str, Any]] = []
     surfaces: Dict[str, Dict[str, Any]] = {}
@@ -130,23 +145,17 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
         from capaudit.llm.store import answered_by
 
         endpoint = base if isinstance(base, list) else [base]
-        revision = model_revision(model, section, endpoint[0])
+        revision = model_revision(model, params.revision, endpoint[0])
         for pol in policies:
-            inputs = resolve_inputs(section, cfg.path, pol.context_fields)
+            inputs = resolve_inputs(params.inputs, cfg.path, pol.context_fields)
             store = art / "stores" / pol.name
-            stats = recap(
-                inputs, pol, store, endpoint, model, revision=revision,
-                image_mode=str(section.get("image_mode", "data")), concurrency=int(section.get("concurrency", 8)),
-                timeout=float(section.get("timeout", 60)), retries=int(section.get("retries", 3)),
-                workers=int(section.get("workers", 2)), resume=True, progress=bool(section.get("progress", False)),
-                handle_signals=False, limit=section.get("limit"), inputs_description=[i.describe() for i in inputs],
-            )
+            stats = caption_policy(params, pol, inputs, store, endpoint, revision)
             run_stats[pol.name] = stats.to_dict()
             cards = answered_by(str(StoreLayout(store).responses) + os.sep)
             answered += [c for c in cards if c not in answered]
             name = surface_name(prefix, pol.name)
             paths = {}
-            mask = bool(section.get("mask_pii", False))
+            mask = params.mask_pii
             for f in formats:
                 export = export_surface(store, art / f"{name}.{f}", mask=mask)
                 paths[f] = str(export.path)
@@ -158,7 +167,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                                     stats.sent, stats.skipped_answered, cards))
     write_summary_rows(rows, dirs["artifacts"], inputs=[s["paths"][formats[0]] for s in surfaces.values()])
     table = pd.DataFrame(rows)
-    ex_n = int(section.get("examples", 3))
+    ex_n = params.examples
     examples = pd.DataFrame({p.name: pd.Series(captions[p.name], dtype=object) for p in policies}).dropna().head(ex_n)
     examples.index.name = "image_id"
     label = cards_label(answered, model)
@@ -170,8 +179,7 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                 "surfaces_yaml": [surface_spec(surfaces[p.name]["name"], next(iter(surfaces[p.name]["paths"].values())))
                                   for p in policies]}
     write_json_atomic(art / "stage_manifest.json", manifest)
-    return {"table": table, "examples": examples, "surfaces": surfaces, "manifest": manifest, "artifacts": art,
-            "backend": label}
+    return RecapResult(table, examples, surfaces, manifest, art, label)
 
 
 def surface_spec(name: str, path: str) -> Dict[str, Any]:
@@ -181,4 +189,5 @@ def surface_spec(name: str, path: str) -> Dict[str, Any]:
             "meta_fields": ["model", "policy", "backend", "image_key"]}
 
 
-__all__ = ["DEFAULT_MODEL", "model_revision", "surface_name", "resolve_inputs", "run", "surface_spec"]
+__all__ = ["DEFAULT_MODEL", "RecapResult", "caption_policy", "model_revision", "surface_name", "resolve_inputs", "run",
+           "surface_spec"]
