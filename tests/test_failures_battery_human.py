@@ -25,7 +25,8 @@ LABELS_HEADER = "item_id,rater,label\n"
 
 def _study(root: Path) -> None:
     """``study.sqlite``: sampled from synthetic judged claims, sealed, one invite, assigned, open;
-    ``fresh.sqlite``: a study just created (what ``human sample`` is run on)."""
+    ``fresh.sqlite``: a study just created (what ``human sample`` is run on); ``sealed.sqlite``: items sealed and
+    assigned, not valid for launch (images not materialised); ``noimg.sqlite``: sampled, no image found."""
     from capaudit.human.protocol import StudyConfig
     from capaudit.human.simulate import synthetic_judged_claims
     from capaudit.human.study import Study
@@ -40,6 +41,14 @@ def _study(root: Path) -> None:
         st.assign()
         st.open()
     Study.create(root / "fresh.sqlite", conf).close()  # created, not sampled yet
+    with Study.create(root / "sealed.sqlite", conf) as st:  # items sealed, assigned, images not materialised
+        st.sample([jc])
+        st.seal()
+        st.invite(1)
+        st.assign()
+    nojc = synthetic_judged_claims(root / "in" / "noimg" / "judged_claims.jsonl", n_images=2, missing_images=2)
+    with Study.create(root / "noimg.sqlite", conf) as st:  # every image path is gone
+        st.sample([nojc])
 
 
 def make_inputs(root: Path) -> None:
@@ -158,7 +167,40 @@ CASES = [
          ["study.sqlite", "'item_id'", "'nope'"]),
     Case("withdraw-unknown-pseudonym", ["human", "withdraw", *D, "--pseudonym", "P999"],
          ["study.sqlite", "'pseudonym'", "P999"]),
+    # --- human validate, materialize, seal (launch), participant-test
+    Case("validate-db-missing", ["human", "validate", "--db", "in/nope.sqlite"], ["in/nope.sqlite", "no study database"]),
+    Case("validate-foreign-sqlite", ["human", "validate", "--db", "in/other.sqlite"], ["in/other.sqlite", "not a capaudit"]),
+    Case("validate-no-items", ["human", "validate", *F], ["fresh.sqlite", "no items yet"]),
+    Case("materialize-no-items", ["human", "materialize", *F], ["fresh.sqlite", "no items yet"]),
+    Case("materialize-max-side-zero", ["human", "materialize", *D, "--max-side", "0"], ["--max-side", "positive"]),
+    Case("materialize-not-sqlite", ["human", "materialize", "--db", "in/not_sqlite.sqlite"],
+         ["in/not_sqlite.sqlite", "not a SQLite"]),
+    Case("materialize-no-image-found", ["human", "materialize", "--db", "noimg.sqlite"], ["missing_", "none of the 2"]),
+    Case("seal-ethics-without-info", ["human", "seal", *D, "--ethics-id", "IRB-1"], ["--participant-info", "both"]),
+    Case("seal-info-without-ethics", ["human", "seal", *D, "--participant-info", "in/good.jsonl"],
+         ["--ethics-id", "both"]),
+    Case("seal-ethics-blank", ["human", "seal", *D, "--ethics-id", " ", "--participant-info", "in/good.jsonl"],
+         ["--ethics-id", "printable"]),
+    Case("seal-info-missing", ["human", "seal", *D, "--ethics-id", "IRB-1", "--participant-info", "in/nope.pdf"],
+         ["in/nope.pdf", "not found"]),
+    Case("seal-info-empty", ["human", "seal", *D, "--ethics-id", "IRB-1", "--participant-info", "in/empty.yaml"],
+         ["in/empty.yaml", "empty"]),
+    Case("seal-info-is-directory", ["human", "seal", *D, "--ethics-id", "IRB-1", "--participant-info", "out/adir"],
+         ["out/adir", "not a file"]),
+    Case("seal-launch-before-items-sealed", ["human", "seal", *F, "--ethics-id", "IRB-1", "--participant-info",
+                                             "in/good.jsonl"], ["fresh.sqlite", "seal its items first"]),
+    Case("seal-launch-validation-fails", ["human", "seal", "--db", "sealed.sqlite", "--ethics-id", "IRB-1",
+                                          "--participant-info", "in/good.jsonl"],
+         ["sealed.sqlite", "refusing to seal", "images_not_materialised", "capaudit human validate"]),
+    Case("seal-launch-after-open", ["human", "seal", *D, "--ethics-id", "IRB-1", "--participant-info", "in/good.jsonl"],
+         ["study.sqlite", "before it opens"]),
+    Case("participant-test-no-items", ["human", "participant-test", *F, "--no-serve"], ["fresh.sqlite", "no items yet"]),
+    Case("participant-test-foreign-sqlite", ["human", "participant-test", "--db", "in/other.sqlite", "--no-serve"],
+         ["in/other.sqlite", "not a capaudit"]),
+    Case("participant-test-port-zero", ["human", "participant-test", *D, "--port", "0"], ["--port", "1-65535"]),
     # --- human serve: refusals only (no server is started)
+    Case("serve-real-study-not-sealed-for-launch", ["human", "serve", "--db", "sealed.sqlite", "--dry-run"],
+         ["sealed.sqlite", "not sealed for launch", "--allow-unsealed"]),
     Case("serve-port-zero", ["human", "serve", *D, "--port", "0", "--dry-run"], ["--port", "1-65535"]),
     Case("serve-port-too-large", ["human", "serve", *D, "--port", "70000", "--dry-run"], ["--port", "1-65535"]),
     Case("serve-foreign-sqlite", ["human", "serve", "--db", "in/other.sqlite", "--dry-run"],

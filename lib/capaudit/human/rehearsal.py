@@ -1,7 +1,7 @@
 """Rehearsal (``capaudit human participant-test``): run the annotation flow as a test participant
 whose answers are discarded.
 
-A rehearsal never writes to the study: the study database is opened read-only and its items (with
+A rehearsal never writes to the study database: its items (with
 the image each would show, the materialised copy where there is one) and frozen config are copied
 into a separate database, ``<study folder>/rehearsal/<db stem>.rehearsal.sqlite``, rebuilt afresh by
 every run (the previous rehearsal's answers are dropped). That copy is labelled everywhere: its
@@ -54,7 +54,7 @@ def _remove_db(db: Path) -> None:
 
 def build_rehearsal(study_db: PathLike) -> Rehearsal:
     """A fresh rehearsal copy of the study at ``study_db`` (module docstring)."""
-    with Study.load(study_db, read_only=True) as main:
+    with Study.load(study_db) as main:  # read only (a mode=ro open of a WAL database would leave -shm files)
         if main.rehearsal_of is not None:
             raise InputError(f"this is already a rehearsal copy (of study {main.rehearsal_of!r})", path=main.path)
         items = main.items()
