@@ -121,7 +121,7 @@ def test_stage_bootstrap_off_and_bad_reps(tmp_path):
     assert tex[1] == "% no intervals: caption bootstrap off (bootstrap_reps is 0: no intervals computed)"
     doc["claims"]["bootstrap_reps"] = 1
     params.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ValueError, match="claims: bootstrap reps must be 0 \\(off\\) or at least 2"):
+    with pytest.raises(ValueError, match="claims\\.bootstrap_reps: bootstrap reps must be 0 \\(off\\) or at least 2"):
         run(load_config(params))
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from capaudit.argtypes import budget, nonnegative_int, positive_int
+from capaudit.budgets import DEFAULT_BUDGET
 
 # Defaults shown in --help; capaudit.claims.requests (which imports the model-call layer) is
 # imported only when a command runs. tests/test_failures_cli.py checks they agree.
@@ -52,7 +53,7 @@ def register(subparsers: Any) -> None:
     b.add_argument("--on-missing", choices=("error", "skip"), default="error",
                    help="a row without --caption-field: error (default) or skip (skipped rows are counted)")
     b.add_argument("--surface", required=True, help="surface label")
-    b.add_argument("--budget", type=budget, default=64, help="window in whitespace words (or 'full')")
+    b.add_argument("--budget", type=budget, default=DEFAULT_BUDGET, help="window in whitespace words (or 'full')")
     b.add_argument("--out", required=True, help="request JSONL (a .manifest.json is written beside it)")
     g = b.add_mutually_exclusive_group()
     g.add_argument("--sample-records", type=positive_int, help="seeded sample of N usable rows")
@@ -173,6 +174,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .stage import run
 
     out = run(load_params(args.params))
-    print(out["table"].to_string(index=False))
+    print(out.table.to_string(index=False))
     return 0
 

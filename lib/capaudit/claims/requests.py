@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from capaudit.budgets import DEFAULT_BUDGET
 from capaudit.errors import EmptyInputError, FieldNotFoundError, InputError
 from capaudit.io.atomic import atomic_path, check_output_path, write_json_atomic
 from capaudit.io.manifest import files_block
@@ -124,7 +125,7 @@ class BuildParams:
     """Parameters of one request build (all recorded in the manifest)."""
 
     surface: str
-    budget: Optional[int] = 64
+    budget: Optional[int] = DEFAULT_BUDGET
     window: str = "whitespace"
     model: str = DEFAULT_MODEL
     revision: Optional[str] = None

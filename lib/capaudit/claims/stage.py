@@ -51,13 +51,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.config import RunConfig
+from capaudit.results import StageResult
 from capaudit.llm.cards import any_stand_in, card_kinds, cards_label
 from capaudit.llm.requests import write_requests
 from capaudit.summaries.claimed import ClaimedSummary, write_claimed_summary
 from capaudit.summaries.frontier import rows_from_claimed, with_pareto_flags, write_frontier_csv
 
-from capaudit.prompt_sets import DEFAULT_PROMPT_SET, REFERENCE_EXTRACTION_MAX_TOKENS
-
+from .params import SECTION, ClaimsParams
 from .requests import BuildParams, build_requests, write_manifest
 from .summarize import ClaimIntervals, intervals_path, summarize_with_intervals, write_claim_intervals
 from .summary_rows import summary_rows, write_summary_rows
@@ -74,12 +74,12 @@ class SurfacePlan:
     max_records: Optional[int] = None
 
 
-def plan_surfaces(cfg: RunConfig, section: Mapping[str, Any]) -> List[SurfacePlan]:
+def plan_surfaces(cfg: RunConfig, params: ClaimsParams) -> List[SurfacePlan]:
     """Resolve ``claims.surfaces`` against the run's ``surfaces:`` declarations."""
     from capaudit.surfaces.stage import surface_specs
 
     specs = surface_specs(cfg)
-    items = section.get("surfaces") or list(specs)
+    items = list(params.surfaces) if params.surfaces else list(specs)
     out = []
     for i, item in enumerate(items, start=1):
         if isinstance(item, str):
@@ -101,12 +101,12 @@ def surface_items(plan: SurfacePlan) -> List[Tuple[int, str, Optional[str], Dict
             for i, r in enumerate(iter_captions(plan.spec))]
 
 
-def model_revision(model: str, section: Mapping[str, Any], url: Optional[str] = None) -> Optional[str]:
-    """``claims.revision``; else the version the server at ``url`` declares for ``model`` (a
-    stand-in's rule set: changed rules never reuse old answers, the revision is hashed into every
-    request id); else ``None``."""
-    if section.get("revision") is not None:
-        return str(section["revision"])
+def model_revision(model: str, revision: Optional[str], url: Optional[str] = None) -> Optional[str]:
+    """``revision`` (``claims.revision``); else the version the server at ``url`` declares for
+    ``model`` (a stand-in's rule set: changed rules never reuse old answers, the revision is hashed
+    into every request id); else ``None``."""
+    if revision is not None:
+        return str(revision)
     if url:
         from capaudit.llm.cards import model_revision as declared_revision
 
@@ -115,84 +115,79 @@ def model_revision(model: str, section: Mapping[str, Any], url: Optional[str] = 
 
 
 def build_window_requests(plans: Sequence[SurfacePlan], captions: Mapping[str, list], budget: int, window: str,
-                          section: Mapping[str, Any], model: str, revision: Optional[str] = None
+                          params: ClaimsParams, model: str, revision: Optional[str] = None
                           ) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """All surfaces' requests for one window; returns rows and per-surface counts."""
     rows: List[Dict[str, Any]] = []
     counts: Dict[str, Any] = {}
     for p in plans:
-        params = BuildParams(
+        build = BuildParams(
             surface=p.name, budget=budget, window=window, model=model, revision=revision,
-            max_caption_chars=int(section.get("max_caption_chars", 1800)),
-            max_tokens=int(section.get("max_tokens", REFERENCE_EXTRACTION_MAX_TOKENS)),
-            prompts=str(section.get("prompts", DEFAULT_PROMPT_SET)),
-            sample_records=p.sample_records, sample_seed=int(section.get("sample_seed", 0)),
-            max_records=p.max_records,
+            max_caption_chars=params.max_caption_chars, max_tokens=params.max_tokens, prompts=params.prompts,
+            sample_records=p.sample_records, sample_seed=params.sample_seed, max_records=p.max_records,
         )
-        r, c = build_requests(captions[p.name], params)
+        r, c = build_requests(captions[p.name], build)
         rows += r
         counts[p.name] = c
     return rows, counts
 
 
 def answer_requests(requests_path: Path, responses_path: Path, model: str, urls: Sequence[str],
-                    section: Mapping[str, Any]) -> Dict[str, Any]:
-    """Run the requests through ``capaudit.llm.client.run_requests`` (resumable)."""
+                    params: Any) -> Dict[str, Any]:
+    """Run the requests through ``capaudit.llm.client.run_requests`` (resumable); ``params`` a
+    :class:`ClaimsParams` or :class:`JudgedClaimsParams` (concurrency, timeout, retries, progress)."""
     from capaudit.llm.client import run_requests
 
     stats = run_requests(
         str(requests_path), str(responses_path), list(urls), model,
-        concurrency=int(section.get("concurrency", 8)), timeout=float(section.get("timeout", 240)),
-        retries=int(section.get("retries", 3)), dialect=str(section.get("dialect", "vllm")),
-        resume=True, progress=bool(section.get("progress", False)), handle_signals=False,
+        concurrency=params.concurrency, timeout=params.timeout, retries=params.retries,
+        dialect=getattr(params, "dialect", "vllm"), resume=True, progress=params.progress, handle_signals=False,
     )
     return stats.to_dict()
 
 
-def window_names(section: Mapping[str, Any]) -> List[Tuple[str, int, str]]:
+def window_names(params: ClaimsParams) -> List[Tuple[str, int, str]]:
     """``(directory name, budget, window mode)`` of every window the stage runs."""
-    main = int(section.get("budget", 64))
-    budgets = sorted({int(b) for b in section.get("budgets", [main])} | {main})
-    out = [(f"b{b}", b, "whitespace") for b in budgets]
-    if section.get("lexical_window", True):
-        out.append((f"lexical_b{main}", main, "lexical"))
-    return out
+    return list(params.windows())
 
 
-def bootstrap_params(cfg: RunConfig, section: Mapping[str, Any]) -> Tuple[int, int]:
-    """``(claims.bootstrap_reps, claims.bootstrap_seed)``, default ``(2000, 0)`` (the reference's);
-    reps 0 turns the intervals off (the intervals file and the table say so)."""
-    from capaudit.stats.bootstrap_caption import check_reps
+@dataclass(frozen=True, eq=False)
+class ClaimsResult(StageResult):
+    """What :func:`run` wrote: claimed summaries and intervals by window, the main and lexical
+    summaries, the frontier, the tables, the extractor label and the stage manifest."""
 
-    reps, seed = section.get("bootstrap_reps", 2000), section.get("bootstrap_seed", 0)
-    try:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"bootstrap_seed must be an integer, got {seed!r}")
-        return check_reps(reps), seed
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{cfg.path}: claims: {exc}") from None
+    summaries: Dict[str, ClaimedSummary]
+    intervals: Dict[str, ClaimIntervals]
+    main: ClaimedSummary
+    lexical: Optional[ClaimedSummary]
+    frontier: List[Any]
+    table: Any
+    frontier_table: Any
+    extractor: str
+    manifest: Dict[str, Any]
+    artifacts: Path
 
 
-def run(cfg: RunConfig) -> Dict[str, Any]:
+def run(cfg: RunConfig) -> ClaimsResult:
     """Run the claims stage for the params file (module docstring); returns summaries and tables."""
-    section = cfg.section("claims")
+    params = ClaimsParams.from_section(cfg.section(SECTION), cfg.path)
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "claims"
     art.mkdir(parents=True, exist_ok=True)
-    model = str(section.get("model", "capaudit-heuristic-extractor"))
-    plans = plan_surfaces(cfg, section)
-    labels = {p.name: str((section.get("labels") or {}).get(p.name, p.name)) for p in plans}
-    main_budget = int(section.get("budget", 64))
-    boot = bootstrap_params(cfg, section)
+    model = params.model
+    plans = plan_surfaces(cfg, params)
+    labels = {p.name: str(params.labels.get(p.name, p.name)) for p in plans}
+    main_budget = params.budget
+    boot = (params.bootstrap_reps, params.bootstrap_seed)
     t0 = time.monotonic()
     captions = {p.name: surface_items(p) for p in plans}
-    url = section.get("url")
+    url = params.url
     if url:
         server = nullcontext(str(url))
     else:
         from capaudit.llm.server import background_server
 
-        server = background_server([model], workers=int(section.get("server_workers", 1)))
+        server = background_server([model], workers=params.server_workers)
     summaries: Dict[str, ClaimedSummary] = {}
     intervals: Dict[str, ClaimIntervals] = {}
     run_stats: Dict[str, Any] = {}
@@ -203,27 +198,26 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
         from capaudit.llm.store import answered_by
 
         declared = fetch_card(str(base_url), model)
-        revision = model_revision(model, section, str(base_url))
+        revision = model_revision(model, params.revision, str(base_url))
         extractor = cards_label([declared], model)
-        for name, budget, window in window_names(section):
+        for name, budget, window in window_names(params):
             wdir = art / name
             wdir.mkdir(parents=True, exist_ok=True)
-            rows, counts = build_window_requests(plans, captions, budget, window, section, model, revision)
+            rows, counts = build_window_requests(plans, captions, budget, window, params, model, revision)
             req_path = wdir / "requests.jsonl"
             write_requests(req_path, rows)
             write_manifest(req_path, BuildParams(surface="+".join(p.name for p in plans), budget=budget, window=window,
                                                  model=model, revision=revision,
-                                                 prompts=str(section.get("prompts", DEFAULT_PROMPT_SET)),
-                                                 extra={"backend": extractor}),
+                                                 prompts=params.prompts, extra={"backend": extractor}),
                            {"per_surface": counts, "emitted": len(rows)})  # type: ignore[dict-item]
             resp_path = wdir / "responses.jsonl"
             versions[name] = sorted({str(r.get("prompt_version")) for r in rows})
-            run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], section)
+            run_stats[name] = answer_requests(req_path, resp_path, model, [base_url], params)
             answered += [c for c in answered_by(resp_path) if c not in answered]
             extractor = cards_label(answered, model)
             ids = {r["request_id"] for r in rows}
             label = {"requests": str(req_path), "responses": str(resp_path), "backend": extractor,
-                     "budget": budget, "window": window, "prompt_set": str(section.get("prompts", DEFAULT_PROMPT_SET))}
+                     "budget": budget, "window": window, "prompt_set": params.prompts}
             # a resumed store may hold answers to requests no longer built (changed params, or another
             # extractor revision, whose request ids differ): they stay in the store, left out here
             stale = len(set(stored_ids(resp_path)) - ids)
@@ -246,14 +240,14 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             shutil.copyfile(intervals_path(art / src / "claimed_cbu_summary.json"), intervals_path(art / dst))
     lexical = summaries.get(f"lexical_b{main_budget}")
     frontier = []
-    for name, budget, window in window_names(section):
+    for name, budget, window in window_names(params):
         if window == "whitespace":
             frontier += rows_from_claimed(budget, summaries[name], labels,
                                           [p.name for p in plans if p.name in summaries[name].surfaces])
     frontier = with_pareto_flags(frontier)
     write_frontier_csv(frontier, art / "budget_frontier.csv")
     (art / "budget_frontier.manifest.json").write_text(json.dumps(
-        {"backend": extractor, "budgets": sorted({b for _, b, w in window_names(section) if w == "whitespace"}),
+        {"backend": extractor, "budgets": sorted({b for _, b, w in window_names(params) if w == "whitespace"}),
          "labels": labels, "csv": "budget_frontier.csv"}, indent=2) + "\n", encoding="utf-8")
     main_ci, lexical_ci = intervals[f"b{main_budget}"], intervals.get(f"lexical_b{main_budget}")
     table_rows = summary_rows(main, lexical, [p.name for p in plans], labels, extractor, main_budget,
@@ -264,14 +258,13 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
                        prompt_versions=versions.get(f"b{main_budget}", []))
     manifest = {"backend": extractor, "model": model, "revision": revision, "answered_by": answered,
                 "url": url or "in-process capaudit serve",
-                "windows": [n for n, _, _ in window_names(section)], "surfaces": [p.name for p in plans],
+                "windows": [n for n, _, _ in window_names(params)], "surfaces": [p.name for p in plans],
                 "bootstrap": {"reps": boot[0], "seed": boot[1]}, "run_stats": run_stats, "elapsed_sec": round(time.monotonic() - t0, 2)}
     (art / "stage_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     import pandas as pd
 
-    return {"summaries": summaries, "intervals": intervals, "main": main, "lexical": lexical, "frontier": frontier,
-            "table": pd.DataFrame(table_rows), "frontier_table": pd.DataFrame([r.to_row() for r in frontier]),
-            "extractor": extractor, "manifest": manifest, "artifacts": art}
+    return ClaimsResult(summaries, intervals, main, lexical, frontier, pd.DataFrame(table_rows),
+                        pd.DataFrame([r.to_row() for r in frontier]), extractor, manifest, art)
 
 
 def stored_ids(resp_path: Path) -> List[str]:
@@ -312,5 +305,5 @@ def run_dsg_eval(cfg: RunConfig) -> Dict[str, Any]:
     return {"result": result, "table": pd.DataFrame(result.rows()), "paths": paths, "mapping": result.mapping}
 
 
-__all__ = ["SurfacePlan", "model_revision", "plan_surfaces", "window_names", "build_window_requests",
+__all__ = ["ClaimsParams", "ClaimsResult", "SurfacePlan", "model_revision", "plan_surfaces", "window_names", "build_window_requests",
            "answer_requests", "run", "run_dsg_eval"]

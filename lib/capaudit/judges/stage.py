@@ -118,7 +118,7 @@ def run_slice(name: str, specs: Sequence[SurfaceSpec], judges: Sequence[JudgeSpe
     # 1. claims
     creq = sdir / "claims" / "requests.jsonl"
     cresp = sdir / "claims" / "responses.jsonl"
-    revision = model_revision(extractor, {"revision": section.get("extractor_revision")}, urls["__extractor__"])
+    revision = model_revision(extractor, section.get("extractor_revision"), urls["__extractor__"])
     claim_rows: List[Dict[str, Any]] = []
     for s in specs:
         params = BuildParams(surface=s.name, budget=budget, model=extractor, revision=revision,
