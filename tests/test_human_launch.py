@@ -15,6 +15,7 @@ from capaudit.errors import InputError
 from capaudit.human import render
 from capaudit.human.export import export_study, status_report
 from capaudit.human.launch import require_launchable, seal_for_launch
+from capaudit.human.study import resolve_study_db
 from capaudit.human.materialize import materialize
 from capaudit.human.rehearsal import build_rehearsal, rehearsal_path
 from capaudit.human.protocol import PHASES
@@ -163,7 +164,10 @@ def test_launch_seal_needs_validation_records_ethics_and_freezes_the_design(tmp_
     copy = st.folder / seal["participant_info_file"]
     assert copy.read_bytes() == info.read_bytes() and seal["participant_info_sha256"] == sha256_of(info)
     assert man["participant_info"]["name"] == "participant_information.md"
-    assert seal["validation_sha256"] == sha256_of(st.folder / "validation.json")
+    assert seal["validation_sha256"] == sha256_of(st.folder / "validation.sealed.json")
+    assert man["validation"]["file"] == "validation.sealed.json"
+    assert main(["human", "validate", *d]) == 0  # a later validation does not touch the sealed report
+    assert seal["validation_sha256"] == sha256_of(st.folder / "validation.sealed.json")
     assert seal["design_sha256"] == man["design_sha256"] == design_digest(st)
     assert status_report(st)["launch_seal"]["ethics_id"] == "IRB-2026-042"
     # the design is frozen
@@ -187,6 +191,15 @@ def test_launch_seal_needs_validation_records_ethics_and_freezes_the_design(tmp_
     st.open()
     st.close()
     assert main(["human", "serve", *d, "--dry-run"]) == 0
+
+
+def test_study_option_takes_the_database_or_its_folder(tmp_path: Path, capsys) -> None:
+    st, _ = _study(tmp_path)
+    materialize(st)
+    st.close()
+    assert resolve_study_db(st.folder) == st.path == resolve_study_db(tmp_path)
+    assert main(["human", "validate", "--study", str(st.folder)]) == 0
+    assert f"study database: {st.path}" in capsys.readouterr().err
 
 
 def test_launch_seal_refusals(tmp_path: Path) -> None:

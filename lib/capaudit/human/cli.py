@@ -54,14 +54,17 @@ def _port(text: str) -> int:
 
 
 def _db_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", "--study", dest="db", help="study database (SQLite); with --params, this database is used")
+    p.add_argument("--db", "--study", dest="db", help="study database (SQLite), or its folder (<stem>_files/, or a "
+                                                      "folder holding one .sqlite); with --params, this one is used")
     p.add_argument("--params", help="params file with a 'human' section (its settings; its db, or "
                                     "<artifacts>/human/<study_id>.sqlite, unless --db is given)")
 
 
 def _db_path(args: argparse.Namespace) -> Path:
     if getattr(args, "db", None):
-        return Path(args.db)
+        from .study import resolve_study_db
+
+        return resolve_study_db(args.db)
     if getattr(args, "params", None):
         from capaudit.io.params import load_params as load_config
 

@@ -4,7 +4,7 @@ Lifecycle: ``seal`` (items frozen) → ``invite`` → ``assign`` → ``materiali
 ``seal --ethics-id … --participant-info …`` → ``open`` → ``serve``. The launch seal is refused unless
 the study validates now (:func:`~.validate.validate_study`, run afresh); it copies the participant
 information file into the study folder (``participant_info/<sha256><suffix>``), writes the
-validation report, records the ethics-determination id, the file's name and SHA-256, the report's
+validation report (also kept as ``validation.sealed.json``, never rewritten), records the ethics-determination id, the file's name and SHA-256, the report's
 SHA-256 and the design digest in the one append-only ``launch_seal`` row, and mirrors that row in
 ``<study folder>/manifest.json``. From then on the store's triggers (:mod:`.store`) freeze the
 assets, refuse new annotators and any change to an assignment, and :meth:`Study.assign` only adds
@@ -32,6 +32,8 @@ from .validate import VALIDATION_JSON, design_digest, validate_study
 
 PathLike = Union[str, Path]
 MANIFEST_JSON = "manifest.json"
+#: the validation report the launch seal was given (``validation.json`` is the latest ``validate`` run's)
+SEALED_VALIDATION_JSON = "validation.sealed.json"
 PARTICIPANT_INFO_DIR = "participant_info"
 MAX_ETHICS_ID = 200
 
@@ -90,7 +92,8 @@ def seal_for_launch(study: Study, ethics_id: str, participant_info: PathLike) ->
     if not (target.is_file() and sha256_of(target) == info_sha):
         with atomic_path(target) as tmp:
             shutil.copyfile(info, tmp)
-    report = write_json_atomic(folder / VALIDATION_JSON, rep.to_dict(), indent=2)
+    write_json_atomic(folder / VALIDATION_JSON, rep.to_dict(), indent=2)
+    report = write_json_atomic(folder / SEALED_VALIDATION_JSON, rep.to_dict(), indent=2)
     report_sha = sha256_of(report)
     now = utcnow()
 
@@ -108,7 +111,7 @@ def seal_for_launch(study: Study, ethics_id: str, participant_info: PathLike) ->
         "study_id": study.study_id, "mode": study.mode, "protocol": study.config.protocol,
         "schema_version": SCHEMA_VERSION, "sealed_at": now, "ethics_id": ethics,
         "participant_info": {"file": rel, "name": info.name, "sha256": info_sha},
-        "validation": {"file": VALIDATION_JSON, "sha256": report_sha, "validated_at": rep.validated_at},
+        "validation": {"file": SEALED_VALIDATION_JSON, "sha256": report_sha, "validated_at": rep.validated_at},
         "design_sha256": rep.design_sha256, "items_sha256": seal_digest,
         "items": rep.checked.get("items"), "images": rep.checked.get("images"),
         "annotators": rep.checked.get("annotators"), "assignments": rep.checked.get("assignments"),
@@ -133,5 +136,5 @@ def require_launchable(study: Study, allow_unsealed: bool = False) -> None:
                          path=study.path)
 
 
-__all__ = ["MANIFEST_JSON", "PARTICIPANT_INFO_DIR", "check_ethics_id", "check_participant_info", "read_manifest",
+__all__ = ["MANIFEST_JSON", "PARTICIPANT_INFO_DIR", "SEALED_VALIDATION_JSON", "check_ethics_id", "check_participant_info", "read_manifest",
            "require_launchable", "seal_for_launch"]

@@ -58,6 +58,21 @@ def study_folder(db: PathLike) -> Path:
     return p.parent / f"{p.stem}_files"
 
 
+def resolve_study_db(path: PathLike) -> Path:
+    """``path`` itself, or for a folder: the database of a study folder (``<stem>_files/`` beside
+    ``<stem>.sqlite``), else the folder's one ``*.sqlite`` file; any other folder is returned as given
+    (and refused by the store)."""
+    p = Path(path)
+    if not p.is_dir():
+        return p
+    if p.name.endswith("_files"):
+        db = p.parent / f"{p.name[:-len('_files')]}.sqlite"
+        if db.is_file():
+            return db
+    found = sorted(q for q in p.glob("*.sqlite") if q.is_file())
+    return found[0] if len(found) == 1 else p
+
+
 def digest(secret: str) -> str:
     """SHA-256 hex of an invite code or session token (normalized: no spaces or dashes, upper case)."""
     norm = "".join(secret.split()).replace("-", "").upper()
@@ -816,5 +831,5 @@ def _positions(ordered: Sequence[sqlite3.Row]) -> List[int]:
 
 __all__ = [
     "AccessError", "AnnotatorSession", "Invite", "ItemView", "Progress", "RecordResult", "Saved", "StaleJudgmentError",
-    "Study", "Task", "digest", "new_invite_code", "study_folder",
+    "Study", "Task", "digest", "new_invite_code", "resolve_study_db", "study_folder",
 ]
