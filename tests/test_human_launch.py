@@ -315,3 +315,23 @@ def test_rehearsal_refusals(tmp_path: Path) -> None:
     r = build_rehearsal(st.path)
     with pytest.raises(InputError, match="already a rehearsal"):
         build_rehearsal(r.db)
+
+
+def test_a_schema_1_study_is_migrated_and_keeps_working(tmp_path: Path) -> None:
+    st, _ = _study(tmp_path)
+    st.close()
+    con = sqlite3.connect(tmp_path / "study.sqlite")  # back to what schema 1 wrote
+    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND "
+                               "(tbl_name IN ('assets', 'launch_seal') OR name IN ('annotators_frozen', "
+                               "'assignments_frozen_update', 'assignments_frozen_delete'))").fetchall():
+        con.execute(f"DROP TRIGGER {name}")
+    con.execute("DROP TABLE assets")
+    con.execute("DROP TABLE launch_seal")
+    con.execute("UPDATE schema_metadata SET value = '1' WHERE key = 'schema_version'")
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+    st = Study.load(tmp_path / "study.sqlite")
+    assert st.store.meta("schema_version") == "2" and (tmp_path / "study.sqlite.v1.bak").is_file()
+    assert materialize(st).written > 0 and validate_study(st).ok
+    st.close()

@@ -92,6 +92,9 @@ def materialize(study: Study, max_side: int = MAX_IMAGE_SIDE) -> MaterializeRepo
     """Materialise the study's images into its folder (module docstring)."""
     if max_side < 1:
         raise InputError("must be >= 1", field="max_side")
+    if study.rehearsal_of is not None:
+        raise InputError("a rehearsal copy shows the study's own images; materialise the study instead",
+                         path=study.path)
     sources = _sources(study)
     if not sources:
         raise EmptyInputError("the study has no items yet: run `capaudit human sample` first", path=study.path)

@@ -281,6 +281,9 @@ def _check_design(study: Study, items: List[Any], rep: ValidationReport) -> None
         if n_overlap != min(cfg.overlap_per_stratum, n):
             rep.add("design_counts", f"stratum {stratum}: {n_overlap} overlap items, design "
                                      f"{min(cfg.overlap_per_stratum, n)}")
+    twice = [q for q, n in Counter(it["question_id"] for it in base).items() if n > 1]
+    for q in twice:
+        rep.add("duplicate_claims", f"question {q} is sampled as {Counter(it['question_id'] for it in base)[q]} items")
     sub = Counter(it["stratum"] for it in base)
     for it in base:
         if it["sample_size"] != sub[it["stratum"]] or it["population_size"] < it["sample_size"]:
