@@ -189,6 +189,8 @@ def test_launch_seal_needs_validation_records_ethics_and_freezes_the_design(tmp_
     assert st.assign(extend=["P001"])["new_items"] >= 0  # designed extension batches stay possible
     require_launchable(st)
     st.open()
+    payload = json.loads(export_study(st, tmp_path / "exp", n_resamples=20)["export"].read_text())
+    assert payload["launch_seal"]["ethics_id"] == "IRB-2026-042"
     st.close()
     assert main(["human", "serve", *d, "--dry-run"]) == 0
 

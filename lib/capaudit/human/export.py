@@ -350,6 +350,7 @@ def export_study(study: Study, out_dir: PathLike, include_public_rows: bool = Fa
         "consensus": {f: dict(sorted(d.items())) for f, d in sorted(dist.items())},
         "scales": scales, "human_human": human_human(study), "repeat_consistency": repeat_consistency(study),
         "open_disagreements": st["open_disagreements"], "readiness": st["readiness"],
+        "launch_seal": st["launch_seal"],  # ethics-determination id and digests; None for an unsealed study
     }
     recs = judge_human_records(study)
     if recs:
