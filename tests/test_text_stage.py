@@ -214,3 +214,24 @@ def test_stamps_ignore_the_runs_own_outputs_and_status_names_what_changed(tmp_pa
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "a\tstale: changed: params in.tsv"
     assert out[1] == "b\tstale: changed: its notebook source; params in.tsv; the notebook before it (a)"
+
+
+def test_text_stats_max_records_caps_each_surface(tmp_path, monkeypatch):
+    """``text_stats.max_records`` (params/paper.yaml sets the reference driver's 1,000,000): each
+    surface's survey reads its first N rows, and says it read N."""
+    from capaudit.text.params import TextStatsParams
+    from capaudit.text.stage import survey_surfaces
+
+    monkeypatch.chdir(tmp_path)
+    caps = tmp_path / "caps.jsonl"
+    caps.write_text("".join(f'{{"caption": "caption number {i} of a red bus"}}\n' for i in range(7)))
+    pfile = tmp_path / "cap.yaml"
+    pfile.write_text(yaml.safe_dump({"run": "cap", "surfaces": [{"name": "s", "file": str(caps), "format": "jsonl",
+                                                                   "caption_field": "caption"}],
+                                     "text_stats": {"budgets": [4], "max_records": 5}}))
+    cfg = load_config(pfile)
+    params = TextStatsParams.from_section(cfg.section("text_stats"), cfg.path)
+    assert params.max_records == 5
+    assert survey_surfaces(params, cfg)["s"]["records"] == 5
+    whole = TextStatsParams.from_section({"budgets": [4]}, cfg.path)
+    assert survey_surfaces(whole, cfg)["s"]["records"] == 7

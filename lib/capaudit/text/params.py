@@ -32,11 +32,12 @@ class TextStatsParams:
     engine: EngineParams = EngineParams()
     spill_dir: Optional[str] = None
     max_keys: int = 8_000_000
+    max_records: Optional[int] = None  # surveyed rows per surface (the first N read; None: all)
     surfaces: Optional[Tuple[str, ...]] = None  # None: every surface of the run
     slices: Optional[Tuple[str, ...]] = None  # None: every fair slice of the run
 
     KEYS = ("budgets", "ngram_orders", "repeat_orders", "top_k", "marginal_gain_from_rounded", "distinct",
-            "hll_precision", "spill_dir", "max_keys", "surfaces", "slices") + ENGINE_KEYS
+            "hll_precision", "spill_dir", "max_keys", "max_records", "surfaces", "slices") + ENGINE_KEYS
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any], path: Optional[PathLike] = None) -> "TextStatsParams":
@@ -54,7 +55,8 @@ class TextStatsParams:
                    distinct=s.text("distinct", cls.distinct, ("exact", "hll")),
                    hll_precision=s.integer("hll_precision", cls.hll_precision, 4),
                    engine=EngineParams.from_section(s), spill_dir=None if spill is None else str(spill),
-                   max_keys=s.integer("max_keys", cls.max_keys), surfaces=s.names("surfaces", None),
+                   max_keys=s.integer("max_keys", cls.max_keys), max_records=s.integer("max_records", None),
+                   surfaces=s.names("surfaces", None),
                    slices=s.names("slices", None))
 
     @classmethod

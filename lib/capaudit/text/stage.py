@@ -164,9 +164,12 @@ def survey_surfaces(params: TextStatsParams, cfg: RunConfig) -> Dict[str, Dict[s
         if name not in specs:
             raise KeyError(f"{cfg.path}: text_stats surface '{name}' is not declared under 'surfaces'")
         spec = specs[name]
-        files = spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) else None
+        # a capped survey reads the first max_records rows in order, so it is streamed, not sharded
+        files = (spec_shards(spec, resolve_sources(spec)) if isinstance(spec, dict) and params.max_records is None
+                 else None)
         cf, om = (spec.get("caption_field"), spec.get("on_missing", "error")) if files is not None else (None, "error")
-        r, _ = survey_source(params, spec, files, surface=name, caption_field=cf, on_missing=om)
+        r, _ = survey_source(params, spec, files, surface=name, caption_field=cf, on_missing=om,
+                             max_records=params.max_records)
         r["config"] = {"budgets": list(scfg.budgets), "ngram_orders": list(scfg.ngram_orders),
                        "repeat_orders": list(scfg.repeat_orders), "top_k": scfg.top_k,
                        "prefix_tokens": scfg.prefix_tokens, "opener": vars(scfg.opener),
