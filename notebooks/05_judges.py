@@ -24,11 +24,13 @@
 params_path = "params/demo.yaml"
 
 # %%
+from capaudit.claims.judged import run_judged
 from capaudit.config import load_config
 from capaudit.judges import stage
 
 cfg = load_config(params_path)
 dirs = cfg.dirs()
+run_judged(cfg)  # the claims stage's step: the judged slices' claims, which the judges stage reads
 out = stage.run(cfg)
 out["table"]
 

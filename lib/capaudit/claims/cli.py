@@ -105,6 +105,11 @@ def register(subparsers: Any) -> None:
     r.add_argument("--params", default="params/demo.yaml")
     r.set_defaults(func=cmd_run)
 
+    jd = sub.add_parser("judged", help="extract the claims of the judged slices of a params file (judges.slices; "
+                                       "the judges stage reads them)")
+    jd.add_argument("--params", default="params/demo.yaml")
+    jd.set_defaults(func=cmd_judged)
+
     claims.set_defaults(func=lambda args: (claims.print_help(), 2)[1])
 
 
@@ -165,6 +170,18 @@ def cmd_eval_dsg(args: argparse.Namespace) -> int:
     print(f"capaudit claims eval-dsg: {result.extractor}: P {shown['precision']} R {shown['recall']} "
           f"F1 {shown['f1']} -> {paths['rows']} (render the table: capaudit paper render {out} --out {out})",
           file=sys.stderr)
+    return 0
+
+
+def cmd_judged(args: argparse.Namespace) -> int:
+    from capaudit.io.params import load_params
+
+    from .judged import run_judged
+
+    import json
+
+    for name, stats in run_judged(load_params(args.params)).items():
+        print(f"capaudit claims judged: {name}: {json.dumps(stats, sort_keys=True)}", file=sys.stderr)
     return 0
 
 

@@ -156,7 +156,8 @@ def register(subparsers: Any) -> None:
     ca.add_argument("--out", required=True, help="CAL.json")
     ca.set_defaults(func=cmd_calibrate)
 
-    r = sub.add_parser("run", help="run the judges stage of a params file")
+    r = sub.add_parser("run", help="run the judges stage of a params file (the claims stage's step for its judged "
+                                  "slices first)")
     r.add_argument("--params", default="params/demo.yaml")
     r.add_argument("--judge", action="append", default=None, metavar="NAME",
                    help="ask only this judge (repeatable; one model's server at a time): the others' stores are "
@@ -419,9 +420,15 @@ def load_params(path: str) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from capaudit.claims.judged import run_judged
+
+    from .params import JudgesParams
     from .stage import run
 
-    out = run(load_params(args.params), only=args.judge)
+    cfg = load_params(args.params)
+    JudgesParams.from_config(cfg).check_only(args.judge, cfg.path)  # refused before anything is asked
+    run_judged(cfg, only_unasked=args.judge is not None)  # the claims stage's step: the judged slices' claims
+    out = run(cfg, only=args.judge)
     if out.get("pending"):
         left = sorted({j for per in out["pending"].values() for j in per})
         counts = "; ".join(f"{sl}: " + ", ".join(f"{j} {n}" for j, n in sorted(per.items()))
@@ -430,7 +437,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"run " + " and ".join(f"'judges run --judge {j}'" for j in left) + " (its server up), "
               "then the cells and tables are written", file=sys.stderr)
         return 0
-    print(out["table"].to_string(index=False))
+    print(out.table.to_string(index=False))
     return 0
 
 
