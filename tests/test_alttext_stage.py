@@ -52,7 +52,10 @@ def test_stage_filters_then_coverage(tmp_path):
     f = out["funnels"]["alttext_raw"]["cc3m"]
     assert f.input_rows == 300 and f.dropped + f.kept == 300
     side = out["side_by_side"]["alttext_raw"]
-    assert list(side.columns) == ["rule", "cc3m dropped", "cc3m kept", "cc12m dropped", "cc12m kept"]
+    assert list(side.columns) == ["rule", "cc3m dropped", "cc3m kept", "cc3m checked", "cc12m dropped", "cc12m kept",
+                                  "cc12m checked"]
+    assert side.set_index("rule").loc["image_min_side", "cc3m checked"] == "not run"  # URL + text: never 0
+    assert side.set_index("rule").loc["image_min_side", "cc3m dropped"] is pd.NA
     assert side.set_index("rule").loc["capitalisation", "cc12m kept"] is pd.NA      # not a CC12M rule
     mini = out["funnels"]["coco_mini"]["cc3m"]
     overlap = next(r for r in mini.rows if r.rule == "image_text_overlap")
@@ -62,15 +65,17 @@ def test_stage_filters_then_coverage(tmp_path):
     rows = json.loads((art / "tables" / "alttext_funnel_alttext_raw.json").read_text())
     assert rows["meta"]["pipelines"] == ["cc3m", "cc12m"] and rows["stage"] == "alttext_filters"
     changed = "rule parameters changed from the published: cc12m rare_words.min_count=1, cc3m rare_words.min_count=1"
-    assert rows["meta"]["note"].endswith(changed)  # the funnel tables name what this run changed
+    assert changed in rows["meta"]["note"]  # the funnel tables name what this run changed
+    assert "image_min_side, image_aspect_ratio did not run" in rows["meta"]["note"]  # ... and what did not run
     assert rows["inputs"] == ["artifacts/alttext/filters/alttext_raw/cc3m/funnel.csv",
                               "artifacts/alttext/filters/alttext_raw/cc12m/funnel.csv"]
     render_stage_tables(art, tables, run_dir=cfg.out_dir)
     assert (tables / "alttext_funnel.csv").exists()
     side_tex = (tables / "alttext_funnel_alttext_raw.tex").read_text()
-    assert "rule & cc3m dropped & cc3m kept & cc12m dropped & cc12m kept \\\\" in side_tex
+    assert "rule & cc3m dropped & cc3m kept & cc3m checked & cc12m dropped & cc12m kept & cc12m checked \\\\" in side_tex
+    assert "\nimage\\_min\\_side & -- & -- & not run & -- & -- & not run \\\\" in side_tex
     cap = side_tex.split("\ncapitalisation & ")[1].split("\n")[0]
-    assert cap.startswith("$") and cap.endswith("& -- & -- \\\\")  # not a CC12M rule: "--", never 0
+    assert cap.startswith("$") and cap.endswith("& -- & -- & -- \\\\")  # not a CC12M rule: "--", never 0
     assert pd.read_csv(tables / "alttext_funnel_alttext_raw.csv").columns.tolist() == list(side.columns)
     kept = (art / "alttext" / "filters" / "alttext_raw" / "cc3m" / "kept.jsonl").read_text().splitlines()
     assert len(kept) == f.kept

@@ -382,6 +382,92 @@ class AdultWords(Block):
         return KEEP
 
 
+class UnwantedPhrases(Block):
+    """CC3M's non-descriptive-text filter ("SEO tags or hashtags"): drop a text whose lower-cased lexical
+    units contain a phrase of the reviewed lexicon ``unwanted_phrases.yaml`` (whole units) or whose raw
+    text matches one of its patterns (hashtags); ``phrases`` replaces the list, ``extra_phrases`` extends
+    it."""
+
+    type = "unwanted_phrases"
+    defaults = {"phrases": None, "extra_phrases": []}
+
+    def validate(self) -> None:
+        from .resources import unwanted_phrases
+
+        shipped, self.patterns = unwanted_phrases()
+        phrases = [" ".join(lex_units(str(t))) for t in self.phrases] if self.phrases is not None else list(shipped)
+        phrases += [" ".join(lex_units(str(t))) for t in self.extra_phrases]
+        self.phrase_set = tuple(dict.fromkeys(p for p in phrases if p))
+
+    @property
+    def backend(self) -> str:
+        return "lexicon alttext/data/unwanted_phrases.yaml" if self.phrases is None else "lexicon (params)"
+
+    def match(self, text: str) -> Optional[str]:
+        """The first phrase or pattern ``text`` contains (``None``: none)."""
+        joined = f" {' '.join(lex_units(text))} "
+        for p in self.phrase_set:
+            if f" {p} " in joined:
+                return p
+        for pat in self.patterns:
+            m = pat.search(text)
+            if m:
+                return m.group(0)
+        return None
+
+    def check(self, item: Item) -> str:
+        return DROP if self.match(item.text) is not None else KEEP
+
+
+class UrlDedup(Block):
+    """De-duplication against a URL list: drop a row whose image URL, normalised as the CC12M bridge
+    normalises URLs (:func:`capaudit.cc12m.urls.normalize_url`: scheme and host lower-cased, fragment
+    dropped, path and query kept), is in the list; rows without a URL are ``unchecked``.
+
+    ``against`` is a row source (``{dataset, path, format, header, columns}`` or ``{file}``) whose
+    ``url_field`` holds the URLs; ``label`` names the list in the funnel (e.g. ``cc3m_validation``).
+    """
+
+    type = "url_dedup"
+    defaults = {"against": None, "url_field": "url", "label": "", "url_fields": list(URL_FIELDS)}
+
+    def validate(self) -> None:
+        from capaudit.cc12m.urls import normalize_url
+
+        from .rows import RowSource
+
+        if not isinstance(self.against, Mapping) or not self.against:
+            raise self._bad("'against' must be a row source mapping (dataset + path, or file) of the URL list")
+        self._norm = normalize_url
+        src = RowSource.from_spec(dict(self.against))
+        urls = set()
+        n = 0
+        for row, where in src:
+            n += 1
+            if self.url_field not in row:
+                fields = sorted(str(k) for k in row if not str(k).startswith("__"))
+                raise InputError(f"{where}: no URL field {self.url_field!r} in the de-duplication list "
+                                 f"(fields: {', '.join(fields)})", field="url_field")
+            u = normalize_url(row.get(self.url_field))
+            if u is not None:
+                urls.add(u)
+        if not n:
+            raise InputError("the de-duplication URL list has no rows", path=src.label, field="against")
+        self.urls = frozenset(urls)
+        self.list_label = str(self.label or src.label)
+
+    @property
+    def backend(self) -> str:
+        return f"URL list {self.list_label} ({len(self.urls):,} normalised URLs, capaudit.cc12m.urls.normalize_url)"
+
+    def check(self, item: Item) -> str:
+        _, url = _first_present(item.row, self.url_fields)
+        u = self._norm(url) if isinstance(url, str) else None
+        if u is None:
+            return UNCHECKED
+        return DROP if u in self.urls else KEEP
+
+
 class RareWords(Block):
     """Two-pass rare-word rule: pass 1 counts lower-cased lexical units over the whole input, pass 2
     drops a row containing a word counted fewer than ``min_count`` times.
@@ -841,7 +927,7 @@ class PersonSubstitution(_Transform):
 
 BLOCK_TYPES: Dict[str, type] = {cls.type: cls for cls in (
     ImageFormat, ImageMinSide, ImageAspectRatio, WordCount, English, Capitalisation, UniqueWordRatio,
-    WordRepetition, Sentiment, AdultWords, RareWords, PosRequired, ImageTextOverlap, TimeSpanDeletion,
+    WordRepetition, Sentiment, AdultWords, UnwantedPhrases, UrlDedup, RareWords, PosRequired, ImageTextOverlap, TimeSpanDeletion,
     Hypernymise, DigitSubstitution, PersonSubstitution)}
 
 
@@ -859,5 +945,5 @@ def build_block(spec: Mapping[str, Any]) -> Block:
 __all__ = ["KEEP", "DROP", "UNCHECKED", "CHANGED", "Item", "Context", "Block", "BLOCK_TYPES", "build_block",
            "Tagger", "CocoMiniTagger", "FieldTagger", "TAGGERS", "register_tagger", "tidy", "replace_spans",
            "ImageFormat", "ImageMinSide", "ImageAspectRatio", "WordCount", "English", "Capitalisation",
-           "UniqueWordRatio", "WordRepetition", "Sentiment", "AdultWords", "RareWords", "PosRequired",
+           "UniqueWordRatio", "WordRepetition", "Sentiment", "AdultWords", "UnwantedPhrases", "UrlDedup", "RareWords", "PosRequired",
            "ImageTextOverlap", "TimeSpanDeletion", "Hypernymise", "DigitSubstitution", "PersonSubstitution"]

@@ -78,6 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--set", action="append", default=[], metavar="BLOCK.PARAM=VALUE",
                    help="override a block parameter, e.g. rare_words.min_count=3 (value parsed as YAML)")
     f.add_argument("--batch-size", type=positive_int, default=256)
+    f.add_argument("--dedup-against", default=None, metavar="URLS_FILE",
+                   help="de-duplicate against this URL list (TSV/CSV/JSONL/Parquet; e.g. the CC3M validation TSV): "
+                        "a first funnel step url_dedup_<label> drops rows whose normalised URL is in it")
+    f.add_argument("--dedup-url-field", default="url", help="the URL field of --dedup-against (default url)")
+    f.add_argument("--dedup-columns", default=None,
+                   help="column names of a header-less --dedup-against CSV/TSV, e.g. caption,url")
+    f.add_argument("--dedup-label", default="urls", help="name of the URL list in the funnel (default urls)")
     _engine_args(f)
     f.set_defaults(func=_filter_main)
     from .person import MATCH_RULES, NAME_FILTERS, SPLITS
@@ -130,6 +137,26 @@ def _overrides(items) -> Optional[dict]:
     return out or None
 
 
+def _with_dedup(args: argparse.Namespace):
+    """The ``--pipeline`` with a ``url_dedup`` first step over ``--dedup-against`` (checked)."""
+    from capaudit.errors import InputError
+
+    from .funnel import build_pipeline, dedup_block, with_dedup
+
+    if not args.dedup_against:
+        raise InputError("--dedup-columns needs --dedup-against", field="--dedup-columns")
+    if not Path(args.dedup_against).is_file():
+        raise InputError("--dedup-against: no such file", path=args.dedup_against, field="--dedup-against")
+    label = str(args.dedup_label)
+    if not label.replace("_", "").replace("-", "").isalnum():
+        raise InputError(f"--dedup-label must be a name (letters, digits, '_', '-'), got {label!r}",
+                         field="--dedup-label")
+    spec = {"label": label, "url_field": args.dedup_url_field, "file": str(args.dedup_against)}
+    if args.dedup_columns:
+        spec.update(header=False, columns=[c.strip() for c in args.dedup_columns.split(",")])
+    return with_dedup(build_pipeline(args.pipeline, overrides=_overrides(args.set)), dedup_block(spec))
+
+
 def _filter_main(args: argparse.Namespace) -> int:
     from .file_runs import filter_file
 
@@ -141,7 +168,10 @@ def _filter_main(args: argparse.Namespace) -> int:
     else:
         dropped = out.with_name(out.name[: -len(".jsonl")] + ".dropped.jsonl" if out.name.endswith(".jsonl")
                                 else out.name + ".dropped.jsonl")
-    funnel = filter_file(_source(args), args.text_field, args.pipeline, out, args.funnel, dropped,
+    pipeline = args.pipeline
+    if args.dedup_against or args.dedup_columns:
+        pipeline = _with_dedup(args)
+    funnel = filter_file(_source(args), args.text_field, pipeline, out, args.funnel, dropped,
                          batch_size=args.batch_size, manifest_path=args.manifest, overrides=_overrides(args.set),
                          **_engine_kw(args))
     print(f"{funnel.pipeline}: {funnel.input_rows} rows in, {funnel.kept} kept, {funnel.dropped} dropped "

@@ -337,6 +337,21 @@ def build_pipeline(spec: PipelineSpec, name: Optional[str] = None,
     return Pipeline(str(name or "pipeline"), blocks, specs)
 
 
+def dedup_block(option: Optional[Mapping[str, Any]]) -> Optional[Block]:
+    """The ``url_dedup`` block of ``alttext.filters.dedup`` (its URL list read once), or ``None``."""
+    if not option:
+        return None
+    opt = dict(option)
+    label, url_field = str(opt.pop("label")), str(opt.pop("url_field", "url"))
+    return build_block({"block": "url_dedup", "name": f"url_dedup_{label}", "against": opt, "url_field": url_field,
+                        "label": label})
+
+
+def with_dedup(pipe: Pipeline, block: Optional[Block]) -> Pipeline:
+    """``pipe`` with the ``url_dedup`` ``block`` as its first step (``pipe`` itself when ``None``)."""
+    return pipe if block is None else Pipeline(pipe.name, [block, *pipe.blocks], pipe.specs)
+
+
 def kept_line(it: Item, text_field: str) -> str:
     """The kept-rows JSONL line of ``it``: the text field holds the final text, ``alttext_original`` the
     input text, ``alttext_row`` the 0-based input row."""
@@ -368,4 +383,4 @@ def _set_text(row: Dict[str, Any], text_field: str, text: str) -> None:
 
 
 __all__ = ["EMPTY_RULE", "FUNNEL_COLUMNS", "FunnelRow", "Funnel", "Pipeline", "PipelineSpec", "build_pipeline",
-           "dropped_line", "kept_line"]
+           "dedup_block", "dropped_line", "kept_line", "with_dedup"]

@@ -31,9 +31,10 @@ class FilterParams:
     examples: int = 8
     person_labels: Optional[str] = None  # "shipped" or a labels YAML; None: not scored
     person_match: str = "overlap"
+    dedup: Optional[Mapping[str, Any]] = None  # {label, url_field, <row source>}: a url_dedup step first
     engine: EngineParams = EngineParams()
 
-    KEYS = ("pipelines", "overrides", "corpora", "examples", "person_labels", "person_match") + ENGINE_KEYS
+    KEYS = ("pipelines", "overrides", "corpora", "examples", "person_labels", "person_match", "dedup") + ENGINE_KEYS
 
     @classmethod
     def from_section(cls, top: ParamsSection) -> "FilterParams":
@@ -46,7 +47,27 @@ class FilterParams:
         labels = s.raw("person_labels")
         return cls(pipelines=tuple(s.raw("pipelines", cls.pipelines)), overrides=s.mapping("overrides", None),
                    corpora=tuple(s.raw("corpora") or ()), examples=s.integer("examples", cls.examples, 0),
-                   person_labels=str(labels) if labels else None, person_match=match, engine=_engine(top, s))
+                   person_labels=str(labels) if labels else None, person_match=match, dedup=dedup_option(s),
+                   engine=_engine(top, s))
+
+
+def dedup_option(filters: ParamsSection) -> Optional[Dict[str, Any]]:
+    """``alttext.filters.dedup`` checked: ``None`` or ``{label, url_field, ...row source}`` (a missing
+    source or a bad label names the key)."""
+    d = filters.raw("dedup")
+    if d is None:
+        return None
+    if not isinstance(d, Mapping) or not d:
+        raise filters.error("dedup", f"must be a mapping (label, url_field and a row source), got {d!r}")
+    out = dict(d)
+    label = out.get("label")
+    if not isinstance(label, str) or not label.replace("_", "").replace("-", "").isalnum():
+        raise filters.error("dedup", f"label must be a name (letters, digits, '_', '-'), got {label!r}")
+    if not isinstance(out.get("url_field", "url"), str):
+        raise filters.error("dedup", f"url_field must be a field name, got {out.get('url_field')!r}")
+    if not (out.get("file") or (out.get("dataset") and out.get("path"))):
+        raise filters.error("dedup", "needs a row source: 'file', or 'dataset' + 'path'")
+    return out
 
 
 @dataclass(frozen=True)
@@ -118,4 +139,4 @@ class AlttextParams:
 
 
 __all__ = ["AlttextParams", "CoverageParams", "DEFAULT_PIPELINES", "DEFAULT_VOCABULARIES", "FilterParams", "SECTION",
-           "size_matched_options"]
+           "dedup_option", "size_matched_options"]

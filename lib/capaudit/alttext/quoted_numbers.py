@@ -29,6 +29,27 @@ def funnel_numbers(funnels: Mapping[str, Mapping[str, Funnel]]) -> Numbers:
     return numbers
 
 
+def check_numbers(notes: Mapping[str, str], funnels: Mapping[str, Mapping[str, Funnel]], dedup: Any = None) -> Numbers:
+    """Per corpus, the sentence naming the rules that did not run (or checked only some rows), and the
+    rows the URL de-duplication step dropped under each pipeline."""
+    numbers: Numbers = {}
+    for corpus, text in notes.items():
+        if text:
+            numbers["Alttext" + macro_word(corpus) + "NotRun"] = {
+                "value": text[0].upper() + text[1:] + ".", "format": "text",
+                "description": f"the rules of the {corpus} funnels that checked no row or only some"}
+    if dedup is not None:
+        for corpus, fs in funnels.items():
+            for pname, f in fs.items():
+                hit = next((r for r in f.rows if r.rule == dedup.name), None)
+                if hit is not None and hit.rows_in > hit.unchecked:
+                    numbers["Alttext" + macro_word(corpus) + macro_word(pname) + "DedupDropped"] = {
+                        "value": hit.dropped, "format": "int",
+                        "description": f"{corpus} rows whose URL is in the {dedup.list_label} URL list "
+                                       f"({pname} funnel, step {dedup.name})"}
+    return numbers
+
+
 def person_numbers(rows: Iterable[Mapping[str, Any]]) -> Numbers:
     """Held-out span precision and recall of each pipeline's person substitution, per name filter."""
     numbers: Numbers = {}
@@ -85,5 +106,5 @@ def size_numbers(rows: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> Num
     return numbers
 
 
-__all__ = ["STUDY_NOCAPS_OOD_CLASSES", "concept_numbers", "funnel_numbers", "person_numbers",
+__all__ = ["STUDY_NOCAPS_OOD_CLASSES", "check_numbers", "concept_numbers", "funnel_numbers", "person_numbers",
            "size_numbers"]

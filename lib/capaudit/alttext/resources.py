@@ -2,7 +2,8 @@
 
 * ``pipelines.yaml``: the CC3M-style and CC12M-style pipelines (blocks, thresholds, which values
   are published and which were chosen, and why);
-* ``adult_words.yaml``: the adult-content word list;
+* ``adult_words.yaml``: the adult-content word list; ``unwanted_phrases.yaml``: CC3M's non-descriptive
+  (SEO, hashtag) phrases;
 * ``hypernyms.yaml``: WordNet hypernymisation targets/defaults per entity label;
 * ``time_spans.yaml``: time-span deletion patterns;
 * ``oi_coco_mapping.yaml``: Open Images V7 boxable → COCO-80 (nocaps out-of-domain vocabulary);
@@ -66,6 +67,31 @@ def adult_terms() -> Tuple[str, ...]:
     return tuple(dict.fromkeys(terms))
 
 
+@functools.lru_cache(maxsize=None)
+def unwanted_phrases() -> Tuple[Tuple[str, ...], Tuple["re.Pattern[str]", ...]]:
+    """The reviewed unwanted-phrases lexicon (``unwanted_phrases.yaml``): lower-cased phrases as
+    space-joined lexical units, and compiled patterns; an empty, repeated or bad entry names the file."""
+    from capaudit.text.lexical import lex_units
+
+    path = DATA_DIR / "unwanted_phrases.yaml"
+    d = _load("unwanted_phrases.yaml")
+    phrases: List[str] = []
+    for t in d.get("phrases", []) or []:
+        words = " ".join(lex_units(str(t)))
+        if not words:
+            raise InputError(f"empty phrase {t!r}", path=path, field="phrases")
+        if words in phrases:
+            raise InputError(f"phrase {t!r} repeats {words!r}", path=path, field="phrases")
+        phrases.append(words)
+    patterns = []
+    for p in d.get("patterns", []) or []:
+        try:
+            patterns.append(re.compile(str(p)))
+        except re.error as exc:
+            raise InputError(f"bad pattern {p!r} ({exc})", path=path, field="patterns") from None
+    return tuple(phrases), tuple(patterns)
+
+
 def hypernym_table() -> Dict[str, Any]:
     return data_file("hypernyms.yaml")
 
@@ -115,5 +141,5 @@ def check_block_docs(pipelines: Mapping[str, List[Mapping[str, Any]]]) -> List[s
     return problems
 
 
-__all__ = ["DATA_DIR", "data_file", "shipped_pipelines", "pipeline_sources", "adult_terms", "hypernym_table",
+__all__ = ["DATA_DIR", "data_file", "shipped_pipelines", "pipeline_sources", "adult_terms", "unwanted_phrases", "hypernym_table",
            "time_span_rules", "oi_coco_mapping", "multi_label_suffixes", "check_block_docs"]

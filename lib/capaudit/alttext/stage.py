@@ -57,13 +57,14 @@ from capaudit.text.lexical import lex_units
 from .corpora import corpus_source, corpus_texts, coverage_corpora, filter_outputs, input_name, safe_name
 from .counting import count_corpus, engine_for
 from .coverage import CONTRACT_KS, at_least_curve
-from .coverage_report import coverage_rows, domain_rows, lvis_group_rows, nocaps_class_rows, top_token_rows
+from .coverage_report import comparison_note, coverage_rows, domain_rows, lvis_group_rows, nocaps_class_rows, top_token_rows
 from .file_runs import filter_file
-from .funnel import Funnel, build_pipeline
-from .funnel_report import BACKEND_NOTE, funnel_rows, side_by_side, side_by_side_rows, transform_examples
+from .funnel import Funnel, build_pipeline, dedup_block, with_dedup
+from .funnel_report import (BACKEND_NOTE, NOT_RUN_NOTE, check_note, funnel_rows, side_by_side, side_by_side_rows,
+                            transform_examples)
 from .params import DEFAULT_PIPELINES, DEFAULT_VOCABULARIES, SECTION, AlttextParams, CoverageParams
 from .person_report import PERSON_NOTE, person_substitution_rows
-from .quoted_numbers import concept_numbers, funnel_numbers, person_numbers, size_numbers
+from .quoted_numbers import check_numbers, concept_numbers, funnel_numbers, person_numbers, size_numbers
 from .resources import data_file
 from .size_report import size_definition, size_stat_rows
 from .sizematch import SIZE_NOTE
@@ -147,13 +148,15 @@ def run_filters(cfg: RunConfig) -> FiltersResult:
     long_rows: List[Dict[str, Any]] = []
     examples: List[Dict[str, Any]] = []
     funnel_files: List[Path] = []
+    dedup = dedup_block(fp.dedup)
+    check_notes: Dict[str, str] = {}
     for spec in corpora:
         name = safe_name(str(spec.get("name") or "corpus"))
         src, text_field, _ = corpus_source(spec)
         funnels[name] = {}
         for ps in spec.get("pipelines", pipes_spec):
             pname = ps if isinstance(ps, str) and "/" not in ps and not ps.endswith((".yaml", ".yml")) else None
-            pipe = build_pipeline(ps, overrides=(overrides.get(pname or "") or None))
+            pipe = with_dedup(build_pipeline(ps, overrides=(overrides.get(pname or "") or None)), dedup)
             outs = filter_outputs(cfg, name, pipe.name)
             f = filter_file(src, text_field, pipe, outs["kept"], outs["funnel"], outs["dropped"], batch_size=batch,
                             manifest_path=outs["manifest"], **engine_for(src, eng))
@@ -162,19 +165,23 @@ def run_filters(cfg: RunConfig) -> FiltersResult:
             long_rows += funnel_rows(name, f)
             funnel_files.append(outs["funnel"])
             examples += transform_examples(outs["kept"], text_field, name, pipe.name, fp.examples)
+        check_notes[name] = check_note(name, funnels[name], next((r for r, _ in src), None))
     here = "capaudit.alttext.funnel_report"
     changed = override_note(overrides)
     note = BACKEND_NOTE + (f"; {changed}" if changed else "")
     tables = [("alttext_funnel", long_rows, f"{here}.funnel_rows", funnel_files, {"note": note})]
     for spec in corpora:
         name = safe_name(str(spec.get("name") or "corpus"))
+        said = check_notes.get(name)
         tables.append((f"alttext_funnel_{name}", side_by_side_rows(funnels[name]), f"{here}.side_by_side_rows",
                        [p for p in funnel_files if p.parent.parent.name == name],
-                       {"note": note, "corpus": name, "pipelines": list(funnels[name])}))
+                       {"note": note + (f"; {said}" if said else ""), "corpus": name, "pipelines": list(funnels[name]),
+                        "not_run_note": NOT_RUN_NOTE}))
     tables.append(("alttext_transform_examples", examples, f"{here}.transform_examples",
                    [filter_outputs(cfg, c, p)["kept"] for c, fs in funnels.items() for p in fs],
                    {"note": BACKEND_NOTE}))
     numbers = funnel_numbers(funnels)
+    numbers.update(check_numbers(check_notes, funnels, dedup))
     if changed:
         numbers["AlttextOverrideNote"] = {"value": changed[0].upper() + changed[1:] + ".", "format": "text",
                                           "description": "the rule parameters this run changed from the published"}
@@ -238,7 +245,8 @@ def run_coverage(cfg: RunConfig) -> CoverageResult:
             "tokens": top_token_rows(results, first_vocab, top_k), "domains": domain_rows(results, first_vocab, top_k)}
     tables: List[Tuple[str, List[Dict[str, Any]], str, Sequence[str], Mapping[str, Any]]] = [
         ("alttext_coverage", rows["coverage"], f"{here}.coverage_rows", cov_files,
-         {"note": f"{BACKEND_NOTE}; {SIZE_NOTE} (alttext_size_stats)", "ks": list(CONTRACT_KS)}),
+         {"note": f"{BACKEND_NOTE}; {SIZE_NOTE} (alttext_size_stats); {comparison_note(acct, results)}",
+          "ks": list(CONTRACT_KS)}),
         ("alttext_size_stats", sizes, "capaudit.alttext.size_report.size_stat_rows",
          [input_name(specs[n]) for n in results], size_meta),
         ("alttext_top_tokens", rows["tokens"], f"{here}.top_token_rows", cov_files, {"note": BACKEND_NOTE}),

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .figure_files import FigureInfo, write_figure_data  # noqa: E402
 
-OFFLINE_NOTE = "offline backends (langid, VADER, spaCy sm, WordNet, COCO-MINI tags)"
+OFFLINE_NOTE = "offline backends (langid, VADER, spaCy sm, WordNet, COCO-MINI tags, our unwanted-phrase lexicon)"
 
 
 def _info(title: str, notebook: str, function: str, offline: bool = False) -> FigureInfo:
@@ -36,29 +36,44 @@ def _frame_rows(frame: Any) -> List[Dict[str, Any]]:
     return frame.to_dict("records") if len(frame) else []
 
 
+def _not_run(step: Any) -> bool:
+    """A funnel step that checked none of the rows that reached it (no image data to read)."""
+    return step.rows_in > 0 and step.unchecked >= step.rows_in
+
+
 def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.Figure":
-    """Per corpus, one horizontal bar panel per pipeline: rows dropped by each rule (kept at the end)."""
+    """Per corpus, one horizontal bar panel per pipeline: rows dropped by each rule (kept at the end); a
+    rule that checked no row is labelled "not run" in grey, with no bar (its data rows: ``rows`` null,
+    ``checked`` "not run")."""
     panels = [(c, p, f) for c, fs in funnels.items() for p, f in fs.items()]
-    rows = [{"corpus": c, "pipeline": p, "step": r.rule, "rows": r.dropped, "input_rows": f.input_rows}
+    rows = [{"corpus": c, "pipeline": p, "step": r.rule, "rows": None if _not_run(r) else r.dropped,
+             "input_rows": f.input_rows, "checked": "not run" if _not_run(r) else r.rows_in - r.unchecked}
             for c, p, f in panels for r in f.rows]
-    rows += [{"corpus": c, "pipeline": p, "step": "kept", "rows": f.kept, "input_rows": f.input_rows} for c, p, f in panels]
+    rows += [{"corpus": c, "pipeline": p, "step": "kept", "rows": f.kept, "input_rows": f.input_rows,
+              "checked": None} for c, p, f in panels]
     n = max(1, len(panels))
     height = max(2.2, 0.22 * max((len(f.rows) + 1 for _, _, f in panels), default=8))
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, height), squeeze=False)
     for ax, (corpus, pname, f) in zip(axes[0], panels):
-        labels = [r.rule for r in f.rows] + ["kept"]
-        values = [r.dropped for r in f.rows] + [f.kept]
+        off = [_not_run(r) for r in f.rows] + [False]
+        labels = [r.rule + (" (not run)" if o else "") for r, o in zip(f.rows, off)] + ["kept"]
+        values = [0 if o else r.dropped for r, o in zip(f.rows, off)] + [f.kept]
         colors = ["#c44e52"] * len(f.rows) + ["#55a868"]
         y = list(range(len(labels)))[::-1]
         ax.barh(y, values, color=colors)
         ax.set_yticks(y)
         ax.set_yticklabels(labels, fontsize=6)
+        for tick, o in zip(ax.get_yticklabels(), off):
+            if o:
+                tick.set_color("#999999")
         ax.set_title(f"{corpus}: {pname} ({f.input_rows:,} rows)", fontsize=7)
         ax.tick_params(axis="x", labelsize=6)
-        for yy, v in zip(y, values):
-            ax.text(v, yy, f" {v:,}", va="center", fontsize=5)
+        for yy, v, o in zip(y, values, off):
+            ax.text(v, yy, " not run: checked no row" if o else f" {v:,}", va="center", fontsize=5,
+                    color="#999999" if o else "black")
         ax.set_xlabel("rows dropped by the rule (first drop) / kept", fontsize=6)
-    fig.suptitle(f"Alt-text filter funnels — {OFFLINE_NOTE}", fontsize=7)
+    fig.suptitle(f"Alt-text filter funnels — {OFFLINE_NOTE}; grey 'not run': the rule had no image data to "
+                 f"read on any row", fontsize=7)
     fig.tight_layout()
     return _save(fig, stem, rows, _info("Alt-text filter funnels: rows dropped by each rule (first drop) and kept",
                                         "10_alttext_filters", "plot_funnels", offline=True))

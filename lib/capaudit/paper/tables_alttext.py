@@ -41,19 +41,30 @@ def _named(*specs: Tuple[Any, ...]) -> Tuple[Column, ...]:
 @builder("alttext_funnel", notebook=FILTERS)
 def alttext_funnel(data: Mapping[str, Any]) -> Table:
     """Every step of every pipeline on every corpus: rows in, dropped, kept, unchecked, rewritten."""
+    status = any("status" in r for r in data["rows"])
     cols = _named(("corpus", "text"), ("pipeline", "text"), ("order", "int"), ("rule", "text"), ("block", "text"),
                   ("kind", "text"), ("rows_in", "int"), ("dropped", "int"), ("kept", "int"), ("unchecked", "int"),
-                  ("changed", "int"), ("backend", "text"), ("kept_share_of_input", *SHARE))
-    return _tabular(data, "Every rule of the alt-text cascades", cols)
+                  ("changed", "int"), *([("status", "text")] if status else []), ("backend", "text"),
+                  ("kept_share_of_input", *SHARE))
+    notes = (("status: all / partly / not run = the rule checked every, some or none of the rows that reached it "
+              "(unchecked: rows it had nothing to read on, e.g. no image metadata)",) if status else ())
+    return _tabular(data, "Every rule of the alt-text cascades", cols, *notes)
 
 
 @builder("alttext_funnel_*", notebook=FILTERS)
 def alttext_funnel_side_by_side(data: Mapping[str, Any]) -> Table:
     """One corpus's pipelines side by side: per rule, rows each pipeline drops and keeps (``--`` where
-    the rule is not part of the pipeline)."""
+    the rule is not part of the pipeline or checked no row) and, when the rows carry it, ``checked``
+    (``all``, ``not run``, ``<n> of <rows in>``)."""
     pipes: Sequence[str] = _meta(data, "pipelines")
-    cols = _named(("rule", "text"), *[(f"{p} {what}", "int") for p in pipes for what in ("dropped", "kept")])
-    return _tabular(data, f"Filter funnel on {_meta(data, 'corpus')}", cols, "--: the rule is not part of that cascade")
+    checked = any(f"{p} checked" in r for r in data["rows"] for p in pipes)
+    whats = (("dropped", "int"), ("kept", "int")) + ((("checked", "text"),) if checked else ())
+    cols = _named(("rule", "text"), *[(f"{p} {what}", kind) for p in pipes for what, kind in whats])
+    if not checked:
+        return _tabular(data, f"Filter funnel on {_meta(data, 'corpus')}", cols, "--: the rule is not part of that cascade")
+    return _tabular(data, f"Filter funnel on {_meta(data, 'corpus')}", cols,
+                    "--: the rule is not part of that cascade, or it checked no row (checked: not run)",
+                    "checked: all, not run, or the rows the rule could check of the rows that reached it")
 
 
 
