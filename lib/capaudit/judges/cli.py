@@ -445,5 +445,5 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from .probe import run
 
     out = run(load_params(args.params))
-    print(out["table"].to_string(index=False))
+    print(out.table.to_string(index=False))
     return 0

@@ -4,7 +4,7 @@ slices are the claims stage's (:class:`capaudit.claims.params.JudgedClaimsParams
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from capaudit.claims.params import JudgedClaimsParams
@@ -13,6 +13,28 @@ from capaudit.errors import InputError
 
 from .slices import SurfaceSpec
 from .stage_params import SECTION, JudgeSpec, judge_specs, slice_specs
+
+
+@dataclass(frozen=True)
+class YesBiasProbeParams:
+    """``judges.probe`` (:mod:`capaudit.judges.probe`): the SugarCrepe pair surfaces of one judged slice."""
+
+    slice: str
+    positive: str
+    negative: str
+    reps: int = 2000
+    seed: int = 0
+    written: Mapping[str, Any] = field(default_factory=dict)  # the block as written (recorded with the rows)
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any], path: Optional[PathLike] = None) -> "YesBiasProbeParams":
+        """From the ``judges:`` section's ``probe`` block; a missing or bad key is one line naming it."""
+        p = ParamsSection.of(section, SECTION, path).raw("probe")
+        if not isinstance(p, Mapping) or not all(p.get(k) for k in ("slice", "positive", "negative")):
+            raise InputError("judges.probe needs 'slice', 'positive' and 'negative'", path=path, field="probe")
+        s = ParamsSection.of(p, f"{SECTION}.probe", path).only(("slice", "positive", "negative", "reps", "seed"))
+        return cls(str(p["slice"]), str(p["positive"]), str(p["negative"]), s.integer("reps", cls.reps),
+                   s.integer("seed", cls.seed, None), dict(p))
 
 
 @dataclass(frozen=True)
@@ -75,4 +97,4 @@ class JudgesParams:
         return {j.name: j for j in self.judges}
 
 
-__all__ = ["JudgesParams", "SECTION"]
+__all__ = ["JudgesParams", "SECTION", "YesBiasProbeParams"]

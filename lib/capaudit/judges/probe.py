@@ -30,6 +30,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic
+from capaudit.results import StageResult
 
 ALL_TYPES = "all"
 
@@ -172,38 +173,46 @@ def read_jsonl(path: Path) -> List[Dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def run(cfg: Any) -> Dict[str, Any]:
+@dataclass(frozen=True, eq=False)
+class ProbeResult(StageResult):
+    """What :func:`run` wrote: the probe rows (and as a frame), the rows file, the SugarCrepe records."""
+
+    rows: List[ProbeRow]
+    table: Any
+    paths: Dict[str, Any]
+    records: List[Any]
+
+
+def run(cfg: Any) -> ProbeResult:
     """Notebook 05b: the probe over the judges stage's outputs (module docstring)."""
     import pandas as pd
 
     from capaudit.summaries.numbers_fragments import write_numbers_fragment
     from capaudit.summaries.vqa_layout import read_vqa_layout
 
-    from .stage import slug
+    from .params import YesBiasProbeParams
+    from .stage_params import slug
 
-    section = cfg.section("judges")
-    p = section.get("probe")
-    if not isinstance(p, Mapping) or not all(p.get(k) for k in ("slice", "positive", "negative")):
-        raise InputError("judges.probe needs 'slice', 'positive' and 'negative'", path=cfg.path, field="probe")
+    p = YesBiasProbeParams.from_section(cfg.section("judges"), cfg.path)
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "judges"
-    sdir = art / slug(str(p["slice"]))
+    sdir = art / slug(p.slice)
     layout = read_vqa_layout(art / "vqa_layout.json")
     labels = {j.name: (j.label, j.backend) for j in layout.judges}
     judges, records = probe_records(read_jsonl(sdir / "judged_claims.jsonl"), read_jsonl(sdir / "captions.jsonl"),
-                                    str(p["positive"]), str(p["negative"]))
+                                    p.positive, p.negative)
     if not records:
-        raise InputError(f"no complete SugarCrepe pair among the judged claims of slice {p['slice']!r} "
-                         f"(surfaces {p['positive']!r}, {p['negative']!r})", path=sdir / "judged_claims.jsonl")
-    rows = probe_rows(judges, records, labels, int(p.get("reps", 2000)), int(p.get("seed", 0)))
+        raise InputError(f"no complete SugarCrepe pair among the judged claims of slice {p.slice!r} "
+                         f"(surfaces {p.positive!r}, {p.negative!r})", path=sdir / "judged_claims.jsonl")
+    rows = probe_rows(judges, records, labels, p.reps, p.seed)
     frame = pd.DataFrame([{**asdict(r), "gap": r.gap} for r in rows])
     rows_path = write_probe_rows(rows, dirs["artifacts"], inputs=[str(sdir / "judged_claims.jsonl"),
                                                                   str(sdir / "captions.jsonl")])
-    write_json_atomic(art / "yes_bias_probe.json", {"params": dict(p), "judges": judges,
+    write_json_atomic(art / "yes_bias_probe.json", {"params": dict(p.written), "judges": judges,
                                                     "rows": [asdict(r) for r in rows], "records": len(records)})
     numbers = probe_numbers(rows, judges)
     write_numbers_fragment(dirs["artifacts"], "probe", numbers, backend=", ".join(l for l, _ in labels.values()))
-    return {"rows": rows, "table": frame, "paths": {"rows": rows_path}, "records": records}
+    return ProbeResult(rows, frame, {"rows": rows_path}, records)
 
 
-__all__ = ["ProbeRow", "claim_key", "probe_records", "probe_rows", "write_probe_rows", "probe_numbers", "run"]
+__all__ = ["ProbeResult", "ProbeRow", "claim_key", "probe_records", "probe_rows", "write_probe_rows", "probe_numbers", "run"]
