@@ -91,3 +91,26 @@ def test_rows_without_their_definitions_are_refused(tmp_path):
     with pytest.raises(InputError, match="no meta 'surface_label'") as e:
         build_table({**read_table_rows(p), "path": str(p)})
     assert e.value.field == "meta.surface_label" and str(p) in str(e.value)
+
+
+def test_a_parser_served_by_the_test_vlm_gives_its_caveat(tmp_path):
+    """The parser's caveat follows from the recorded card's kind, not from words in its label."""
+    from capaudit.detail.backends import offline_backends
+
+    class Parser:
+        def __init__(self, offline):
+            self.offline = offline
+
+    names = {"parser": "capaudit-test-vlm via the model-call layer", "grounding": "coco-instance-masks",
+             "itm": "annotation-precision (offline)"}
+    assert offline_backends(names, Parser(True)) == ["parser", "itm"]
+    assert offline_backends(names, Parser(False)) == ["itm"]
+    assert offline_backends({**names, "parser": "p (heuristic)"}, None) == ["parser", "itm"]  # no parser: its label
+    rows = [{"surface": "a", "label": "a", "captions": 3, "images": 3, "icr_mean": None, "icr_lower": None,
+             "icr_upper": None, "aod_mean": 1.0, "cd_mean": None, "length_mean": 4.0}]
+    t = _build(tmp_path, "detail_surfaces", rows, {"length_unit": "lex", "bootstrap": {"n_resamples": 10},
+                                                   "parser_kinds": ["random-vision test model"]})
+    assert "random-vision test model" in t.caveats and "offline backends" in t.caveats
+    t = _build(tmp_path, "detail_surfaces", rows, {"length_unit": "lex", "bootstrap": {"n_resamples": 10},
+                                                   "parser_kinds": ["heuristic"]})
+    assert "random-vision test model" not in t.caveats

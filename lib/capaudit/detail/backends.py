@@ -64,9 +64,18 @@ def backend_names(parser: Any, grounding: Any, itm: Any) -> Dict[str, str]:
             "itm": itm.label if itm is not None else "none"}
 
 
-def offline_backends(names: Mapping[str, str]) -> List[str]:
-    """The backends (of :func:`backend_names`) that are offline heuristics or stand-ins, not models."""
-    return [k for k, v in names.items() if "offline" in v or "heuristic" in v]
+def offline_backends(names: Mapping[str, str], parser: Any = None) -> List[str]:
+    """The backends (of :func:`backend_names`) that are offline heuristics or stand-ins, not models:
+    the parser as the model cards that answered it say (its ``offline``); grounding and ITM, which
+    are computed here, not asked of a model, as their own labels say."""
+    out = []
+    for k, v in names.items():
+        if k == "parser" and parser is not None and hasattr(parser, "offline"):
+            if parser.offline:
+                out.append(k)
+        elif "offline" in v or "heuristic" in v:
+            out.append(k)
+    return out
 
 
 __all__ = ["backend_names", "backend_spec", "build_backends", "offline_backends"]

@@ -133,6 +133,13 @@ class ServedSceneGraphParser:
         return any(c.get("kind") != "real" for c in (self.answered_by or [self.card]))
 
     @property
+    def kinds(self) -> List[str]:
+        """The kinds of the cards that answered (else the declared one)."""
+        from capaudit.llm.cards import card_kinds
+
+        return card_kinds(self.answered_by or [self.card])
+
+    @property
     def answered_by(self) -> List[Dict[str, Any]]:
         """The model cards the client recorded for this parser's answers so far."""
         from capaudit.llm.store import answered_by

@@ -149,6 +149,19 @@ class LLMSceneGraphParser:
         return self._revision
 
     @property
+    def kinds(self) -> List[str]:
+        """The kinds of the model cards that answered (recorded beside the store), else the declared one."""
+        from capaudit.llm.cards import card_kinds
+        from capaudit.llm.store import answered_by
+
+        return card_kinds(answered_by(self.store) or [self.card])
+
+    @property
+    def offline(self) -> bool:
+        """True when what answered is not a real model (a stand-in, a test model, or unknown)."""
+        return any(k != "real" for k in self.kinds)
+
+    @property
     def label(self) -> str:
         """The model card's label: a stand-in says what it is."""
         card = self.card

@@ -124,7 +124,8 @@ def run(cfg: RunConfig) -> Dict[str, Any]:
             "icr": icr_definition(rows)["name"], "relation_ends": relation_ends,
             "relation_ends_label": relation_ends_label(relation_ends), "length_unit": length_unit})
     score_files = {name: rel(art / f"scores_{name}.jsonl") for name in scores}
-    table_meta = {"backends": backends, "offline_backends": offline_backends(backends)}
+    table_meta = {"backends": backends, "offline_backends": offline_backends(backends, parser),
+                  "parser_kinds": list(getattr(parser, "kinds", ()))}
 
     bs = section.get("bootstrap") or {}
     bootstrap = {"n_resamples": int(bs.get("n_resamples", 2000)), "seed": int(bs.get("seed", 1477)),

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from capaudit.errors import InputError
 
 from .stage_tables import builder, columns
-from .table_model import Table, caveats_in
+from .table_model import Table, caveats_in, stand_in_caveats
 
 NOTEBOOK = "09_detail"
 #: what every detail table's ``meta`` holds (the stage writes it; ``detail.definitions``)
@@ -41,6 +41,9 @@ def _caveats(meta: Mapping[str, Any]) -> Tuple[str, ...]:
     found = list(caveats_in([meta["icr"]["name"]]))
     if meta.get("offline_backends"):
         found.append("offline backends")
+    # the scene-graph parser as the recorded model cards say (a heuristic is "offline backends" above)
+    found += [t for t in stand_in_caveats("extractor", [k for k in meta.get("parser_kinds") or () if k != "heuristic"])
+              if t not in found]
     return tuple(found)
 
 
