@@ -22,7 +22,7 @@ def surface_names(names: Optional[Sequence[str]], known: Sequence[str], key: str
 def int_setting(section: Mapping[str, Any], key: str, default: Optional[int], minimum: int, where: str,
                 maximum: Optional[int] = None) -> Optional[int]:
     """``section[key]`` (or ``default``) as an integer in [minimum, maximum]; else an error naming the key."""
-    v = section.get(key, default)
+    v = section[key] if key in section else default
     if v is None and default is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum or (maximum is not None and v > maximum):

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
+from capaudit.config import ParamsSection
 from capaudit.errors import InputError
 
 from .slices import SurfaceSpec
@@ -39,7 +40,7 @@ def judge_specs(section: Mapping[str, Any], where: str) -> List[JudgeSpec]:
     declares for it (:func:`capaudit.llm.server.served_cards`), never to a name recognised here."""
     from capaudit.llm.server import served_cards
 
-    items = section.get("judges") or [{"name": n} for n in DEFAULT_JUDGES]
+    items = ParamsSection.of(section, SECTION, where).raw("judges") or [{"name": n} for n in DEFAULT_JUDGES]
     cards = served_cards()
     out = []
     for i, j in enumerate(items):
@@ -74,7 +75,7 @@ def _expand(value: Any, placeholders: Mapping[str, str]) -> Any:
 def slice_specs(section: Mapping[str, Any], where: str,
                 placeholders: Optional[Mapping[str, str]] = None) -> List[Tuple[str, List[SurfaceSpec]]]:
     """Judged slices of the params; ``{run_dir}``/``{artifacts}`` in a surface's ``path`` expand."""
-    slices = section.get("slices")
+    slices = ParamsSection.of(section, SECTION, where).raw("slices")
     if not isinstance(slices, list) or not slices:
         raise InputError("judges.slices must list at least one slice", path=where, field="slices")
     out = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from capaudit.budgets import DEFAULT_BUDGET
 from capaudit.errors import InputError
 
 from .layout import BY_COMPARISON
@@ -27,7 +28,7 @@ ELIGIBILITY_BUDGETS: Tuple[Tuple[str, int], ...] = (("cov64", 64), ("cov128", 12
 VIOLATION_COLUMNS = ("comparison", "records", "code", "local_rate", "reference_rate")
 OPENER_CODE = "J_meta_statement"
 DELTA_COLUMNS = ("comparison", "records", "metric", "delta_mean_local_minus_reference", "ci95_low", "ci95_high")
-BUDGET = 64
+BUDGET = DEFAULT_BUDGET
 
 
 def comparison_label(comparison: str) -> str:

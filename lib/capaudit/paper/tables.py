@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..budgets import DEFAULT_BUDGET
 from ..summaries.cells import GEMMA_JUDGE, QWEN_JUDGE, CellsFile
 from ..summaries.claimed import ClaimedSummary
 from ..summaries.frontier import FrontierRow
@@ -17,7 +18,7 @@ from ..summaries.rollups import ClaimedRollupRow
 from .fmt import ADDLINESPACE, body, row, tex_arrow, tex_int, tex_num
 from .layout import CC12M_FRONTIER, CROSS_CORPUS, PAIRINGS, rollup_key
 
-FRONTIER_BUDGET = 64
+FRONTIER_BUDGET = DEFAULT_BUDGET
 
 
 @dataclass(frozen=True)

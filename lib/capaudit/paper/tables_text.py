@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..budgets import DEFAULT_BUDGET
 from .stage_tables import builder, columns
 from .table_model import Table
 
@@ -16,7 +17,7 @@ def text_stats(data: Mapping[str, Any]) -> Table:
     opener rate, top-k prefix mass (raw, content; dagger when 1.0 by construction), Distinct-1..3,
     rep-3/4 and the normalised duplicate rate."""
     meta = data["meta"]
-    b = int(meta.get("budget", 64))
+    b = int(meta.get("budget", DEFAULT_BUDGET))
     note = f"prefix_note{b}"
     rows = list(data["rows"])
     rate = ("num", 4)

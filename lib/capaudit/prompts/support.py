@@ -27,6 +27,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from capaudit.budgets import DEFAULT_BUDGET
 from capaudit.errors import EmptyInputError
 
 from capaudit.prompts.ngrams import HASH_BUCKETS, PoolCounts, ngram_buckets_per_text, tokenize_chunk
@@ -239,7 +240,7 @@ def block_metrics(
     reference_texts: Sequence[str],
     pools: Sequence[PreparedPool],
     ngram: int = 2,
-    budget: Optional[int] = 64,
+    budget: Optional[int] = DEFAULT_BUDGET,
     block_size: int = BLOCK_SIZE,
     buckets: int = HASH_BUCKETS,
     alpha: float = ALPHA,
@@ -334,7 +335,7 @@ def block_metrics_stream(
     pairs,
     pools: Sequence[PreparedPool],
     ngram: int = 2,
-    budget: Optional[int] = 64,
+    budget: Optional[int] = DEFAULT_BUDGET,
     block_size: int = BLOCK_SIZE,
     buckets: int = HASH_BUCKETS,
     alpha: float = ALPHA,
@@ -395,7 +396,7 @@ def compare_pairs_file(
     limit: Optional[int] = 250_000,
     skip_incomplete: bool = False,
     ngram: int = 2,
-    budget: Optional[int] = 64,
+    budget: Optional[int] = DEFAULT_BUDGET,
     block_size: int = BLOCK_SIZE,
     reps: int = BOOTSTRAP_REPS,
     seed: int = 0,
@@ -632,7 +633,7 @@ def compare_surfaces(
     local_surface: str = "local",
     reference_surface: str = "reference",
     ngram: int = 2,
-    budget: Optional[int] = 64,
+    budget: Optional[int] = DEFAULT_BUDGET,
     block_size: int = BLOCK_SIZE,
     reps: int = BOOTSTRAP_REPS,
     seed: int = 0,

@@ -8,11 +8,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..budgets import DEFAULT_BUDGET
 from .lexical import lex_units
 from .violations import OpenerOptions, ViolationChecker
 
 
-def paired_deltas(local: Sequence[str], reference: Sequence[str], budget: int = 64) -> pd.DataFrame:
+def paired_deltas(local: Sequence[str], reference: Sequence[str], budget: int = DEFAULT_BUDGET) -> pd.DataFrame:
     """Per-pair local − reference deltas with normal 95% intervals (spec §2.7).
 
     Metrics: full lex count, B-eligibility indicator, rep-4 inside the B window and the

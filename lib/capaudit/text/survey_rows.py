@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, Mapping
 
+from ..budgets import DEFAULT_BUDGET
+
 
 def prefix_mass_by_construction(block: Mapping[str, object], top_k: int) -> Dict[str, bool]:
     """Per prefix kind: True when top-``top_k`` prefix mass is 1.0 by construction.
@@ -15,7 +17,7 @@ def prefix_mass_by_construction(block: Mapping[str, object], top_k: int) -> Dict
     return {kind: int(block[f"prefix_{kind}"]["distinct"]) <= int(top_k) for kind in ("raw", "content")}
 
 
-def surface_row(name: str, r: Mapping[str, object], budget: int = 64, top_k: int = 100) -> Dict[str, object]:
+def surface_row(name: str, r: Mapping[str, object], budget: int = DEFAULT_BUDGET, top_k: int = 100) -> Dict[str, object]:
     """One surface: records, Avg lex, the metrics at ``budget`` (keys end in the budget) and a note
     when its top-k prefix mass is 1.0 by construction."""
     b = r["budgets"][str(budget)]
