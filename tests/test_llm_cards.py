@@ -138,3 +138,21 @@ def test_directory_stores_and_a_missing_sidecar(tmp_path):
 def test_card_kinds_are_checked():
     with pytest.raises(ValueError, match="kind"):
         ModelCard("x", "magic")
+
+
+def test_recorded_cards_keep_what_was_declared(tmp_path):
+    """A server that did not answer is not recorded; an unknown card never replaces a known one of the
+    same model and URL; a fresh store (no row yet) replaces a leftover file instead of merging."""
+    from capaudit.llm.cards import fetch_card
+    from capaudit.llm.store import answered_by, record_answerers
+
+    store = tmp_path / "responses.jsonl"
+    real = {"model": "m", "kind": "real", "version": "", "label": "m", "caveat": "", "url": "http://a"}
+    record_answerers(store, [real])
+    down = fetch_card("http://127.0.0.1:9", "m", timeout=2.0)  # nothing listens on the discard port
+    assert down["reachable"] is False and down["kind"] == "unknown"
+    record_answerers(store, [down])
+    record_answerers(store, [{**real, "kind": "unknown", "label": "m", "caveat": "who answered m is unknown"}])
+    assert [c["kind"] for c in answered_by(store)] == ["real"]
+    record_answerers(store, [{**real, "model": "other", "kind": "heuristic"}], fresh=True)
+    assert [c["model"] for c in answered_by(store)] == ["other"]

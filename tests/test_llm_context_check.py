@@ -219,7 +219,7 @@ def test_overwrite_forgets_who_answered_the_deleted_rows(tmp_path: Path) -> None
     assert [c["model"] for c in answered_by(out)] == ["m"]
 
 
-def test_each_endpoint_counts_the_requests_routed_to_it(tmp_path: Path) -> None:
+def test_the_endpoints_count_in_turn(tmp_path: Path) -> None:
     rows = [json.loads(x) for x in _requests(tmp_path).read_text().splitlines()]
     req = tmp_path / "many.jsonl"
     req.write_text("".join(json.dumps({**rows[0], "request_id": f"r{i}"}) + "\n" for i in range(8)))
@@ -251,3 +251,17 @@ def test_recap_refuses_a_caption_request_over_the_context_too(tmp_path: Path) ->
     refused = [r for r in rows if r.get("error_kind") == "context"]
     assert len(refused) == 2 and all("+ max_tokens 512 =" in r["error"] for r in refused)
     assert all(r["recap"]["image_path"] for r in refused)  # the row says which image
+
+
+def test_the_check_turning_off_mid_count_is_no_crash(tmp_path: Path) -> None:
+    """Many requests in flight: one count fails (the check turns off) while others wait on theirs;
+    those finish against the limit they started with, and the run ends normally."""
+    rows = [json.loads(x) for x in _requests(tmp_path).read_text().splitlines()]
+    req = tmp_path / "many.jsonl"
+    req.write_text("".join(json.dumps({**rows[0], "request_id": f"r{i}"}) + "\n" for i in range(6)))
+    with fake_vllm(tokenize_delay=0.5) as slow, fake_vllm(tokenize_status=500) as failing:
+        stats = run_requests(str(req), str(tmp_path / "resp.jsonl"), [slow["url"], failing["url"]], "m",
+                             progress=False, handle_signals=False, concurrency=6)
+    assert stats.answered == 6 and stats.failed == 0
+    assert stats.context_check_off and failing["url"] in stats.context_check_off
+    assert stats.context_checked >= 1  # the slow counts that were in flight still counted

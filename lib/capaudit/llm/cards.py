@@ -152,28 +152,51 @@ def models_url(url: str) -> str:
     return base + "/v1/models"
 
 
-def fetch_model_entries(url: str, api_key: Optional[str] = None, timeout: float = 10.0) -> Optional[List[Dict[str, Any]]]:
-    """The ``data`` entries of ``GET /v1/models``; ``None`` when the server has no such route, is
-    unreachable or answers something else."""
+class _Unreachable(Exception):
+    """``GET /v1/models`` got no answer at all (connection refused, timeout): nothing was declared or not."""
+
+
+def _models_body(url: str, api_key: Optional[str], timeout: float) -> Any:
+    """The parsed ``GET /v1/models`` body (``None``: an HTTP error or not JSON, i.e. the server
+    declares nothing); raises :class:`_Unreachable` when the server did not answer."""
     import urllib.error
     import urllib.request
 
     rq = urllib.request.Request(models_url(url), headers={"Authorization": f"Bearer {api_key or 'sk-fake'}"})
     try:
         with urllib.request.urlopen(rq, timeout=timeout) as resp:
-            body = json.loads(resp.read())
-    except (OSError, ValueError):  # HTTPError and URLError are OSErrors
+            return json.loads(resp.read())
+    except urllib.error.HTTPError:
         return None
+    except ValueError:
+        return None
+    except OSError as exc:  # URLError, timeouts, resets: no answer
+        raise _Unreachable(str(exc)) from exc
+
+
+def _entries(body: Any) -> Optional[List[Dict[str, Any]]]:
     data = body.get("data") if isinstance(body, dict) else None
-    if not isinstance(data, list):
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else None
+
+
+def fetch_model_entries(url: str, api_key: Optional[str] = None, timeout: float = 10.0) -> Optional[List[Dict[str, Any]]]:
+    """The ``data`` entries of ``GET /v1/models``; ``None`` when the server has no such route, is
+    unreachable or answers something else."""
+    try:
+        return _entries(_models_body(url, api_key, timeout))
+    except _Unreachable:
         return None
-    return [e for e in data if isinstance(e, dict)]
 
 
 def fetch_card(url: str, model: str, api_key: Optional[str] = None, timeout: float = 10.0) -> Dict[str, Any]:
     """The recorded card of ``model`` as the server at ``url`` declares it (``kind: unknown`` when
-    it declares nothing or does not list the model); ``url`` is added."""
-    entries = fetch_model_entries(url, api_key, timeout)
+    it declares nothing or does not list the model); ``url`` is added. A server that does not answer
+    at all gets an unknown card with ``reachable: False``, which is never recorded."""
+    try:
+        body = _models_body(url, api_key, timeout)
+    except _Unreachable as exc:  # not asked at all: such a card is not recorded (llm.store.record_answerers)
+        return {**unknown_card(model, f"/v1/models did not answer: {exc}"), "url": url, "reachable": False}
+    entries = _entries(body)
     if entries is None:
         return {**unknown_card(model, "no /v1/models"), "url": url}
     for e in entries:

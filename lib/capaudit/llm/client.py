@@ -287,6 +287,7 @@ class RequestRun:
         # context check (capaudit.llm.context_check): set by arun_requests from the recorded cards
         self.context_limit: Optional[int] = None
         self._tokenize_pools: Dict[int, Any] = {}
+        self._tokenize_turn = 0
 
     # -- hooks ----------------------------------------------------------------------------------
     def interpret(self, text: Any, finish_reason: Any, req: Optional[Mapping[str, Any]]) -> Interpretation:
@@ -374,14 +375,16 @@ class RequestRun:
         await self.send(req["request_id"], body, pools, req)
 
     async def context_refusal(self, req: Mapping[str, Any]) -> Optional[str]:
-        """Why ``req`` does not fit the model's context, counted by ``/tokenize`` on the endpoint the
-        router picks (``None``: it fits, or there is no limit to check against). A count that cannot
-        be had (not 200, no count, no answer within :data:`TOKENIZE_TIMEOUT_S`) turns the check off
-        for the rest of the run, saying why in :attr:`RunStats.context_check_off`; the requests then
-        go to the server as they are."""
-        if self.context_limit is None or "messages" not in req:
+        """Why ``req`` does not fit the model's context, counted by ``/tokenize`` (the endpoints in
+        turn; every endpoint serves the same model and template) (``None``: it fits, or there is no
+        limit to check against). A count that cannot be had (not 200, no count, no answer within
+        :data:`TOKENIZE_TIMEOUT_S`) turns the check off for the rest of the run, saying why in
+        :attr:`RunStats.context_check_off`; the requests then go to the server as they are."""
+        limit = self.context_limit  # read once: another request may turn the check off meanwhile
+        if limit is None or "messages" not in req:
             return None
-        idx = self.router.pick()
+        idx = self._tokenize_turn % len(self.router.urls)
+        self._tokenize_turn += 1
         pool = self._tokenize_pools.get(idx)
         if pool is None:
             pool = self._tokenize_pools[idx] = Pool(tokenize_url(self.router.urls[idx]), self.headers,
@@ -391,10 +394,8 @@ class RequestRun:
         except (OSError, asyncio.TimeoutError) as exc:
             self.context_check_stops(f"{pool.url}: {type(exc).__name__ or 'timeout'} {clip_text(exc, 200)}".strip())
             return None
-        finally:
-            self.router.release(idx, False)  # a failed count says nothing of the endpoint's answers
         try:
-            reason = context_refusal_reason(resp.status, resp.body, req, self.context_limit)
+            reason = context_refusal_reason(resp.status, resp.body, req, limit)
         except ContextUncounted as exc:
             self.context_check_stops(f"{pool.url}: {exc}")
             return None
@@ -811,7 +812,7 @@ async def arun_requests(
     # who answers: the model card each endpoint declares for the model, beside the store
     # (capaudit.llm.cards; "unknown" where a server has no /v1/models)
     cards = await asyncio.get_running_loop().run_in_executor(None, partial(fetch_cards, urls, model, api_key, 5.0))
-    record_answerers(st_obj.path, cards)
+    record_answerers(st_obj.path, cards, fresh=not (answered or failed))
     if context_check:
         run.context_limit = context_limit(cards)
     t_start = time.monotonic()

@@ -343,15 +343,24 @@ def _card_key(card: Mapping[str, Any]) -> Tuple[str, str]:
     return str(card.get("model", "")), str(card.get("url", ""))
 
 
-def record_answerers(path: str | Path, cards: Sequence[Mapping[str, Any]]) -> Path:
+def record_answerers(path: str | Path, cards: Sequence[Mapping[str, Any]], fresh: bool = False) -> Path:
     """Merge ``cards`` (one per model and URL, :func:`capaudit.llm.cards.fetch_card`) into the store's
-    models file: a card replaces the earlier one of the same model and URL; others are kept."""
+    models file: a card replaces the earlier one of the same model and URL, except that an unknown
+    card never replaces a known one (a server that once declared its model and now says nothing has
+    not changed models); a card of a server that did not answer (``reachable: False``) is not
+    recorded. ``fresh``: the store holds no row yet, so an earlier file (a store deleted by hand) is
+    replaced, not merged."""
     from capaudit.io.atomic import write_json_atomic
 
     target = models_path(path)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    merged = {_card_key(c): c for c in _read_models(target)}
+    merged = {} if fresh else {_card_key(c): c for c in _read_models(target)}
     for c in cards:
+        if c.get("reachable") is False:
+            continue
+        old = merged.get(_card_key(c))
+        if c.get("kind") == "unknown" and old is not None and old.get("kind") != "unknown":
+            continue
         merged[_card_key(c)] = {**dict(c), "recorded_at": now}
     target.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(target, {"answered_by": [merged[k] for k in sorted(merged)]})
