@@ -41,3 +41,21 @@ def test_caveats_follow_the_kinds() -> None:
     assert stand_in_caveats("captioner", ["heuristic", "unknown"]) == ("heuristic captioner", "unknown model")
     assert all(t in CAVEATS for role in ("judges", "extractor", "captioner")
                for t in stand_in_caveats(role, ["heuristic", "random-vision test model", "unknown"]))
+
+
+def test_notes_and_caveats_follow_each_judge() -> None:
+    from capaudit.paper.tables_judges import judge_caveats
+    from capaudit.paper.vqa_generic import provenance_comment
+    from capaudit.summaries.vqa_layout import LayoutJudge, LayoutSlice, LayoutSurface, VqaLayout
+
+    vlm = LayoutJudge("a", "A", "random-vision test VLM", "offline", ("random-vision test model",))
+    real = LayoutJudge("b", "B", "Gemma", "model", ("real",))
+    old = LayoutJudge("c", "C", "offline judge", "offline")  # recorded before model cards
+    assert vlm.stand_in_note == "a random-vision test model, its answers not about the images"
+    assert real.stand_in_note == "" and old.stand_in_kinds == ("heuristic",)
+    layout = VqaLayout([vlm, real], [LayoutSlice("s", [LayoutSurface("x", "x")])], [])
+    line = provenance_comment(layout)
+    assert "A = a (random-vision test VLM; a random-vision test model" in line and line.endswith("; B = b (Gemma)\n")
+    # judge by judge: one real judge does not hide another's heuristic answers
+    assert judge_caveats({"offline_judges": ["c"], "judge_kinds": {"b": ["real"], "c": []}}) == ("offline judges",)
+    assert judge_caveats({"offline_judges": [], "judge_kinds": {"b": ["real"]}}) == ()

@@ -260,8 +260,11 @@ def add_labels(m: NumbersMap, layout: Optional[VqaLayout] = None) -> None:
         m.add("RunKind", "judged", "judged", "layout", "our own judged slices")
         m.add("OursLabel", "ours", "ours", "layout", "pooled side 1 of the by-type table (role ours)")
         m.add("RefLabel", "refs", "refs", "layout", "pooled side 2 of the by-type table (role ref)")
-        note = ("Judges are offline heuristics grounded in annotations or other captions, not VLMs."
-                if layout.any_offline else "")
+        kinds = {k for j in layout.judges for k in j.stand_in_kinds}
+        note = " ".join(
+            ([("Judges are offline heuristics grounded in annotations or other captions, not VLMs.")]
+             if kinds == {"heuristic"} else
+             [f"Judge {tex_text(j.label)} is {j.stand_in_note}." for j in layout.judges if j.stand_in_note]))
         m.add("JudgeNote", note, note, "layout", "note on the judges")
         names = [tex_text(n) for n in names]
     m.add("JudgeAName", names[0], names[0], "layout", "judge of the A columns")

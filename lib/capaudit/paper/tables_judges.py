@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Tuple
 
 from .stage_tables import builder, columns
 from .tables_claims import prompt_note
@@ -24,5 +24,14 @@ def judges_summary(data: Mapping[str, Any]) -> Table:
         rows=list(data["rows"]), provenance=data["provenance"],
         notes=("judges stage: one row per (slice, judge, surface) cell"
                + prompt_note(data["meta"].get("prompt_versions") or ()),),
-        caveats=stand_in_caveats("judges", sorted({k for ks in (data["meta"].get("judge_kinds") or {}).values()
-                                                   for k in ks}), bool(offline)))
+        caveats=judge_caveats(data["meta"]))
+
+
+def judge_caveats(meta: Mapping[str, Any]) -> Tuple[str, ...]:
+    """The caveats of the judges who answered, judge by judge: the kinds their recorded cards give,
+    or a heuristic for an offline judge recorded before model cards existed."""
+    offline = set(meta.get("offline_judges") or ())
+    kinds = meta.get("judge_kinds") or {}
+    seen = {k for name in set(kinds) | offline
+            for k in ([k for k in kinds.get(name) or () if k != "real"] or (["heuristic"] if name in offline else []))}
+    return stand_in_caveats("judges", sorted(seen))

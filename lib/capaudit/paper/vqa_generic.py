@@ -288,7 +288,7 @@ def policy_control_tex(rows: Sequence[PolicyRow]) -> str:
 
 def provenance_comment(layout: VqaLayout) -> str:
     """A LaTeX comment line naming the judges behind a table (offline ones say they are not VLMs)."""
-    names = [f"{k} = {j.name} ({j.label}{'; an offline heuristic, not a VLM' if j.offline else ''})"
+    names = [f"{k} = {j.name} ({j.label}{'; ' + j.stand_in_note if j.stand_in_note else ''})"
              for k, j in zip("AB", layout.judges)]
     return "% judges: " + "; ".join(names) + "\n"
 

@@ -47,6 +47,21 @@ class LayoutJudge:
     def offline(self) -> bool:
         return self.backend == "offline"
 
+    @property
+    def stand_in_kinds(self) -> Tuple[str, ...]:
+        """The non-real kinds that answered this judge (an offline judge recorded before model cards
+        counts as a heuristic)."""
+        kinds = tuple(k for k in self.kinds if k != "real")
+        return kinds or (("heuristic",) if self.offline and not self.kinds else ())
+
+    @property
+    def stand_in_note(self) -> str:
+        """What a reader must know about who answered (empty for a real model)."""
+        notes = {"heuristic": "an offline heuristic, not a VLM",
+                 "random-vision test model": "a random-vision test model, its answers not about the images",
+                 "unknown": "who answered is unknown (no model card)"}
+        return "; ".join(notes[k] for k in self.stand_in_kinds if k in notes)
+
 
 @dataclass(frozen=True)
 class LayoutSurface:
@@ -107,8 +122,9 @@ class VqaLayout:
 
     @property
     def judge_kinds(self) -> Tuple[str, ...]:
-        """The kinds of the model cards that answered any judge (sorted; empty when none was recorded)."""
-        return tuple(sorted({k for j in self.judges for k in j.kinds}))
+        """The stand-in kinds that answered any judge, judge by judge (:attr:`LayoutJudge.stand_in_kinds`;
+        sorted, empty when every judge is a real model)."""
+        return tuple(sorted({k for j in self.judges for k in j.stand_in_kinds}))
 
     def validate(self, loc: str = "<vqa layout>") -> None:
         if not self.judges:
