@@ -217,9 +217,13 @@ def test_vlm_server_judges_build_run_summarize_cells(mode, vlm_url, claims, capt
         len(q["input"]["questions"]) for q in requests if q["request_id"] in answered)
     assert (out["ok"], out["bad"]) == (s["answered"], s["failed"])  # the refused answers are counted, not dropped
     cells = tmp_path / "cells.json"
+    judged = tmp_path / "judged_claims.jsonl"
     _cli("judges", "cells", "--slice", "coco", "--judge", f"vlm={resp}", "--requests", str(req),
-         "--claims-responses", str(cresp), "--claims-requests", str(creq), "--reps", "50", "--out", str(cells))
+         "--claims-responses", str(cresp), "--claims-requests", str(creq), "--reps", "50", "--out", str(cells),
+         "--judged-claims", str(judged))
     assert json.loads(cells.read_text())
+    # the judged-claims table calls the judge offline because its recorded card is the test VLM's
+    assert {json.dumps(r["backend"]) for r in _rows(judged)} == {json.dumps({"vlm": "offline"})}
 
 
 @pytest.mark.parametrize("dialect", ["vllm", "openai"])
@@ -327,6 +331,7 @@ def test_vlm_server_judges_stage_tables_name_the_test_model(vlm_url, coco, tmp_p
     captions (one or two claims each) keep the weak model's JSON within its tokens."""
     import yaml
 
+    from capaudit.claims.judged import run_judged
     from capaudit.config import load_config
     from capaudit.judges.stage import run
     from capaudit.paper.stage_tables import stage_table
@@ -347,6 +352,7 @@ def test_vlm_server_judges_stage_tables_name_the_test_model(vlm_url, coco, tmp_p
     path = tmp_path / "vlm_judges.yaml"
     path.write_text(yaml.safe_dump(params))
     cfg = load_config(path, out_root=tmp_path / "out")
+    run_judged(cfg)  # the claims stage's step: the judged slice's claims, which the judges stage reads
     res = run(cfg)
     rows_file = cfg.out_dir / "artifacts" / "tables" / "judges_summary.json"
     data = json.loads(rows_file.read_text())

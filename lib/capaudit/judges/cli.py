@@ -115,7 +115,7 @@ def register(subparsers: Any) -> None:
     c.add_argument("--judged-claims", help="also write the judged-claims table here (needs --claims-requests)")
     c.add_argument("--offline-judge", action="append", default=[], metavar="NAME",
                    help="judge names to mark 'offline' in the judged-claims table (default: the judges whose "
-                        "recorded model cards are not a real model)")
+                        "recorded model cards are not a real model, or who have none)")
     add_dependency_options(c, default="off")
     c.add_argument("--out", required=True, help="cells.json")
     c.set_defaults(func=cmd_cells)
@@ -286,8 +286,12 @@ def cmd_cells(args: argparse.Namespace) -> int:
         from .answerers import recorded_cards
         from capaudit.llm.cards import any_stand_in
 
-        offline = set(args.offline_judge) or {n for n, paths in judges
-                                              if any_stand_in(recorded_cards([Path(p) for p in paths]))}
+        cards = {n: recorded_cards([Path(p) for p in paths]) for n, paths in judges}
+        unrecorded = sorted(n for n, c in cards.items() if not c)
+        if unrecorded and not args.offline_judge:  # who answered is unknown: not called a model
+            print(f"capaudit judges cells: warning: no model card recorded for {', '.join(unrecorded)} (stores "
+                  "written before cards, or by hand): marked offline; --offline-judge names them", file=sys.stderr)
+        offline = set(args.offline_judge) or {n for n, c in cards.items() if not c or any_stand_in(c)}
         n = write_judged_claims(args.judged_claims, judged_claim_rows(
             args.slice, names, index, given, args.requests, args.claims_requests,
             {n: ("offline" if n in offline else "model") for n in names}))
