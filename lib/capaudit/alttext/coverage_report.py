@@ -35,8 +35,8 @@ def comparison_note(accounting: Mapping[str, int], results: Results) -> str:
     for name, cs in results.items():
         records = next(iter(cs.values())).records if cs else 0
         if name == "cc3m_validation":
-            parts.append(f"cc3m_validation = the CC3M validation split ({records:,} captions), not the 3.3M-caption "
-                         f"train split the study counts")
+            parts.append(f"cc3m_validation = the CC3M validation split ({records:,} captions), not the full "
+                         f"3.3M-caption training set")
         elif name == "alttext_raw":
             parts.append(f"alttext_raw = {records:,} raw web alt-texts (an img2dataset sample; alttext_raw:<pipeline> "
                          f"its rows our funnel kept), not CC12M")
