@@ -292,7 +292,17 @@ def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any,
         tmp.unlink()
 
 
-def run_dsg_eval(cfg: RunConfig) -> Dict[str, Any]:
+@dataclass(frozen=True, eq=False)
+class DsgEvalResult(StageResult):
+    """What :func:`run_dsg_eval` wrote: the evaluation, its table, the files, the category mapping."""
+
+    result: Any
+    table: Any
+    paths: Dict[str, Any]
+    mapping: Any
+
+
+def run_dsg_eval(cfg: RunConfig) -> DsgEvalResult:
     """Notebook 04b: evaluate the heuristic extractor on DSG-1k → table rows
     ``artifacts/tables/extractor_eval_dsg.json`` (the paper renders them) and
     ``artifacts/claims/extractor_eval_dsg.json`` (mapping, per source)."""
@@ -302,8 +312,8 @@ def run_dsg_eval(cfg: RunConfig) -> Dict[str, Any]:
 
     dirs = cfg.dirs()
     result, paths = _run(dirs["artifacts"], dirs["artifacts"] / "claims")
-    return {"result": result, "table": pd.DataFrame(result.rows()), "paths": paths, "mapping": result.mapping}
+    return DsgEvalResult(result, pd.DataFrame(result.rows()), paths, result.mapping)
 
 
-__all__ = ["ClaimsParams", "ClaimsResult", "SurfacePlan", "model_revision", "plan_surfaces", "window_names", "build_window_requests",
+__all__ = ["ClaimsParams", "ClaimsResult", "DsgEvalResult", "SurfacePlan", "model_revision", "plan_surfaces", "window_names", "build_window_requests",
            "answer_requests", "run", "run_dsg_eval"]
