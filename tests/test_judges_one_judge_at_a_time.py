@@ -49,6 +49,17 @@ def test_two_one_judge_runs_give_the_cells_of_one_run(tmp_path: Path, monkeypatc
     assert main(["judges", "run", "--params", str(both)]) == 0
     split, joint = _cells(tmp_path, "split"), _cells(tmp_path, "both")
     assert split == joint and split["cells"]
+    # a later one-judge run left pending (more captions: new requests never asked) leaves no earlier number
+    tabled = [art / "judges" / "cells.json", art / "tables" / "judges_summary.json", art / "numbers" / "judges.json"]
+    assert all(p.exists() for p in tabled)
+    more = yaml.safe_load(one.read_text())
+    for s in more["judges"]["slices"][0]["surfaces"]:
+        s["limit"] = 6
+    one.write_text(yaml.safe_dump(more))
+    assert main(["judges", "run", "--params", str(one), "--judge", A]) == 0
+    manifest = json.loads((art / "judges" / "stage_manifest.json").read_text())
+    assert manifest["pending"] == {"COCO-MINI": {B: 2}}
+    assert not any(p.exists() for p in tabled) and {str(p.relative_to(tmp_path)) for p in tabled} <= set(manifest["removed_stale_outputs"])
 
 
 def test_an_unknown_judge_is_refused_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -56,4 +67,4 @@ def test_an_unknown_judge_is_refused_in_one_line(tmp_path: Path, monkeypatch, ca
     rc = main(["judges", "run", "--params", str(_params(tmp_path, "bad")), "--judge", "gemma"])
     err = capsys.readouterr().err
     assert rc != 0 and "--judge gemma: no such judge" in err and "Traceback" not in err
-    assert not (tmp_path / "outputs" / "bad" / "artifacts" / "judges" / "stage_manifest.json").exists()
+    assert not (tmp_path / "outputs" / "bad").exists()  # refused before any folder is made

@@ -206,6 +206,27 @@ class JudgesResult(StageResult):
     results: Optional[Dict[str, Dict[str, Any]]] = None
 
 
+def remove_tabled_outputs(artifacts: Path, slices: Sequence[str], judges: Sequence[JudgeSpec]) -> List[str]:
+    """Delete what an earlier complete run tabled (cells, layout, summaries, judged claims, table rows,
+    quoted numbers), so that a run left pending is not rendered with an earlier run's numbers; the
+    stores stay, and the run that completes every judge writes these again. Returns what it removed."""
+    from capaudit.summaries.numbers_fragments import fragment_path
+    from capaudit.summaries.table_rows import rows_path
+
+    art = artifacts / "judges"
+    paths = [art / "cells.json", art / "vqa_layout.json", rows_path(artifacts, "judges_summary"),
+             fragment_path(artifacts, "judges")]
+    for n in slices:
+        paths += [art / slug(n) / "cells.json", art / slug(n) / "judged_claims.jsonl"]
+        paths += [art / slug(n) / slug(j.name) / "vqa_summary.json" for j in judges]
+    removed = []
+    for p in paths:
+        if p.exists():
+            p.unlink()
+            removed.append(str(p))
+    return removed
+
+
 def run(cfg: RunConfig, only: Optional[Sequence[str]] = None) -> JudgesResult:
     """Run the judges stage for the params file (module docstring) on the claims the claims stage
     extracted for its judged slices (:func:`capaudit.claims.judged.run_judged`, run first); returns
@@ -220,12 +241,12 @@ def run(cfg: RunConfig, only: Optional[Sequence[str]] = None) -> JudgesResult:
 
     params = JudgesParams.from_config(cfg)
     where = str(cfg.path)
+    params.check_only(only, where)  # before any folder is made
     dirs = cfg.dirs()
     art = dirs["artifacts"] / "judges"
     art.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     judges = list(params.judges)
-    params.check_only(only, where)
     slices = [(name, list(specs)) for name, specs in params.slices]
     extractor = params.claims.extractor
     served = list(dict.fromkeys(j.model for j in judges if j.offline and (only is None or j.name in only)))
@@ -242,9 +263,10 @@ def run(cfg: RunConfig, only: Optional[Sequence[str]] = None) -> JudgesResult:
             results[name] = run_slice(name, specs, judges, params, art, urls, only)
     pending = {n: r["pending"] for n, r in results.items() if r.get("pending")}
     if pending:
+        removed = remove_tabled_outputs(dirs["artifacts"], [n for n, _ in slices], judges)
         manifest = {"judges": [j.__dict__ for j in judges], "asked": list(only or ()), "pending": pending,
                     "slices": {n: {"builds": r["builds"], "run_stats": r["run_stats"]} for n, r in results.items()},
-                    "elapsed_sec": round(time.monotonic() - t0, 2)}
+                    "removed_stale_outputs": removed, "elapsed_sec": round(time.monotonic() - t0, 2)}
         write_json_atomic(art / "stage_manifest.json", manifest)
         return JudgesResult(pending, manifest, art)
     # who answered, over every slice's stores (capaudit.judges.answerers)
@@ -277,5 +299,5 @@ def run(cfg: RunConfig, only: Optional[Sequence[str]] = None) -> JudgesResult:
                         extraction_frame(cells), results)
 
 
-__all__ = ["JudgeSpec", "JudgesParams", "JudgesResult", "answer_judge", "unasked", "judge_specs", "judges_numbers", "agreement_frame", "extraction_frame", "slice_specs", "run_slice", "build_layout", "summary_rows",
+__all__ = ["JudgeSpec", "JudgesParams", "JudgesResult", "answer_judge", "remove_tabled_outputs", "unasked", "judge_specs", "judges_numbers", "agreement_frame", "extraction_frame", "slice_specs", "run_slice", "build_layout", "summary_rows",
            "write_summary_rows", "eligibility", "run", "slug"]
