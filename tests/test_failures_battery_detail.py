@@ -50,6 +50,7 @@ def make_inputs(root: Path) -> None:
     (i / "scores_malformed.jsonl").write_text(jsonl(SCORES[:2]) + "{not json\n")
     (i / "scores_latin1.jsonl").write_bytes(jsonl(SCORES[:1]).encode() + b'{"id": "caf\xe9"}\n')
     (i / "alt.jsonl").write_text(jsonl(ALT))
+    (i / "urls.tsv").write_text("a caption\thttp://example.org/0.jpg\n")
     (i / "alt_malformed.jsonl").write_text(jsonl(ALT) + '{"TEXT": "x",\n')
     (i / "alt_latin1.jsonl").write_bytes(jsonl(ALT).encode() + b'{"TEXT": "na\xefve"}\n')
     (i / "karpathy.json").write_text(json.dumps({"a.jpg": ["A dog.", "Two cats."], "b.jpg": ["A bus."]}))
@@ -205,6 +206,18 @@ CASES = [
          ["out/afile"]),
     Case("filter-bad-name-filter", [*FILTER, "--input", "in/alt.jsonl", "--set", "person_substitution.name_filter=x",
                                     "--out", "out/k.jsonl"], ["person_substitution", "name_filter 'x'"]),
+    Case("filter-dedup-missing-file", [*FILTER, "--input", "in/alt.jsonl", "--dedup-against", "in/nope.tsv",
+                                       "--out", "out/k.jsonl"], ["in/nope.tsv", "--dedup-against"]),
+    Case("filter-dedup-no-url-field", [*FILTER, "--input", "in/alt.jsonl", "--dedup-against", "in/urls.tsv",
+                                       "--dedup-columns", "caption,link", "--out", "out/k.jsonl"],
+         ["in/urls.tsv", "line 1", "'url'"]),
+    Case("filter-dedup-empty-list", [*FILTER, "--input", "in/alt.jsonl", "--dedup-against", "in/empty.jsonl",
+                                     "--out", "out/k.jsonl"], ["in/empty.jsonl"]),
+    Case("filter-dedup-columns-alone", [*FILTER, "--input", "in/alt.jsonl", "--dedup-columns", "caption,url",
+                                        "--out", "out/k.jsonl"], ["--dedup-columns", "--dedup-against"]),
+    Case("filter-dedup-bad-label", [*FILTER, "--input", "in/alt.jsonl", "--dedup-against", "in/urls.tsv",
+                                    "--dedup-columns", "caption,url", "--dedup-label", "a b", "--out", "out/k.jsonl"],
+         ["--dedup-label", "'a b'"]),
     # alttext person-eval
     Case("person-eval-missing-labels", ["alttext", "person-eval", "--labels", "in/nope.yaml"], ["in/nope.yaml"]),
     Case("person-eval-bad-span", ["alttext", "person-eval", "--labels", "in/person_bad.yaml"],
