@@ -55,6 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from capaudit.llm.cards import any_stand_in, card_kinds, cards_label
+
 EVAL_TYPES: Tuple[str, ...] = ("object", "attribute", "relation", "count", "text_rendering", "global")
 PRED_TO_EVAL: Dict[str, str] = {
     "object": "object", "attribute": "attribute", "relation": "relation", "count": "count",
@@ -365,7 +367,7 @@ TABLE = "extractor_eval_dsg"
 
 
 def write_eval(result: EvalResult, artifacts: Path, detail_dir: Optional[Path] = None,
-               offline: bool = False, inputs: Sequence[str] = ()) -> Dict[str, Path]:
+               offline: bool = False, inputs: Sequence[str] = (), kinds: Sequence[str] = ()) -> Dict[str, Path]:
     """The table's rows ``artifacts/tables/extractor_eval_dsg.json`` (the paper renders them; meta:
     extractor, category mapping, prompts, whether the extractor is capaudit's offline heuristic) and,
     with ``detail_dir``, ``detail_dir/extractor_eval_dsg.json`` (mapping, excluded propositions, per source)."""
@@ -376,7 +378,8 @@ def write_eval(result: EvalResult, artifacts: Path, detail_dir: Optional[Path] =
     out = {"rows": write_table_rows(artifacts, TABLE, "claims", rows, function=f"{__name__}.EvalResult.rows",
                                     inputs=inputs,
                                     meta={"extractor": result.extractor, "mapping": result.mapping,
-                                          "items": result.items, "offline_extractor": offline})}
+                                          "items": result.items, "offline_extractor": offline,
+                                          "extractor_kinds": list(kinds)})}
     if detail_dir is not None:
         body = {
             "extractor": result.extractor, "items": result.items, "mapping": result.mapping,
@@ -421,14 +424,13 @@ class ServedExtraction:
 
     @property
     def label(self) -> str:
-        """The answering cards' labels (a stand-in says it is a heuristic); the model name when none was recorded."""
-        labels = list(dict.fromkeys(str(c.get("label") or c.get("model") or "") for c in self.cards))
-        return " + ".join(x for x in labels if x) or "unknown extractor"
+        """The answering cards' labels (a stand-in says it is a heuristic); "unknown extractor" when none was recorded."""
+        return cards_label(self.cards, "unknown extractor")
 
     @property
     def offline(self) -> bool:
         """True when any card that answered is not a real model (a heuristic, a test model, unknown)."""
-        return any(c.get("kind") != "real" for c in self.cards)
+        return any_stand_in(self.cards)
 
 
 #: requests in flight, and the in-process server's worker threads (concurrent requests share one
@@ -508,7 +510,7 @@ def run_dsg_eval(artifacts: Path, detail_dir: Optional[Path] = None, dsg_path: O
     result = evaluate(texts, gold, lambda ts: [served.units[i] for i in sorted(texts)], lemmatizer or load_lemmatizer(),
                       served.label, excluded)
     return result, write_eval(result, Path(artifacts), detail_dir, offline=served.offline,
-                              inputs=[str(path), str(served.responses)])
+                              inputs=[str(path), str(served.responses)], kinds=card_kinds(served.cards))
 
 
 __all__ = [
