@@ -251,6 +251,10 @@ def test_recap_refuses_a_caption_request_over_the_context_too(tmp_path: Path) ->
     refused = [r for r in rows if r.get("error_kind") == "context"]
     assert len(refused) == 2 and all("+ max_tokens 512 =" in r["error"] for r in refused)
     assert all(r["recap"]["image_path"] for r in refused)  # the row says which image
+    from capaudit.recap.cli import summary_line
+
+    line = summary_line(st.to_dict(), False)
+    assert "the 2 over the model's context are refused again on --resume" in line and "\n" not in line
 
 
 def test_the_check_turning_off_mid_count_is_no_crash(tmp_path: Path) -> None:

@@ -107,6 +107,11 @@ def summary_line(d: dict, allow_failures: bool) -> str:
     if failed:
         tail = ("; failures allowed (--allow-failures)" if allow_failures
                 else "; rerun with --resume to ask them again (or pass --allow-failures)")
+    if kinds.get("context"):  # refused again on --resume: say what would help
+        tail += (f"; the {kinds['context']} over the model's context are refused again on --resume: serve a larger "
+                 "max-model-len or lower the policy's max_tokens (--no-context-check sends them anyway)")
+    if d.get("context_check_off"):
+        tail += f"; the context check stopped ({d['context_check_off']}): the rest were sent unchecked"
     return (f"capaudit recap run: {d.get('images', 0)} images: {d.get('answered', 0)} captioned, {failed} failed"
             f"{detail}, {d.get('skipped_answered', 0)} skipped (answered before), {d.get('duplicate_ids', 0)} "
             f"duplicate ids{tail}; stats {json.dumps(d, sort_keys=True)}")
