@@ -232,6 +232,8 @@ def test_text_stats_max_records_caps_each_surface(tmp_path, monkeypatch):
     cfg = load_config(pfile)
     params = TextStatsParams.from_section(cfg.section("text_stats"), cfg.path)
     assert params.max_records == 5
-    assert survey_surfaces(params, cfg)["s"]["records"] == 5
+    capped = survey_surfaces(params, cfg)["s"]
+    assert capped["records"] == 5 and capped["config"]["max_records"] == 5
     whole = TextStatsParams.from_section({"budgets": [4]}, cfg.path)
-    assert survey_surfaces(whole, cfg)["s"]["records"] == 7
+    uncapped = survey_surfaces(whole, cfg)["s"]
+    assert uncapped["records"] == 7 and "max_records" not in uncapped["config"]

@@ -174,6 +174,8 @@ def survey_surfaces(params: TextStatsParams, cfg: RunConfig) -> Dict[str, Dict[s
                        "repeat_orders": list(scfg.repeat_orders), "top_k": scfg.top_k,
                        "prefix_tokens": scfg.prefix_tokens, "opener": vars(scfg.opener),
                        "marginal_gain_from_rounded": scfg.marginal_gain_from_rounded}
+        if params.max_records is not None:  # a capped survey says so (the first N rows read)
+            r["config"]["max_records"] = params.max_records
         results[name] = r
     return results
 
