@@ -212,3 +212,21 @@ def test_coverage_note_names_vocabulary_and_split_differences():
     assert "cc3m_validation = the CC3M validation split (2 captions), not the full 3.3M-caption training set" in note
     assert "alttext_raw = 2 raw web alt-texts" in note and "not CC12M" in note
     assert note.endswith("published values not shown beside ours (none found in a citable source: README non-goals)")
+
+
+def test_dedup_step_sharded_is_byte_identical(tmp_path):
+    from capaudit.alttext.file_runs import filter_file
+
+    rows = [{"TEXT": f"A dog number {i} on a bench in the park", "URL": f"http://example.com/{'a' if i % 5 == 0 else i}.jpg"}
+            for i in range(40)]
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    outs = {}
+    for label, kw in (("one", {}), ("sharded", {"workers": 2, "shards": 3})):
+        pipe = with_dedup(_pipe("cc12m"), dedup_block(_urls(tmp_path)))
+        d = tmp_path / label
+        f = filter_file({"file": str(inp)}, "TEXT", pipe, d / "kept.jsonl", d / "funnel.csv", d / "dropped.jsonl",
+                        batch_size=8, **kw)
+        outs[label] = [(d / n).read_bytes() for n in ("kept.jsonl", "funnel.csv", "dropped.jsonl")]
+        assert f.rows[1].rule == "url_dedup_cc3m_validation" and f.rows[1].dropped == 8   # every fifth is a.jpg
+    assert outs["one"] == outs["sharded"]

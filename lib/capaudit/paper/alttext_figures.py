@@ -38,7 +38,15 @@ def _frame_rows(frame: Any) -> List[Dict[str, Any]]:
 
 def _not_run(step: Any) -> bool:
     """A funnel step that checked none of the rows that reached it (no image data to read)."""
-    return step.rows_in > 0 and step.unchecked >= step.rows_in
+    rows_in = getattr(step, "rows_in", 0)
+    return rows_in > 0 and getattr(step, "unchecked", 0) >= rows_in
+
+
+def _checked(step: Any) -> Any:
+    """Rows the step could check, ``"not run"``, or ``None`` when the step does not say."""
+    if _not_run(step):
+        return "not run"
+    return step.rows_in - getattr(step, "unchecked", 0) if hasattr(step, "rows_in") else None
 
 
 def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.Figure":
@@ -47,7 +55,7 @@ def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.F
     ``checked`` "not run")."""
     panels = [(c, p, f) for c, fs in funnels.items() for p, f in fs.items()]
     rows = [{"corpus": c, "pipeline": p, "step": r.rule, "rows": None if _not_run(r) else r.dropped,
-             "input_rows": f.input_rows, "checked": "not run" if _not_run(r) else r.rows_in - r.unchecked}
+             "input_rows": f.input_rows, "checked": _checked(r)}
             for c, p, f in panels for r in f.rows]
     rows += [{"corpus": c, "pipeline": p, "step": "kept", "rows": f.kept, "input_rows": f.input_rows,
               "checked": None} for c, p, f in panels]
