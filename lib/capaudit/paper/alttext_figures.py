@@ -49,6 +49,12 @@ def _checked(step: Any) -> Any:
     return step.rows_in - getattr(step, "unchecked", 0) if hasattr(step, "rows_in") else None
 
 
+def _partly(step: Any) -> str:
+    """`` (n of m checked)`` for a step that checked some but not all of its rows, else empty."""
+    n = _checked(step)
+    return f" ({n:,} of {step.rows_in:,} checked)" if isinstance(n, int) and 0 < n < step.rows_in else ""
+
+
 def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.Figure":
     """Per corpus, one horizontal bar panel per pipeline: rows dropped by each rule (kept at the end); a
     rule that checked no row is labelled "not run" in grey, with no bar (its data rows: ``rows`` null,
@@ -64,7 +70,7 @@ def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.F
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, height), squeeze=False)
     for ax, (corpus, pname, f) in zip(axes[0], panels):
         off = [_not_run(r) for r in f.rows] + [False]
-        labels = [r.rule + (" (not run)" if o else "") for r, o in zip(f.rows, off)] + ["kept"]
+        labels = [r.rule + (" (not run)" if o else _partly(r)) for r, o in zip(f.rows, off)] + ["kept"]
         values = [0 if o else r.dropped for r, o in zip(f.rows, off)] + [f.kept]
         colors = ["#c44e52"] * len(f.rows) + ["#55a868"]
         y = list(range(len(labels)))[::-1]
@@ -80,8 +86,8 @@ def plot_funnels(funnels: Mapping[str, Mapping[str, Any]], stem: Path) -> "plt.F
             ax.text(v, yy, " not run: checked no row" if o else f" {v:,}", va="center", fontsize=5,
                     color="#999999" if o else "black")
         ax.set_xlabel("rows dropped by the rule (first drop) / kept", fontsize=6)
-    fig.suptitle(f"Alt-text filter funnels — {OFFLINE_NOTE}; grey 'not run': the rule had no image data to "
-                 f"read on any row", fontsize=7)
+    fig.suptitle(f"Alt-text filter funnels — {OFFLINE_NOTE}; grey 'not run': the rule had nothing to read "
+                 f"(image size, format, tags or URL) on any row", fontsize=7)
     fig.tight_layout()
     return _save(fig, stem, rows, _info("Alt-text filter funnels: rows dropped by each rule (first drop) and kept",
                                         "10_alttext_filters", "plot_funnels", offline=True))
