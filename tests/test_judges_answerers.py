@@ -44,7 +44,7 @@ def test_caveats_follow_the_kinds() -> None:
 
 
 def test_notes_and_caveats_follow_each_judge() -> None:
-    from capaudit.paper.tables_judges import judge_caveats
+    from capaudit.paper.table_model import judge_caveats
     from capaudit.paper.vqa_generic import provenance_comment
     from capaudit.summaries.vqa_layout import LayoutJudge, LayoutSlice, LayoutSurface, VqaLayout
 

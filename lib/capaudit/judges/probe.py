@@ -137,14 +137,16 @@ def probe_rows(judges: Sequence[str], records: Sequence[Mapping[str, Any]], labe
     return out
 
 
-def write_probe_rows(rows: Sequence[ProbeRow], artifacts: Path, inputs: Sequence[str] = ()) -> Path:
+def write_probe_rows(rows: Sequence[ProbeRow], artifacts: Path, inputs: Sequence[str] = (),
+                     kinds: Optional[Mapping[str, Sequence[str]]] = None) -> Path:
     """The probe table's rows ``artifacts/tables/yes_bias_probe.json`` (``paper.tables_probe`` renders
     them): every :class:`ProbeRow` field and the gap, and which judges are offline heuristics."""
     from capaudit.summaries.table_rows import write_table_rows
 
     return write_table_rows(artifacts, "yes_bias_probe", "judges", [{**asdict(r), "gap": r.gap} for r in rows],
                             function=f"{__name__}.probe_rows", inputs=inputs,
-                            meta={"offline_judges": sorted({r.judge for r in rows if r.backend == "offline"})})
+                            meta={"offline_judges": sorted({r.judge for r in rows if r.backend == "offline"}),
+                                  "judge_kinds": {j: list(k) for j, k in sorted((kinds or {}).items())}})
 
 
 def probe_numbers(rows: Sequence[ProbeRow], judges: Sequence[str]) -> Dict[str, Dict[str, Any]]:
@@ -207,7 +209,8 @@ def run(cfg: Any) -> ProbeResult:
     rows = probe_rows(judges, records, labels, p.reps, p.seed)
     frame = pd.DataFrame([{**asdict(r), "gap": r.gap} for r in rows])
     rows_path = write_probe_rows(rows, dirs["artifacts"], inputs=[str(sdir / "judged_claims.jsonl"),
-                                                                  str(sdir / "captions.jsonl")])
+                                                                  str(sdir / "captions.jsonl")],
+                                 kinds={j.name: j.kinds for j in layout.judges})  # who answered, as recorded
     write_json_atomic(art / "yes_bias_probe.json", {"params": dict(p.written), "judges": judges,
                                                     "rows": [asdict(r) for r in rows], "records": len(records)})
     numbers = probe_numbers(rows, judges)

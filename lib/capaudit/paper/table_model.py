@@ -170,4 +170,14 @@ def stand_in_caveats(role: str, kinds: Sequence[str], offline: bool = False) -> 
     return tuple(out)
 
 
-__all__ = ["CAVEATS", "HEURISTIC_CAVEAT", "KINDS", "Column", "Provenance", "Table", "caveats_in", "stand_in_caveats"]
+def judge_caveats(meta: Mapping[str, Any]) -> Tuple[str, ...]:
+    """The caveats of the judges who answered, judge by judge: the kinds their recorded cards give,
+    or a heuristic for an offline judge recorded before model cards existed."""
+    offline = set(meta.get("offline_judges") or ())
+    kinds = meta.get("judge_kinds") or {}
+    seen = {k for name in set(kinds) | offline
+            for k in ([k for k in kinds.get(name) or () if k != "real"] or (["heuristic"] if name in offline else []))}
+    return stand_in_caveats("judges", sorted(seen))
+
+
+__all__ = ["CAVEATS", "HEURISTIC_CAVEAT", "judge_caveats", "KINDS", "Column", "Provenance", "Table", "caveats_in", "stand_in_caveats"]

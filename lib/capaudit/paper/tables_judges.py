@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Tuple
+from typing import Any, Mapping
 
 from .stage_tables import builder, columns
 from .tables_claims import prompt_note
-from .table_model import Table, stand_in_caveats
+from .table_model import Table, judge_caveats
 
 
 @builder("judges_summary", notebook="05_judges")
 def judges_summary(data: Mapping[str, Any]) -> Table:
     """One row per (slice, judge, surface) cell: responses, questions, supported CBU/cap ± std, risk
     ± std, uncertain rate; rows grouped by judge."""
-    offline = list(data["meta"].get("offline_judges", []))
     return Table(
         id="judges_summary", title="Judged claims per judge and surface", axis="judges",
         columns=columns(("judge_label", "Judge", "text", {"group": True}), ("surface_label", "Surface", "text"),
@@ -26,12 +25,3 @@ def judges_summary(data: Mapping[str, Any]) -> Table:
                + prompt_note(data["meta"].get("prompt_versions") or ()),),
         caveats=judge_caveats(data["meta"]))
 
-
-def judge_caveats(meta: Mapping[str, Any]) -> Tuple[str, ...]:
-    """The caveats of the judges who answered, judge by judge: the kinds their recorded cards give,
-    or a heuristic for an offline judge recorded before model cards existed."""
-    offline = set(meta.get("offline_judges") or ())
-    kinds = meta.get("judge_kinds") or {}
-    seen = {k for name in set(kinds) | offline
-            for k in ([k for k in kinds.get(name) or () if k != "real"] or (["heuristic"] if name in offline else []))}
-    return stand_in_caveats("judges", sorted(seen))

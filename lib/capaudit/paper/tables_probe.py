@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from .shown_cells import estimate_interval_text, stage_keys
 from .stage_tables import builder, columns
-from .table_model import Table
+from .table_model import Table, judge_caveats
 
 
 @builder("yes_bias_probe", notebook="05b_yes_bias_probe")
@@ -29,7 +29,7 @@ def yes_bias_probe(data: Mapping[str, Any]) -> Table:
         rows=shown, csv_columns=stage_keys(rows), provenance=data["provenance"],
         notes=("yes-bias probe (SugarCrepe x COCO-MINI): false-yes on negative-only claims vs yes on true claims, "
                "95% pair-bootstrap intervals",),
-        caveats=("offline judges",) if data["meta"].get("offline_judges") else ())
+        caveats=judge_caveats(data["meta"]))
 
 
 __all__ = ["yes_bias_probe"]
