@@ -130,3 +130,24 @@ def test_demo_notebook_runs_with_papermill(tmp_path: Path, repo_dir: Path) -> No
     hv = jupytext.read(repo_dir / "notebooks" / "human_verification.py")
     code = [c for c in hv.cells if c.cell_type == "code"]
     assert "parameters" in code[0].metadata.get("tags", []) and len(code) == 2
+
+
+def test_human_params_refuse_a_bad_stage_key_in_one_line(tmp_path):
+    import yaml as _yaml
+
+    from capaudit.config import load_config
+    from capaudit.errors import InputError
+    from capaudit.human.params import HumanParams
+
+    base = {"study_id": "s", "mode": "simulated"}
+    for extra, where in (({"simulate": {"annotator": 3}}, "human.simulate.annotator: unknown key"),
+                         ({"simulate": {"accuracy": 1.5}}, "human.simulate.accuracy: expected a share"),
+                         ({"db": 3}, "human.db: expected a path")):
+        p = tmp_path / "p.yaml"
+        p.write_text(_yaml.safe_dump({"run": "p", "human": {**base, **extra}}))
+        with pytest.raises(InputError, match=where.replace(".", r"\.")):
+            HumanParams.from_config(load_config(p))
+    p.write_text(_yaml.safe_dump({"run": "p", "human": base}))
+    hp = HumanParams.from_config(load_config(p))
+    assert (hp.simulate.annotators, hp.simulate.accuracy, hp.simulate.seed) == (3, 0.85, None)
+    assert hp.judged_claims == ("judges/*/judged_claims.jsonl",) and hp.db is None

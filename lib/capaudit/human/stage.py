@@ -32,33 +32,28 @@ from capaudit.summaries.numbers_fragments import write_numbers_fragment
 from .corrected import CORRECTED_JSON, corrected_support
 from .demo_report import agreement_rows, demo_numbers, write_report_rows
 from .export import AGREEMENT_JSON, confusion_counts, export_study, status_report
+from .params import HumanParams
 from .protocol import StudyConfig
 from .simulate import invite_simulated, simulate_adjudication, simulate_annotators
 from .study import Study
 
-DEFAULT_JUDGED = "judges/*/judged_claims.jsonl"
 SIM_LABEL = "simulated annotators"
 #: judge × human consensus counts of the demo study (``artifacts/human/``), the confusion figure's data
 CONFUSION_JSON = "confusion.json"
 
 
 def study_config(cfg: RunConfig) -> StudyConfig:
-    return StudyConfig.from_mapping(cfg.section("human"), source=str(cfg.path))
+    return HumanParams.from_config(cfg).study
 
 
 def study_db_path(cfg: RunConfig) -> Path:
     """``human.db`` of the params file, else ``<artifacts>/human/<study_id>.sqlite``."""
-    sec = cfg.section("human")
-    if sec.get("db"):
-        return Path(sec["db"])
-    return cfg.out_dir / "artifacts" / "human" / f"{study_config(cfg).study_id}.sqlite"
+    return HumanParams.from_config(cfg).db_path(cfg)
 
 
 def judged_claims_paths(cfg: RunConfig) -> List[Path]:
     """The judged-claims files named by ``human.judged_claims`` (globs relative to the artifacts folder)."""
-    sec = cfg.section("human")
-    spec = sec.get("judged_claims", DEFAULT_JUDGED)
-    patterns = [spec] if isinstance(spec, str) else list(spec)
+    patterns = HumanParams.from_config(cfg).judged_claims
     art = cfg.out_dir / "artifacts"
     found: List[Path] = []
     for pat in patterns:
@@ -81,14 +76,13 @@ def run_demo(cfg: RunConfig) -> Dict[str, Any]:
     """Build, simulate, export and report the demo study of ``cfg`` (module docstring)."""
     import pandas as pd
 
-    conf = study_config(cfg)
+    params = HumanParams.from_config(cfg)
+    conf = params.study
     if conf.mode != "simulated":
         raise InputError("the demo report builds a simulated study: set human.mode: simulated", path=cfg.path,
                          field="human.mode")
-    sim = cfg.section("human").get("simulate") or {}
-    n_ann = int(sim.get("annotators", 3))
-    accuracy = float(sim.get("accuracy", 0.85))
-    seed = int(sim.get("seed", conf.seed))
+    n_ann, accuracy = params.simulate.annotators, params.simulate.accuracy
+    seed = params.simulate.seed if params.simulate.seed is not None else conf.seed
     dirs = cfg.dirs()
     paths = judged_claims_paths(cfg)
     db = study_db_path(cfg)
