@@ -927,8 +927,8 @@ class PersonSubstitution(_Transform):
 
 BLOCK_TYPES: Dict[str, type] = {cls.type: cls for cls in (
     ImageFormat, ImageMinSide, ImageAspectRatio, WordCount, English, Capitalisation, UniqueWordRatio,
-    WordRepetition, Sentiment, AdultWords, UnwantedPhrases, UrlDedup, RareWords, PosRequired, ImageTextOverlap, TimeSpanDeletion,
-    Hypernymise, DigitSubstitution, PersonSubstitution)}
+    WordRepetition, Sentiment, AdultWords, UnwantedPhrases, UrlDedup, RareWords, PosRequired, ImageTextOverlap,
+    TimeSpanDeletion, Hypernymise, DigitSubstitution, PersonSubstitution)}
 
 
 def build_block(spec: Mapping[str, Any]) -> Block:
@@ -945,5 +945,5 @@ def build_block(spec: Mapping[str, Any]) -> Block:
 __all__ = ["KEEP", "DROP", "UNCHECKED", "CHANGED", "Item", "Context", "Block", "BLOCK_TYPES", "build_block",
            "Tagger", "CocoMiniTagger", "FieldTagger", "TAGGERS", "register_tagger", "tidy", "replace_spans",
            "ImageFormat", "ImageMinSide", "ImageAspectRatio", "WordCount", "English", "Capitalisation",
-           "UniqueWordRatio", "WordRepetition", "Sentiment", "AdultWords", "UnwantedPhrases", "UrlDedup", "RareWords", "PosRequired",
-           "ImageTextOverlap", "TimeSpanDeletion", "Hypernymise", "DigitSubstitution", "PersonSubstitution"]
+           "UniqueWordRatio", "WordRepetition", "Sentiment", "AdultWords", "UnwantedPhrases", "UrlDedup", "RareWords",
+           "PosRequired", "ImageTextOverlap", "TimeSpanDeletion", "Hypernymise", "DigitSubstitution", "PersonSubstitution"]

@@ -141,5 +141,5 @@ def transform_examples(kept: Path, text_field: str, corpus: str, pipeline: str, 
     return out
 
 
-__all__ = ["BACKEND_NOTE", "NOT_RUN", "NOT_RUN_NOTE", "check_note", "check_status", "checked_cell", "funnel_rows", "not_run_steps",
-           "partly_checked", "READS", "side_by_side", "side_by_side_rows", "transform_examples"]
+__all__ = ["BACKEND_NOTE", "NOT_RUN", "NOT_RUN_NOTE", "READS", "check_note", "check_status", "checked_cell", "funnel_rows",
+           "not_run_steps", "partly_checked", "side_by_side", "side_by_side_rows", "transform_examples"]
