@@ -10,6 +10,8 @@ Params section ``alttext`` (see the README snippet)::
         pipelines: [cc3m, cc12m]            # shipped names, YAML files, or {name, blocks}
         overrides: {}                        # {pipeline: {block name: {param: value}}}
         person_labels: shipped               # score <PERSON> substitution on gold spans (or a labels YAML)
+        dedup: {label: cc3m_validation, dataset: cc3m_validation, path: ..., format: tsv, header: false,
+                columns: [caption, url], url_field: url}   # optional first step url_dedup_<label>
         person_match: overlap                # span match rule: overlap | exact
         corpora:                             # row sources (alttext.rows) + text_field (+ url_field)
           - {name: alttext_raw, dataset: img2dataset_alttext_sample, path: test_10000.parquet,
