@@ -23,7 +23,10 @@ Modules:
 * :mod:`~capaudit.detail.surface_report`, :mod:`~capaudit.detail.selection_report`,
   :mod:`~capaudit.detail.subgraph_report` — the rows of the stage's tables (the paper renders them);
   :mod:`~capaudit.detail.quoted_numbers` — the numbers the paper quotes;
-* :mod:`~capaudit.detail.stage` — the demo stage (notebook ``09_detail``); :mod:`~capaudit.detail.cli`.
+* :mod:`~capaudit.detail.params` — the ``detail:`` params section (and ``capaudit detail score`` options) as
+  one frozen :class:`~capaudit.detail.params.DetailParams`, the stage's only defaults;
+* :mod:`~capaudit.detail.stage` — the demo stage (notebook ``09_detail``): named steps and a typed
+  :class:`~capaudit.detail.stage.DetailResult`; :mod:`~capaudit.detail.cli`, which calls the same steps.
 """
 
 from __future__ import annotations

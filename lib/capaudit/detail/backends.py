@@ -3,56 +3,60 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 from capaudit.errors import InputError
 
+from .params import DetailParams
 
-def build_backends(section: Mapping[str, Any], artifacts: Path) -> Tuple[Any, Any, Any]:
-    """``(parser, grounding, itm scorer)`` from the params section (``parser: claims``: the offline
-    stand-in served by ``capaudit serve`` in this process, :func:`~capaudit.detail.parser_factory.offline_parser`;
-    its name and label are those of the model card the server declares)."""
-    from .grounding import CocoGrounding, parse_grounding_specs
+
+def build_backends(params: DetailParams, responses: Union[str, Path, None] = None,
+                   itm_parser: bool = True, itm_field: str = "detail.itm") -> Tuple[Any, Any, Any]:
+    """``(parser, grounding, itm scorer)`` of the params (the stage's and ``capaudit detail score``'s step).
+
+    ``parser: claims``: the offline stand-in served by ``capaudit serve`` in this process
+    (:func:`~capaudit.detail.parser_factory.offline_parser`; its name and label are those of the model
+    card the server declares); ``llm``: :class:`~capaudit.detail.parsers.LLMSceneGraphParser`, its
+    answers in ``responses`` (default ``params.responses``). ``itm_parser``: the annotation-precision
+    scorer gets the parser (builds graphs when it is given none); the CLI gives it only the offline one.
+    A bad ITM spec is an :class:`InputError` naming ``itm_field``.
+    """
+    from .grounding import parse_grounding_specs
     from .itm import make_itm_scorer
     from .parser_factory import offline_parser
     from .parsers import LLMSceneGraphParser
 
-    kind = section.get("parser", "claims")
-    if kind == "llm":
-        urls = section.get("url")
-        if not urls or not section.get("model"):
-            raise InputError("detail.parser llm needs 'url' and 'model'", field="detail.url")
-        parser: Any = LLMSceneGraphParser([urls] if isinstance(urls, str) else list(urls), str(section["model"]),
-                                          artifacts / "scene_graph_responses.jsonl", revision=section.get("revision"),
-                                          concurrency=int(section.get("concurrency", 8)))
-    elif kind in ("claims", "offline"):
+    if params.parser == "llm":
+        store = responses if responses is not None else params.responses
+        parser: Any = LLMSceneGraphParser(list(params.urls), str(params.model), store, revision=params.revision,
+                                          concurrency=params.concurrency, timeout=params.timeout,
+                                          dialect=params.dialect, max_tokens=params.max_tokens,
+                                          retries=params.retries)
+    else:
         # the offline stand-in, answered by capaudit serve in this process through the model-call layer;
         # its answers stay in the parser's temporary store (the artifacts are the same bytes run to run)
         parser = offline_parser()
-    else:
-        raise InputError(f"detail.parser must be 'claims' or 'llm', got {kind!r}", field="detail.parser")
-    g = section.get("grounding", "coco_mini")
-    if g == "coco_mini":
-        grounding: Any = CocoGrounding.coco_mini()
-    else:
-        grounding = parse_grounding_specs([g] if isinstance(g, str) else list(g or []))
-    itm = make_itm_scorer(section.get("itm", "annotation_precision"), grounding, parser)
+    grounding = parse_grounding_specs(list(params.grounding))
+    try:
+        itm = make_itm_scorer(params.itm, grounding, parser if itm_parser or params.offline_parser else None,
+                              params.image_root)
+    except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(str(exc), field=itm_field) from None
     return parser, grounding, itm
 
 
-def backend_spec(section: Mapping[str, Any]) -> Any:
-    """The :class:`~capaudit.detail.sharded.BackendSpec` of the params section (what engine workers
-    build once each: the offline parser, served by ``capaudit serve`` in each worker, the grounding
-    and the ITM scorer)."""
+def backend_spec(params: DetailParams) -> Any:
+    """The :class:`~capaudit.detail.sharded.BackendSpec` of the params (what engine workers build once
+    each: the offline parser, served by ``capaudit serve`` in each worker, the grounding and the ITM
+    scorer); checked, nothing loaded."""
     from .sharded import BackendSpec
 
-    kind = section.get("parser", "claims")
-    if kind not in ("claims", "offline"):
+    if not params.offline_parser:
         raise InputError("detail.parser llm is not sharded (its model calls already run `concurrency` at a time): "
                          "set detail.engine: local and detail.workers: 1", field="detail.engine")
-    g = section.get("grounding", "coco_mini")
-    grounding = (g,) if isinstance(g, str) else tuple(str(x) for x in (g or []))
-    spec = BackendSpec("claims", grounding, section.get("itm", "annotation_precision"))
+    spec = BackendSpec("claims", tuple(params.grounding), params.itm, params.image_root)
     spec.validate()
     return spec
 

@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
     """Add ``detail`` and its subcommands to the ``capaudit`` command."""
     from capaudit.argtypes import add_engine_options, nonnegative_int, number_in, numbers_in, positive_float, positive_int
 
-    from .metrics import DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS
+    from .metrics import LENGTH_UNITS, RELATION_ENDS
+    from .params import SCORE_GROUNDING, SCORE_ITM, DetailParams, SelectionParams, SubgraphParams, SurfaceSpec
     from .selection import STRATEGIES
 
     det = subparsers.add_parser("detail", help="caption detailness: scene graphs, ICR, AOD, CD, selection")
@@ -42,32 +43,35 @@ def register(subparsers: Any) -> None:
     s = sub.add_parser("score", help="ICR (Eq. 2), AOD (Eq. 4), CD (Eq. 5) per caption")
     s.add_argument("--input", required=True,
                    help="caption JSONL or Parquet: a file, a folder, a glob or an fsspec URL")
-    s.add_argument("--caption-field", default="caption")
-    s.add_argument("--image-field", default="image", help="image path or file name (matched to annotations by file name)")
-    s.add_argument("--id-field", default="id")
-    s.add_argument("--graphs", choices=["claims", "llm"], default="claims",
+    s.add_argument("--caption-field", default=SurfaceSpec.caption_field)
+    s.add_argument("--image-field", default=SurfaceSpec.image_field,
+                   help="image path or file name (matched to annotations by file name)")
+    s.add_argument("--id-field", default=SurfaceSpec.id_field)
+    s.add_argument("--graphs", choices=["claims", "llm"], default=DetailParams.parser,
                    help="claims: offline parser (claims units + spaCy, heuristic); llm: a model via --url/--model")
-    s.add_argument("--grounding", action="append", default=[], metavar="SPEC",
+    s.add_argument("--grounding", action="append", default=list(SCORE_GROUNDING), metavar="SPEC",
                    help="coco:INSTANCES.json (repeatable, merged; things-only ICR), coco_mini, "
                         "coco-panoptic:PANOPTIC.json[:PNGDIR] (things+stuff ICR), seg:module:function, or none")
     s.add_argument("--out", required=True, help="scores JSONL (a .manifest.json is written beside it)")
-    s.add_argument("--itm", default="none", help="annotation_precision | clip:PATH | open_clip:ARCH[:PRETRAINED] | none")
+    s.add_argument("--itm", default=SCORE_ITM,
+                   help="annotation_precision | clip:PATH | open_clip:ARCH[:PRETRAINED] | none")
     s.add_argument("--image-root", help="folder for relative image paths (CLIP / segmentation backends)")
-    s.add_argument("--relation-ends", choices=RELATION_ENDS, default=DEFAULT_RELATION_ENDS,
+    s.add_argument("--relation-ends", choices=RELATION_ENDS, default=DetailParams.relation_ends,
                    help="how a relation counts in AOD and CD: subject (default, Eq. 3: once, for its subject), "
                         "both (once at each end: edges connected to a node) or split (1/2 at each end)")
-    s.add_argument("--length-unit", choices=LENGTH_UNITS, default="lex", help="Length(c) of CD (default lexical units)")
+    s.add_argument("--length-unit", choices=LENGTH_UNITS, default=DetailParams.length_unit,
+                   help="Length(c) of CD (default lexical units)")
     add_engine_options(s, same="rows", shards_default="~16 MiB pieces, at least one per worker")
     g = s.add_argument_group("LLM parser (--graphs llm; same meaning as `capaudit llm run`)")
     g.add_argument("--url", action="append", default=[], help="base URL of an OpenAI-compatible server (repeatable)")
     g.add_argument("--model", help="model name sent to the server (hashed into request ids)")
     g.add_argument("--revision", help="model revision (hashed into request ids)")
     g.add_argument("--responses", help="response store (default: OUT with .scene_graphs.jsonl)")
-    g.add_argument("--concurrency", type=positive_int, default=8)
-    g.add_argument("--timeout", type=positive_float, default=240.0, help="seconds per attempt")
-    g.add_argument("--retries", type=nonnegative_int, default=3)
-    g.add_argument("--dialect", choices=["vllm", "openai", "llamacpp"], default="vllm")
-    g.add_argument("--max-tokens", type=positive_int, default=1024)
+    g.add_argument("--concurrency", type=positive_int, default=DetailParams.concurrency)
+    g.add_argument("--timeout", type=positive_float, default=DetailParams.timeout, help="seconds per attempt")
+    g.add_argument("--retries", type=nonnegative_int, default=DetailParams.retries)
+    g.add_argument("--dialect", choices=["vllm", "openai", "llamacpp"], default=DetailParams.dialect)
+    g.add_argument("--max-tokens", type=positive_int, default=DetailParams.max_tokens)
     s.set_defaults(func=cmd_score)
 
     sel = sub.add_parser("select", help="ITM pruning to K then top T by CD (and baselines / ablations)")
@@ -77,7 +81,7 @@ def register(subparsers: Any) -> None:
                      help="pairs kept by ITM pruning: a count >= 1 or a proportion in (0, 1] (0.6)")
     sel.add_argument("--t", type=count_or_proportion, help="pairs selected: a count >= 1 or a proportion in (0, 1]")
     sel.add_argument("--strategy", choices=list(STRATEGIES), default="itm_cd")
-    sel.add_argument("--seed", type=nonnegative_int, default=0,
+    sel.add_argument("--seed", type=nonnegative_int, default=SelectionParams.seed,
                      help="seed of the random baseline and of the tie order among equal scores (a seeded hash of "
                           "the row id; the manifest reports the ties at each cut, itm_ties)")
     sel.add_argument("--out", required=True, help="SUBSET.jsonl (+ SUBSET.parquet and SUBSET.wds.json)")
@@ -88,11 +92,13 @@ def register(subparsers: Any) -> None:
     sg.add_argument("--grounding", action="append", default=[], metavar="SPEC", help="as for score (needed for icr)")
     sg.add_argument("--out", required=True)
     sg.add_argument("--measure", action="append", choices=["icr", "aod"], default=[])
-    sg.add_argument("--fractions", type=numbers_in(0, 1, "fractions", lo_open=True, hi_open=True), default=(0.2, 0.4, 0.6, 0.8),
+    sg.add_argument("--fractions", type=numbers_in(0, 1, "fractions", lo_open=True, hi_open=True),
+                    default=SubgraphParams.fractions,
                     help="comma-separated target fractions, each in (0, 1) (default 0.2,0.4,0.6,0.8)")
-    sg.add_argument("--tolerance", type=number_in(0, 1, hi_open=True), default=0.05, help="allowed |ratio - fraction|, in [0, 1)")
-    sg.add_argument("--seed", type=nonnegative_int, default=0)
-    sg.add_argument("--relation-ends", choices=RELATION_ENDS, default=DEFAULT_RELATION_ENDS,
+    sg.add_argument("--tolerance", type=number_in(0, 1, hi_open=True), default=SubgraphParams.tolerance,
+                    help="allowed |ratio - fraction|, in [0, 1)")
+    sg.add_argument("--seed", type=nonnegative_int, default=SubgraphParams.seed)
+    sg.add_argument("--relation-ends", choices=RELATION_ENDS, default=DetailParams.relation_ends,
                     help="AOD relation count, as for score (default subject, Eq. 3)")
     sg.add_argument("--realiser", choices=["template", "llm"], default="template")
     sg.add_argument("--url", action="append", default=[])
@@ -128,40 +134,28 @@ def _with_suffix(out: str, suffix: str) -> Path:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from capaudit.errors import InputError
-
-    from .grounding import parse_grounding_specs
-    from .itm import make_itm_scorer
-    from .parser_factory import offline_parser
-    from .parsers import LLMSceneGraphParser
-    from .score import score_file
-
     from capaudit.text.sharding import shardable
 
-    sharded = args.engine != "local" or args.workers > 1 or args.shards is not None or (
+    from .backends import build_backends
+    from .params import DetailParams
+    from .score import score_file
+
+    params = DetailParams.from_args(args)
+    sharded = params.sharded or (
         shardable(args.input) and (not Path(args.input).is_file() or args.input.lower().endswith(".parquet")))
-    if args.graphs == "llm":
+    if not params.offline_parser:
         if sharded:
             raise InputError("--graphs llm is not sharded (its model calls already run --concurrency at a time; "
                              "fan requests out with `capaudit llm run --engine ray`): use one local caption file "
                              "with --engine local --workers 1", field="--engine")
-        if not args.url or not args.model:
+        if not params.urls or not params.model:
             raise InputError("--graphs llm needs --url and --model", field="--url")
     if sharded:
-        return _score_sharded(args)
-    if args.graphs == "llm":
-        parser: Any = LLMSceneGraphParser(
-            args.url, args.model, args.responses or _with_suffix(args.out, ".scene_graphs.jsonl"),
-            revision=args.revision, concurrency=args.concurrency, timeout=args.timeout, dialect=args.dialect,
-            max_tokens=args.max_tokens, retries=args.retries)
-    else:
-        parser = offline_parser()
-    grounding = parse_grounding_specs(args.grounding)
-    try:
-        itm = make_itm_scorer(args.itm, grounding, parser if args.graphs == "claims" else None, args.image_root)
-    except ValueError as exc:
-        raise InputError(str(exc), field="--itm") from None
+        return _score_sharded(args, params)
+    parser, grounding, itm = build_backends(params, params.responses or _with_suffix(args.out, ".scene_graphs.jsonl"),
+                                            itm_parser=False, itm_field="--itm")
     man = score_file(args.input, args.out, parser, grounding, itm, args.caption_field, args.image_field,
-                     args.id_field or None, args.relation_ends, args.length_unit)
+                     args.id_field or None, params.relation_ends, params.length_unit)
     _report(man, args.out)
     return 0
 
@@ -175,30 +169,30 @@ def _report(man: Any, out: str) -> None:
           f"AOD/CD relations: {man['relation_ends']} -> {out}", file=sys.stderr)
 
 
-def _score_sharded(args: argparse.Namespace) -> int:
+def _score_sharded(args: argparse.Namespace, params: Any) -> int:
     """``detail score`` on an engine: JSONL / Parquet shards; another local file (e.g. JSONL named
     .txt) is read here and its records are cut into slices."""
     from capaudit.errors import InputError
     from capaudit.text.sharding import shardable
 
-    from .sharded import BackendSpec, score_file_engine
+    from .backends import backend_spec
+    from .sharded import score_file_engine
 
-    spec = BackendSpec("claims", tuple(args.grounding), args.itm, args.image_root)
-    spec.validate()
+    spec = backend_spec(params)
+    eng = params.engine
     if shardable(args.input):
         man = score_file_engine(args.input, args.out, spec, args.caption_field, args.image_field,
-                                args.id_field or None, args.relation_ends, args.length_unit, engine=args.engine,
-                                workers=args.workers, address=args.address, shards=args.shards)
-    elif args.engine == "local" and Path(args.input).is_file():
-        man = _score_records_file(args, spec)
+                                args.id_field or None, params.relation_ends, params.length_unit, **eng.kwargs())
+    elif eng.engine == "local" and Path(args.input).is_file():
+        man = _score_records_file(args, params, spec)
     else:
         raise InputError("--engine ray needs JSONL or Parquet input (files, a folder, a glob or an fsspec URL)"
-                         if args.engine == "ray" else "no such caption file, or not JSONL / Parquet", path=args.input)
+                         if eng.engine == "ray" else "no such caption file, or not JSONL / Parquet", path=args.input)
     _report(man, args.out)
     return 0
 
 
-def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
+def _score_records_file(args: argparse.Namespace, params: Any, spec: Any) -> Any:
     """A local caption file the engine cannot cut (not .jsonl / .parquet by name): records read
     here, scored in slices on ``--workers`` processes; output as :func:`score_file` writes it."""
     import time
@@ -211,10 +205,11 @@ def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
     from .sharded import backend_info, score_records_engine
 
     t0 = time.monotonic()
+    eng, rel_ends = params.engine, params.relation_ends
     records = read_caption_records(args.input, args.caption_field, args.image_field, args.id_field or None)
-    built = spec.build() if args.workers <= 1 else None
-    rows = score_records_engine(records, spec, args.relation_ends, args.length_unit, engine="local",
-                                workers=args.workers, shards=args.shards, backends=built)
+    built = spec.build() if eng.workers <= 1 else None
+    rows = score_records_engine(records, spec, rel_ends, params.length_unit, engine="local",
+                                workers=eng.workers, shards=eng.shards, backends=built)
     counts = {"rows": 0, "icr_ok": 0, "icr_unavailable": 0, "parse_failed": 0}
     key = {"ok": "icr_ok", "unavailable": "icr_unavailable", "parse_failed": "parse_failed"}
     out = Path(args.out)
@@ -227,29 +222,30 @@ def _score_records_file(args: argparse.Namespace, spec: Any) -> Any:
     info = backend_info(*(built or spec.build()))
     manifest = {"command": "capaudit detail score", "input": str(args.input), "output": out.name,
                 "fields": {"caption": args.caption_field, "image": args.image_field, "id": args.id_field or None},
-                **info, "relation_ends": args.relation_ends,
-                "relation_ends_label": relation_ends_label(args.relation_ends),
-                "icr": (info.get("grounding") or {}).get("icr") or icr_name([]), "length_unit": args.length_unit,
+                **info, "relation_ends": rel_ends,
+                "relation_ends_label": relation_ends_label(rel_ends),
+                "icr": (info.get("grounding") or {}).get("icr") or icr_name([]), "length_unit": params.length_unit,
                 "counts": counts,
-                "engine": {"engine": "local", "workers": args.workers, "shards": args.shards},
+                "engine": {"engine": "local", "workers": eng.workers, "shards": eng.shards},
                 "elapsed_sec": round(time.monotonic() - t0, 3)}
     write_json_atomic(manifest_path(out), manifest)
     return manifest
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from .export import export_subset
     from .grounding import icr_name
     from .score import read_score_rows
-    from .selection import select, subset_stats
+    from .selection_report import select_subset
 
     rows = read_score_rows(args.scores)
-    sel = select(rows, args.strategy, args.k, args.t, seed=args.seed, itm_field=args.itm_field, where=args.scores)
-    backends = {f: sorted({str(rows[i].get(f)) for i in sel.indices if rows[i].get(f) is not None})
+
+    def named(sel: Any) -> dict:  # the backends of the selected rows, as the scores name them
+        return {f: sorted({str(rows[i].get(f)) for i in sel.indices if rows[i].get(f) is not None})
                 for f in ("parser", "grounding", "itm_scorer", "relation_ends", "icr_kind")}
-    paths = export_subset(rows, sel, args.out, itm_field=args.itm_field, backends=backends,
-                          extra={"scores": str(args.scores)})
-    st = subset_stats(rows, sel, args.itm_field)
+
+    sel, paths, st = select_subset(rows, args.strategy, args.k, args.t, args.seed, args.out, named,
+                                   itm_field=args.itm_field, where=args.scores, extra={"scores": str(args.scores)})
+    backends = named(sel)
     fmt = lambda v: "n/a" if v is None else f"{v:.4f}"  # noqa: E731
     icr = icr_name(backends["icr_kind"]) if backends["icr_kind"] else "ICR (kind not recorded in the scores)"
     rel = "/".join(backends["relation_ends"]) or "relation count not recorded"
@@ -267,11 +263,13 @@ def cmd_subgraphs(args: argparse.Namespace) -> int:
 
     from .graph import SceneGraph
     from .grounding import parse_grounding_specs
+    from .params import SubgraphParams
     from .score import read_score_rows
-    from .subgraphs import REALISER_LABEL, TemplateRealiser, controlled_subgraphs, realise_with_model
+    from .subgraph_report import subgraph_records
+    from .subgraphs import REALISER_LABEL, TemplateRealiser, realise_with_model
 
     rows = read_score_rows(args.scores)
-    measures = args.measure or ["icr", "aod"]
+    measures = args.measure or list(SubgraphParams.measures)
     fractions = list(args.fractions)
     grounding = parse_grounding_specs(args.grounding)
     if "icr" in measures and grounding is None:
@@ -280,18 +278,10 @@ def cmd_subgraphs(args: argparse.Namespace) -> int:
     for i, r in enumerate(rows):
         if r.get("scene_graph") is None:
             continue
-        g = SceneGraph.from_json(r["scene_graph"], where=f"{args.scores}: row {i + 1}")
-        grounded = grounding.ground(r.get("image")) if grounding is not None else None
-        for item in controlled_subgraphs(g, grounded, measures, fractions, args.seed, r.get("id", i), args.tolerance,
-                                         args.relation_ends):
-            s = item.pop("sample")
-            rec = {"id": r.get("id"), "image": r.get("image"), "caption": r.get("caption"), **item,
-                   "parser": r.get("parser"), "grounding": grounding.name if grounding is not None else None,
-                   "icr_kind": grounded.icr_kind if grounded is not None else None,
-                   "relation_ends": args.relation_ends}
-            if s is not None:
-                rec.update({k: v for k, v in s.to_dict().items() if k not in ("measure", "fraction")})
-            out_rows.append(rec)
+        fields = {"parser": r.get("parser"), "grounding": grounding.name if grounding is not None else None}
+        out_rows += [rec for rec, _ in subgraph_records(r, grounding, measures, fractions, args.seed, r.get("id", i),
+                                                        args.tolerance, args.relation_ends, fields,
+                                                        where=f"{args.scores}: row {i + 1}")]
     ok = [o for o in out_rows if o["status"] == "ok"]
     graphs = [SceneGraph.from_json(o["graph"]) for o in ok]
     if args.realiser == "llm":
@@ -321,8 +311,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .stage import run
 
     out = run(load_params(args.params))
-    print(out["surface_table"].to_string(index=False))
-    print(out["selection_table"].to_string(index=False))
+    print(out.surface_table.to_string(index=False))
+    print(out.selection_table.to_string(index=False))
     return 0
 
 

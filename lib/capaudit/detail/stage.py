@@ -1,9 +1,12 @@
 """Detail stage (issue 13, "Demo and paper"): detailness of caption surfaces and data selection.
 
-Params section ``detail`` (every key optional; defaults shown)::
+Params section ``detail`` (every key optional; defaults shown; read by
+:class:`capaudit.detail.params.DetailParams`, which holds the only defaults and refuses an unknown
+key or a wrong type in one line naming the file, section and key)::
 
     detail:
-      parser: claims                 # claims (offline, heuristic) | llm (then url, model)
+      parser: claims                 # claims (offline, heuristic) | llm (then url, model; revision,
+                                     # concurrency: 8, timeout: 240, retries: 3, dialect: vllm, max_tokens: 1024)
       grounding: coco_mini           # coco_mini | [coco:PATH, ...] (things-only ICR) | coco-panoptic:PATH | none
       itm: annotation_precision      # annotation_precision | clip:PATH | open_clip:ARCH[:PRETRAINED] | none
       relation_ends: subject         # AOD/CD relation count: subject (Eq. 3) | both | split
@@ -51,153 +54,212 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Mapping, Tuple
+
+import pandas as pd
 
 from capaudit.config import RunConfig
-from capaudit.engine.executors import engine_from_params
 from capaudit.errors import InputError
 from capaudit.io.atomic import write_json_atomic, write_text_atomic
+from capaudit.results import StageResult
 from capaudit.summaries.numbers_fragments import write_numbers_fragment
 from capaudit.summaries.table_rows import write_table_rows
 
 from .backends import backend_names, backend_spec, build_backends, offline_backends
 from .definitions import definitions, icr_definition
-from .metrics import DEFAULT_LENGTH_UNIT, DEFAULT_RELATION_ENDS, LENGTH_UNITS, RELATION_ENDS, relation_ends_label
+from .metrics import relation_ends_label
+from .params import SECTION, STAGE_RESPONSES, DetailParams
 from .quoted_numbers import detail_numbers
 from .score import score_records
 from .selection import STRATEGIES
 from .selection_report import selection_rows
 from .sharded import score_records_engine
 from .subgraph_report import subgraph_rows, subgraph_table
-from .subgraphs import FRACTIONS, MEASURES, REALISER_LABEL, TOLERANCE
+from .subgraphs import REALISER_LABEL
 from .surface_report import surface_means, surface_table
 from .surfaces import load_surfaces
 
-STAGE = "detail"
+STAGE = SECTION
 DEFAULT_STRATEGIES = list(STRATEGIES)
 
-
-def _checked(section: Dict[str, Any], key: str, default: str, allowed: Any, where: str) -> str:
-    value = str(section.get(key, default))
-    if value not in allowed:
-        raise InputError(f"detail.{key} must be one of {', '.join(allowed)}, got {value!r}", path=where,
-                         field=f"detail.{key}")
-    return value
+Scores = Dict[str, List[Dict[str, Any]]]
 
 
-def run(cfg: RunConfig) -> Dict[str, Any]:
-    """Run the detail stage for the params file (module docstring); returns tables and score rows."""
-    import pandas as pd
+@dataclass(frozen=True)
+class ScoredSurfaces:
+    """What :func:`score_surfaces` wrote: score rows by surface, labels, skipped surfaces, the backends."""
 
-    section = cfg.section("detail", required=False)
-    where = str(cfg.path)
-    relation_ends = _checked(section, "relation_ends", DEFAULT_RELATION_ENDS, RELATION_ENDS, where)
-    length_unit = _checked(section, "length_unit", DEFAULT_LENGTH_UNIT, LENGTH_UNITS, where)
-    dirs = cfg.dirs()
-    art = dirs["artifacts"] / "detail"
-    art.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    eng = engine_from_params(section, f"{cfg.path}: detail")
-    parser, grounding, itm = build_backends(section, art)
+    scores: Scores
+    labels: Dict[str, str]
+    skipped: List[str]
+    backends: Dict[str, str]
+    table_meta: Dict[str, Any]
+    grounding: Any
+    score_files: Dict[str, str]
+
+
+def _rel(cfg: RunConfig, p: Path) -> str:
+    """A path named relative to the run folder (the same for any run name)."""
+    return p.relative_to(cfg.out_dir).as_posix()
+
+
+def score_surfaces(params: DetailParams, cfg: RunConfig, art: Path) -> ScoredSurfaces:
+    """Score every surface of the params (``scores_<surface>.jsonl`` + manifests in ``art``); with an
+    engine setting, in slices on the engine (the same rows, in input order)."""
+    parser, grounding, itm = build_backends(params, art / STAGE_RESPONSES)
     backends = backend_names(parser, grounding, itm)
-    spec = backend_spec(section) if (eng["engine"], eng["workers"], eng["shards"]) != ("local", 1, None) else None
-    surfaces, labels, skipped = load_surfaces(section, dirs["artifacts"], where)
-
-    def rel(p: Path) -> str:  # inputs named relative to the run folder (the same for any run name)
-        return p.relative_to(cfg.out_dir).as_posix()
-
-    scores: Dict[str, List[Dict[str, Any]]] = {}
+    spec = backend_spec(params) if params.sharded else None
+    surfaces, labels, skipped = load_surfaces(params.surfaces, cfg.dirs()["artifacts"])
+    rel_ends, unit, eng = params.relation_ends, params.length_unit, params.engine
+    scores: Scores = {}
     for name, recs in surfaces.items():
         if spec is None:
-            rows = list(score_records(recs, parser, grounding, itm, relation_ends, length_unit))
+            rows = list(score_records(recs, parser, grounding, itm, rel_ends, unit))
         else:  # slices on the configured engine, rows in input order (the same rows)
-            rows = score_records_engine(recs, spec, relation_ends, length_unit, engine=eng["engine"],
-                                        workers=eng["workers"], address=eng["address"], shards=eng["shards"],
-                                        backends=(parser, grounding, itm))
+            rows = score_records_engine(recs, spec, rel_ends, unit, engine=eng.engine, workers=eng.workers,
+                                        address=eng.address, shards=eng.shards, backends=(parser, grounding, itm))
         for r in rows:
             r["surface"] = name
         scores[name] = rows
         write_text_atomic(art / f"scores_{name}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         write_json_atomic(art / f"scores_{name}.manifest.json", {
             "surface": name, "label": labels[name], "rows": len(rows), "backends": backends,
-            "icr": icr_definition(rows)["name"], "relation_ends": relation_ends,
-            "relation_ends_label": relation_ends_label(relation_ends), "length_unit": length_unit})
-    score_files = {name: rel(art / f"scores_{name}.jsonl") for name in scores}
+            "icr": icr_definition(rows)["name"], "relation_ends": rel_ends,
+            "relation_ends_label": relation_ends_label(rel_ends), "length_unit": unit})
     table_meta = {"backends": backends, "offline_backends": offline_backends(backends, parser),
                   "parser_kinds": list(getattr(parser, "kinds", ()))}
+    return ScoredSurfaces(scores, labels, skipped, backends, table_meta, grounding,
+                          {name: _rel(cfg, art / f"scores_{name}.jsonl") for name in scores})
 
-    bs = section.get("bootstrap") or {}
-    bootstrap = {"n_resamples": int(bs.get("n_resamples", 2000)), "seed": int(bs.get("seed", 1477)),
-                 "confidence": float(bs.get("confidence", 0.95)), "unit": "image clusters"}
-    means = {name: surface_means(rows, bootstrap["n_resamples"], bootstrap["seed"], bootstrap["confidence"])
-             for name, rows in scores.items()}
+
+def summarise_surfaces(params: DetailParams, cfg: RunConfig, art: Path, scored: ScoredSurfaces
+                       ) -> Tuple[Dict[str, Any], Dict[str, Any], Dict[str, str], List[Dict[str, Any]]]:
+    """Bootstrap means per surface (``surface_means.json``) and the ``detail_surfaces`` table rows:
+    ``(means, ICR definition over all rows, ICR name by surface, table rows)``."""
+    scores, labels, backends, rel_ends = scored.scores, scored.labels, scored.backends, params.relation_ends
+    bs = params.bootstrap
+    bootstrap = bs.to_dict()
+    means = {name: surface_means(rows, bs.n_resamples, bs.seed, bs.confidence) for name, rows in scores.items()}
     icr_all = icr_definition([r for rows in scores.values() for r in rows])
     icr_by_surface = {name: icr_definition(rows)["name"] for name, rows in scores.items()}
-    write_json_atomic(art / "surface_means.json", {"backends": backends, "surfaces": means, "labels": labels,
-                                                  "icr": icr_all, "icr_by_surface": icr_by_surface,
-                                                  "relation_ends": relation_ends,
-                                                  "relation_ends_label": relation_ends_label(relation_ends),
-                                                  "bootstrap": {k: bootstrap[k] for k in ("n_resamples", "seed", "unit")}})
-    s_rows = surface_table(means, labels, backends, icr_by_surface, relation_ends)
-    write_table_rows(dirs["artifacts"], "detail_surfaces", STAGE, s_rows,
+    write_json_atomic(art / "surface_means.json", {
+        "backends": backends, "surfaces": means, "labels": labels, "icr": icr_all, "icr_by_surface": icr_by_surface,
+        "relation_ends": rel_ends, "relation_ends_label": relation_ends_label(rel_ends),
+        "bootstrap": {k: bootstrap[k] for k in ("n_resamples", "seed", "unit")}})
+    s_rows = surface_table(means, labels, backends, icr_by_surface, rel_ends)
+    write_table_rows(cfg.dirs()["artifacts"], "detail_surfaces", STAGE, s_rows,
                      function="capaudit.detail.surface_report.surface_table",
-                     inputs=[rel(art / "surface_means.json"), *score_files.values()],
-                     meta={**table_meta, **definitions([r for rows in scores.values() for r in rows], relation_ends),
-                           "length_unit": length_unit, "bootstrap": bootstrap})
+                     inputs=[_rel(cfg, art / "surface_means.json"), *scored.score_files.values()],
+                     meta={**scored.table_meta, **definitions([r for rows in scores.values() for r in rows], rel_ends),
+                           "length_unit": params.length_unit, "bootstrap": bootstrap})
+    return means, icr_all, icr_by_surface, s_rows
 
-    sel_cfg = section.get("selection") or {}
-    sel_surface = str(sel_cfg.get("surface", next(iter(scores))))
-    if sel_surface not in scores:
-        raise InputError(f"detail.selection.surface {sel_surface!r} is not a loaded surface", path=where,
+
+def selection_surface(params: DetailParams, scores: Mapping[str, Any], where: str) -> str:
+    """The surface whose pool is selected from (``selection.surface``; default: the first loaded)."""
+    name = params.selection.surface if params.selection.surface is not None else next(iter(scores))
+    if name not in scores:
+        raise InputError(f"detail.selection.surface {name!r} is not a loaded surface", path=where,
                          field="selection.surface")
-    k, t = sel_cfg.get("k", 0.6), sel_cfg.get("t", 0.4)
-    strategies = list(sel_cfg.get("strategies") or DEFAULT_STRATEGIES)
-    sel_rows = selection_rows(scores[sel_surface], strategies, k, t, int(sel_cfg.get("seed", 0)), art / "selection",
-                              backends)
-    write_table_rows(dirs["artifacts"], "detail_selection", STAGE, sel_rows,
-                     function="capaudit.detail.selection_report.selection_rows", inputs=[score_files[sel_surface]],
-                     meta={**table_meta, **definitions(scores[sel_surface], relation_ends),
-                           "surface": sel_surface, "surface_label": labels[sel_surface],
-                           "pool": len(scores[sel_surface]), "k": k, "t": t})
+    return name
 
-    sg_cfg = section.get("subgraphs") or {}
-    sg_surface = str(sg_cfg.get("surface", sel_surface))
-    tolerance = float(sg_cfg.get("tolerance", TOLERANCE))
-    sub = subgraph_rows(scores.get(sg_surface, []), grounding, int(sg_cfg.get("n_captions", 100)),
-                        int(sg_cfg.get("seed", 0)), [float(x) for x in sg_cfg.get("fractions", FRACTIONS)],
-                        tolerance, list(sg_cfg.get("measures", MEASURES)), relation_ends)
+
+def run_selection(params: DetailParams, cfg: RunConfig, art: Path, scored: ScoredSurfaces, surface: str
+                  ) -> List[Dict[str, Any]]:
+    """Every strategy of ``selection`` on the surface's pool (exported to ``art/selection/``); the
+    ``detail_selection`` table rows."""
+    sp, rows = params.selection, scored.scores[surface]
+    sel_rows = selection_rows(rows, list(sp.strategies), sp.k, sp.t, sp.seed, art / "selection", scored.backends)
+    write_table_rows(cfg.dirs()["artifacts"], "detail_selection", STAGE, sel_rows,
+                     function="capaudit.detail.selection_report.selection_rows", inputs=[scored.score_files[surface]],
+                     meta={**scored.table_meta, **definitions(rows, params.relation_ends),
+                           "surface": surface, "surface_label": scored.labels[surface],
+                           "pool": len(rows), "k": sp.k, "t": sp.t})
+    return sel_rows
+
+
+def run_subgraphs(params: DetailParams, cfg: RunConfig, art: Path, scored: ScoredSurfaces, surface: str
+                  ) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """Controlled subgraphs of a seeded sample of the surface's captions (``subgraphs.jsonl``) and
+    the ``detail_subgraphs`` table rows: ``(subgraph rows, table rows)``."""
+    sg, backends, rel_ends = params.subgraphs, scored.backends, params.relation_ends
+    rows = scored.scores.get(surface, [])
+    sub = subgraph_rows(rows, scored.grounding, sg.n_captions, sg.seed, list(sg.fractions), sg.tolerance,
+                        list(sg.measures), rel_ends)
     write_text_atomic(art / "subgraphs.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sub))
     for r in sub:
         r["parser"], r["grounding"] = backends["parser"], backends["grounding"]
-    sg_defs = definitions(scores.get(sg_surface, []), relation_ends)
-    sg_rows = subgraph_table(sub, backends, sg_defs["icr"]["name"], relation_ends)
-    write_table_rows(dirs["artifacts"], "detail_subgraphs", STAGE, sg_rows,
-                     function="capaudit.detail.subgraph_report.subgraph_table", inputs=[rel(art / "subgraphs.jsonl")],
-                     meta={**table_meta, **sg_defs, "surface": sg_surface, "tolerance": tolerance,
+    sg_defs = definitions(rows, rel_ends)
+    sg_rows = subgraph_table(sub, backends, sg_defs["icr"]["name"], rel_ends)
+    write_table_rows(cfg.dirs()["artifacts"], "detail_subgraphs", STAGE, sg_rows,
+                     function="capaudit.detail.subgraph_report.subgraph_table",
+                     inputs=[_rel(cfg, art / "subgraphs.jsonl")],
+                     meta={**scored.table_meta, **sg_defs, "surface": surface, "tolerance": sg.tolerance,
                            "realiser": REALISER_LABEL})
+    return sub, sg_rows
+
+
+@dataclass(frozen=True, eq=False)
+class DetailResult(StageResult):
+    """What :func:`run` wrote and computed (``result["surface_table"]`` reads a field, as notebooks do)."""
+
+    scores: Scores
+    means: Dict[str, Any]
+    labels: Dict[str, str]
+    backends: Dict[str, str]
+    surface_table: pd.DataFrame
+    selection_table: pd.DataFrame
+    subgraph_table: pd.DataFrame
+    subgraphs: List[Dict[str, Any]]
+    manifest: Dict[str, Any]
+    artifacts: Path
+    skipped: List[str]
+    figure_bins: int
+    definitions: Dict[str, str]
+    measure_labels: Dict[str, str]
+
+
+def run(cfg: RunConfig) -> DetailResult:
+    """Run the detail stage for the params file (module docstring); returns tables and score rows."""
+    params = DetailParams.from_section(cfg.section(SECTION, required=False), cfg.path)
+    where, rel_ends = str(cfg.path), params.relation_ends
+    dirs = cfg.dirs()
+    art = dirs["artifacts"] / "detail"
+    art.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    scored = score_surfaces(params, cfg, art)
+    backends, labels = scored.backends, scored.labels
+    means, icr_all, icr_by_surface, s_rows = summarise_surfaces(params, cfg, art, scored)
+    sel_surface = selection_surface(params, scored.scores, where)
+    sel_rows = run_selection(params, cfg, art, scored, sel_surface)
+    sg_surface = params.subgraphs.surface if params.subgraphs.surface is not None else sel_surface
+    sub, sg_rows = run_subgraphs(params, cfg, art, scored, sg_surface)
 
     write_numbers_fragment(dirs["artifacts"], STAGE,
-                           detail_numbers(means, labels, icr_by_surface, sel_rows, icr_all, relation_ends,
-                                          relation_ends_label(relation_ends), backends),
+                           detail_numbers(means, labels, icr_by_surface, sel_rows, icr_all, rel_ends,
+                                          relation_ends_label(rel_ends), backends),
                            backend=f"{backends['parser']}; {backends['grounding']}; ITM {backends['itm']}")
-    manifest = {"backends": backends, "icr": icr_all, "relation_ends": relation_ends,
-                "relation_ends_label": relation_ends_label(relation_ends), "length_unit": length_unit,
-                "surfaces": {n: len(r) for n, r in scores.items()}, "skipped_surfaces": skipped,
-                "selection": {"surface": sel_surface, "k": k, "t": t, "strategies": strategies},
+    sp = params.selection
+    manifest = {"backends": backends, "icr": icr_all, "relation_ends": rel_ends,
+                "relation_ends_label": relation_ends_label(rel_ends), "length_unit": params.length_unit,
+                "surfaces": {n: len(r) for n, r in scored.scores.items()}, "skipped_surfaces": scored.skipped,
+                "selection": {"surface": sel_surface, "k": sp.k, "t": sp.t, "strategies": list(sp.strategies)},
                 "subgraphs": {"surface": sg_surface, "rows": len(sub)},
-                "engine": {k: eng[k] for k in ("engine", "workers", "shards")},
+                "engine": {"engine": params.engine.engine, "workers": params.engine.workers,
+                           "shards": params.engine.shards},
                 "elapsed_sec": round(time.monotonic() - t0, 2)}
     write_json_atomic(art / "stage_manifest.json", manifest)
-    return {"scores": scores, "means": means, "labels": labels, "backends": backends,
-            "surface_table": pd.DataFrame(s_rows), "selection_table": pd.DataFrame(sel_rows),
-            "subgraph_table": pd.DataFrame(sg_rows), "subgraphs": sub, "manifest": manifest, "artifacts": art,
-            "skipped": skipped, "figure_bins": int((section.get("figures") or {}).get("bins", 5)),
-            "definitions": {"ICR": f"{icr_all['name']} ({icr_all['note']})",
-                            "AOD/CD relations": relation_ends_label(relation_ends)},
-            "measure_labels": {"icr": f"{icr_all['name']} (Eq. 2)",
-                               "aod": f"AOD (Eq. 4; relations: {relation_ends})",
-                               "cd": f"CD (Eq. 5; {icr_all['name']}, relations: {relation_ends})"}}
+    return DetailResult(
+        scores=scored.scores, means=means, labels=labels, backends=backends, surface_table=pd.DataFrame(s_rows),
+        selection_table=pd.DataFrame(sel_rows), subgraph_table=pd.DataFrame(sg_rows), subgraphs=sub,
+        manifest=manifest, artifacts=art, skipped=scored.skipped, figure_bins=params.figure_bins,
+        definitions={"ICR": f"{icr_all['name']} ({icr_all['note']})",
+                     "AOD/CD relations": relation_ends_label(rel_ends)},
+        measure_labels={"icr": f"{icr_all['name']} (Eq. 2)", "aod": f"AOD (Eq. 4; relations: {rel_ends})",
+                        "cd": f"CD (Eq. 5; {icr_all['name']}, relations: {rel_ends})"})
 
 
-__all__ = ["DEFAULT_STRATEGIES", "STAGE", "run"]
+__all__ = ["DEFAULT_STRATEGIES", "DetailResult", "STAGE", "ScoredSurfaces", "run", "run_selection", "run_subgraphs",
+           "score_surfaces", "selection_surface", "summarise_surfaces"]

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .graph import SceneGraph
 from .subgraphs import REALISER_LABEL, TemplateRealiser, controlled_subgraphs, derived_seed
+
+
+def subgraph_records(row: Mapping[str, Any], grounding: Any, measures: Sequence[str], fractions: Sequence[float],
+                     seed: int, key: Any, tolerance: float, relation_ends: str,
+                     fields: Optional[Mapping[str, Any]] = None, where: str = "scene graph"
+                     ) -> List[Tuple[Dict[str, Any], Optional[SceneGraph]]]:
+    """The controlled subgraphs of one score row (its ``scene_graph``) at each measure and fraction:
+    ``(record, subgraph)`` pairs, the subgraph ``None`` where the target was not reached; ``fields``
+    are written after the targets' own (the step of the stage and ``capaudit detail subgraphs``)."""
+    g = SceneGraph.from_json(row["scene_graph"], where=where)
+    grounded = grounding.ground(row.get("image")) if grounding is not None else None
+    out = []
+    for item in controlled_subgraphs(g, grounded, measures, fractions, seed, key, tolerance, relation_ends):
+        s = item.pop("sample")
+        rec: Dict[str, Any] = {"id": row.get("id"), "image": row.get("image"), "caption": row.get("caption"), **item,
+                               **(fields or {}), "icr_kind": grounded.icr_kind if grounded is not None else None,
+                               "relation_ends": relation_ends}
+        if s is not None:
+            rec.update({k: v for k, v in s.to_dict().items() if k not in ("measure", "fraction")})
+        out.append((rec, s.graph if s is not None else None))
+    return out
 
 
 def subgraph_rows(rows: Sequence[Mapping[str, Any]], grounding: Any, n_captions: int, seed: int,
@@ -19,16 +40,9 @@ def subgraph_rows(rows: Sequence[Mapping[str, Any]], grounding: Any, n_captions:
     realiser = TemplateRealiser()
     out = []
     for r in cands:
-        g = SceneGraph.from_json(r["scene_graph"])
-        grounded = grounding.ground(r.get("image")) if grounding is not None else None
-        for item in controlled_subgraphs(g, grounded, measures, fractions, seed, r["id"], tolerance, relation_ends):
-            s = item.pop("sample")
-            rec: Dict[str, Any] = {"id": r["id"], "image": r.get("image"), "caption": r.get("caption"), **item,
-                                   "icr_kind": grounded.icr_kind if grounded is not None else None,
-                                   "relation_ends": relation_ends}
-            if s is not None:
-                rec.update({k: v for k, v in s.to_dict().items() if k not in ("measure", "fraction")})
-                rec["realised_caption"] = realiser.realise(s.graph)
+        for rec, graph in subgraph_records(r, grounding, measures, fractions, seed, r["id"], tolerance, relation_ends):
+            if graph is not None:
+                rec["realised_caption"] = realiser.realise(graph)
                 rec["realiser"] = REALISER_LABEL
             out.append(rec)
     return out
@@ -53,4 +67,4 @@ def subgraph_table(sub: Sequence[Mapping[str, Any]], backends: Optional[Mapping[
     return table
 
 
-__all__ = ["subgraph_rows", "subgraph_table"]
+__all__ = ["subgraph_records", "subgraph_rows", "subgraph_table"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from capaudit.errors import InputError
 
+from .params import DEFAULT_SURFACES, SurfaceSpec  # noqa: F401  (DEFAULT_SURFACES: public re-export)
 from .score import CaptionRecord, read_caption_records
-
-DEFAULT_SURFACES = [{"name": "coco_human", "source": "coco_mini", "label": "COCO human"}]
 
 
 def coco_mini_records() -> List[CaptionRecord]:
@@ -33,36 +32,28 @@ def expand_path(path: str, artifacts: Path) -> Path:
         "{data}", os.environ.get("CAPAUDIT_DATA_DIR", "../shared/data")))
 
 
-def load_surfaces(section: Mapping[str, Any], artifacts: Path, where: str = "params") -> Tuple[
+def load_surfaces(surfaces: Sequence[SurfaceSpec], artifacts: Path) -> Tuple[
         Dict[str, List[CaptionRecord]], Dict[str, str], List[str]]:
-    """``(records by surface, labels, skipped surfaces)`` for ``detail.surfaces``."""
-    items = section.get("surfaces") or DEFAULT_SURFACES
+    """``(records by surface, labels, skipped surfaces)`` of ``detail.surfaces`` (:class:`SurfaceSpec`,
+    checked when the params were read)."""
     out: Dict[str, List[CaptionRecord]] = {}
     labels: Dict[str, str] = {}
     skipped: List[str] = []
-    for i, item in enumerate(items, start=1):
-        if isinstance(item, str):
-            item = {"name": item, "source": "coco_mini"} if item == "coco_human" else {"name": item}
-        if not isinstance(item, Mapping) or not item.get("name"):
-            raise InputError(f"detail.surfaces item {i} must be a mapping with 'name'", path=where, field="surfaces")
-        name = str(item["name"])
-        labels[name] = str(item.get("label", name))
-        if item.get("source") == "coco_mini":
+    for item in surfaces:
+        name = item.name
+        labels[name] = item.label
+        if item.source == "coco_mini":
             out[name] = coco_mini_records()
             continue
-        if not item.get("path"):
-            raise InputError(f"detail surface {name!r} needs 'source: coco_mini' or a 'path'", path=where,
-                             field="surfaces")
-        p = expand_path(str(item["path"]), artifacts)
+        p = expand_path(str(item.path), artifacts)
         if not p.is_file():
-            if item.get("on_missing", "error") == "skip":
+            if item.on_missing == "skip":
                 skipped.append(name)
                 continue
             raise InputError(f"detail surface {name!r}: file not found", path=p)
-        id_field = item.get("id_field", "id")
-        recs = read_caption_records(p, str(item.get("caption_field", "caption")), str(item.get("image_field", "image")),
-                                    id_field, skip_empty=bool(item.get("skip_empty", False)))
-        if not id_field:
+        recs = read_caption_records(p, item.caption_field, item.image_field, item.id_field,
+                                    skip_empty=item.skip_empty)
+        if not item.id_field:
             recs = [CaptionRecord(f"{name}:{r.id[3:]}", r.image, r.caption, r.line, r.extra) for r in recs]
         out[name] = recs
     return out, labels, skipped
