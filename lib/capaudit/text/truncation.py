@@ -27,7 +27,12 @@ Encoders (:data:`ENCODERS`):
     straight to the BPE (it lower-cases and skips whitespace itself).
   - ``open_clip``: open_clip's ``SimpleTokenizer`` cleaning (``ftfy.fix_text``, ``html.unescape``
     twice, whitespace collapsed, lower-cased), for users who train with open_clip; counts equal
-    open_clip's. Pure-ASCII captions without ``&`` or control characters skip ftfy/html.
+    open_clip's (tests/test_truncation_open_clip.py: an independent SimpleTokenizer count over the
+    vocabulary file, token by token on held-out captions and the CLI's summary values). Pure-ASCII
+    captions without ``&`` or control characters skip ftfy/html (identity there). The split is
+    instant-clip-tokenizer's regex, not the ``regex`` module's: they part only on code points that
+    module classes as letters/digits and the former does not (scripts newer than its Unicode tables,
+    U+0345 under IGNORECASE), where ids, and rarely counts, differ.
 
   The two differ on curly quotes, HTML entities, mojibake, ligatures and full-width letters.
 * ``gemma3`` — the Gemma 3 vocabulary (262,144) from the GGUF shipped in the
