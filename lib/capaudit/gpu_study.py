@@ -481,7 +481,8 @@ def _stop(proc: subprocess.Popen, timeout: float) -> None:
 
 def _wait_ready(plan: Plan, server: subprocess.Popen) -> int:
     """``capaudit llm wait`` while watching the server: a server that exits while starting ends it."""
-    waiter = subprocess.Popen(plan.wait_argv())
+    _PARENT[0] = os.getpid()
+    waiter = subprocess.Popen(plan.wait_argv(), preexec_fn=_die_with_parent)  # no orphan if this command is killed
     try:
         while True:
             rc = waiter.poll()
@@ -500,6 +501,10 @@ def _wait_ready(plan: Plan, server: subprocess.Popen) -> int:
             waiter.wait()
 
 
+#: this command's pid, read by :func:`_die_with_parent` in a forked child (set before each spawn)
+_PARENT = [0]
+
+
 def _die_with_parent() -> None:
     """In the server's process: on Linux, SIGTERM when this command dies, even by SIGKILL (a killed job
     must not leave the GPUs held by an orphaned server)."""
@@ -509,7 +514,9 @@ def _die_with_parent() -> None:
 
             ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
-            pass
+            return
+        if os.getppid() != _PARENT[0]:  # the command died between fork and prctl: no signal will come
+            os._exit(143)
 
 
 def _port_in_use(url: str) -> Optional[str]:
@@ -554,6 +561,7 @@ def run_plan(plan: Plan, stop_timeout: float = 60.0) -> int:
     server: Optional[subprocess.Popen] = None
     try:
         print(f"+ {plan.serve_line()}", file=sys.stderr, flush=True)
+        _PARENT[0] = os.getpid()
         server = subprocess.Popen(plan.serve_argv, env={**os.environ, **plan.serve_env}, start_new_session=True,
                                   preexec_fn=_die_with_parent)
         print(f"capaudit study run-model: server pid {server.pid} on {plan.url}", file=sys.stderr, flush=True)
