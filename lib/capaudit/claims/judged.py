@@ -110,23 +110,13 @@ def claimed_summary(p: JudgedClaimsParams, name: str, creq: Path, cresp: Path) -
     answers to requests no longer built)."""
     from capaudit.claims.summarize import summarize_responses
     from capaudit.llm.requests import iter_request_lines, parse_request_line
-    from capaudit.llm.store import merge
+    from capaudit.llm.store import restricted_to
 
     ids = {parse_request_line(line, f"{creq}:{n}")["request_id"] for n, line in iter_request_lines(creq)}
     label = {"requests": str(creq), "responses": str(cresp), "extractor": p.extractor, "budget": p.budget,
              "slice": name, "prompt_set": p.prompts}
-    stored = merge(cresp)
-    if set(stored) <= ids:
-        return summarize_responses([cresp], [creq], input_label=label)
-    tmp = cresp.with_name(cresp.name + ".current.tmp")
-    with open(tmp, "wb") as fh:
-        for rid in sorted(stored):
-            if rid in ids:
-                fh.write(dumps_line(stored[rid]))
-    try:
-        return summarize_responses([tmp], [creq], input_label=label)
-    finally:
-        tmp.unlink()
+    with restricted_to(cresp, ids) as current:
+        return summarize_responses([current], [creq], input_label=label)
 
 
 def read_slice_claims(p: JudgedClaimsParams, name: str, sdir: Path) -> SliceClaims:

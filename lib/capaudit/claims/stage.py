@@ -277,19 +277,10 @@ def stored_ids(resp_path: Path) -> List[str]:
 def _restrict(resp_path: Path, req_path: Path, ids: set, label: Any,
               boot: Tuple[int, int]) -> Tuple[ClaimedSummary, ClaimIntervals]:
     """Summary and intervals over the responses whose ids are among the current requests only."""
-    from capaudit.io.canonical_json import dumps_line
-    from capaudit.llm.store import merge
+    from capaudit.llm.store import restricted_to
 
-    rows = merge(resp_path)
-    tmp = resp_path.with_name(resp_path.name + ".current.tmp")
-    with open(tmp, "wb") as fh:
-        for rid in sorted(rows):
-            if rid in ids:
-                fh.write(dumps_line(rows[rid]))
-    try:
-        return summarize_with_intervals([tmp], [req_path], label, *boot)
-    finally:
-        tmp.unlink()
+    with restricted_to(resp_path, ids) as current:
+        return summarize_with_intervals([current], [req_path], label, *boot)
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from .graph import SceneGraph
 from .indexed_graph import build_indexed_request
-from .parsers import OFFLINE_PARSER_NAME, LLMSceneGraphParser, ParseResult, SceneGraphParser
+from .parsers import OFFLINE_PARSER_NAME, LLMSceneGraphParser, ParseResult, SceneGraphParser, parse_results
 
 #: requests in flight to the in-process server, and its worker threads: concurrent requests share
 #: one spaCy batch in the stand-in (:class:`capaudit.standins.batching.MicroBatcher`)
@@ -181,22 +181,12 @@ class ServedSceneGraphParser:
         self.last_stats = stats.to_dict()
         if store not in self._stores:
             self._stores.append(store)
-        answers = merge(store)
-        out: List[ParseResult] = []
-        for k in keys:
-            a = answers.get(k)
-            if a is None:
-                out.append(ParseResult(None, "not answered"))
-            elif not a.get("ok"):
-                out.append(ParseResult(None, f"{a.get('error_kind')}: {a.get('error')}"))
-            else:
-                try:
-                    parsed = a.get("parsed")
-                    body = {**parsed, "parser": a.get("model") or self.model} if isinstance(parsed, Mapping) else parsed
-                    out.append(ParseResult(SceneGraph.from_json(body, where=f"answer {k}")))
-                except ValueError as exc:
-                    out.append(ParseResult(None, str(exc)))
-        return out
+        def to_graph(k: str, a: Mapping[str, Any]) -> SceneGraph:
+            parsed = a.get("parsed")
+            body = {**parsed, "parser": a.get("model") or self.model} if isinstance(parsed, Mapping) else parsed
+            return SceneGraph.from_json(body, where=f"answer {k}")
+
+        return parse_results(merge(store), keys, to_graph)
 
     def parse(self, text: str) -> Optional[SceneGraph]:
         """The graph of one caption (``None`` when the parser gave none)."""

@@ -37,6 +37,25 @@ TASK_VERSION = 1
 PROMPT_VERSION = "capaudit-scene-graph-v1"
 
 
+def parse_results(answers: Mapping[str, Mapping[str, Any]], keys: Sequence[str],
+                  to_graph: Any) -> List["ParseResult"]:
+    """One :class:`ParseResult` per request id in ``keys``: not answered, failed (its kind and error),
+    or ``to_graph(key, answer)`` (a ``ValueError`` there is the result's error)."""
+    out: List[ParseResult] = []
+    for k in keys:
+        a = answers.get(k)
+        if a is None:
+            out.append(ParseResult(None, "not answered"))
+        elif not a.get("ok"):
+            out.append(ParseResult(None, f"{a.get('error_kind')}: {a.get('error')}"))
+        else:
+            try:
+                out.append(ParseResult(to_graph(k, a)))
+            except ValueError as exc:
+                out.append(ParseResult(None, str(exc)))
+    return out
+
+
 @dataclass(frozen=True)
 class ParseResult:
     """A parsed graph, or ``None`` with the reason when the parser could not produce one."""
@@ -187,22 +206,11 @@ class LLMSceneGraphParser:
                              handle_signals=False, **self.run_kwargs)
         self.last_stats = stats.to_dict()
         answers = merge(self.store) if self.store.exists() else {}
-        out: List[ParseResult] = []
-        for r in rows:
-            a = answers.get(r["request_id"])
-            if a is None:
-                out.append(ParseResult(None, "not answered"))
-            elif not a.get("ok"):
-                out.append(ParseResult(None, f"{a.get('error_kind')}: {a.get('error')}"))
-            else:
-                try:
-                    out.append(ParseResult(graph_from_llm(a.get("parsed"), parser=a.get("model") or self.model)))
-                except ValueError as exc:
-                    out.append(ParseResult(None, str(exc)))
-        return out
+        return parse_results(answers, [r["request_id"] for r in rows],
+                             lambda k, a: graph_from_llm(a.get("parsed"), parser=a.get("model") or self.model))
 
 
 __all__ = [
     "OFFLINE_PARSER_NAME", "OFFLINE_BACKEND_NAME", "TASK", "TASK_VERSION", "PROMPT_VERSION", "SYSTEM_PROMPT",
-    "ParseResult", "SceneGraphParser", "LLMSceneGraphParser", "build_scene_graph_request", "user_prompt",
+    "ParseResult", "SceneGraphParser", "LLMSceneGraphParser", "build_scene_graph_request", "parse_results", "user_prompt",
 ]

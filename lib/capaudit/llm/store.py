@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -385,10 +386,31 @@ def answered_by(path: str | Path) -> List[Dict[str, Any]]:
     return [out[k] for k in sorted(out)]
 
 
+@contextmanager
+def restricted_to(path: str | Path, ids: Set[str]) -> Iterator[Path]:
+    """The file store at ``path`` seen with only the rows whose ids are in ``ids`` (latest row per
+    id): the store itself when it holds no other id, else a temporary file beside it, removed after."""
+    p = Path(path)
+    rows = merge(p)
+    if set(rows) <= ids:
+        yield p
+        return
+    tmp = p.with_name(p.name + ".current.tmp")
+    with open(tmp, "wb") as fh:
+        for rid in sorted(rows):
+            if rid in ids:
+                fh.write(dumps_line(rows[rid]))
+    try:
+        yield tmp
+    finally:
+        tmp.unlink()
+
+
 def open_store(path: str | Path, **kwargs: Any) -> ResponseStore:
     """``ResponseStore(path, **kwargs)``."""
     return ResponseStore(path, **kwargs)
 
 
 __all__ = ["ERROR_KINDS", "MODELS_SUFFIX", "ROW_FIELDS", "ResponseStore", "answered_by", "merge", "models_path",
+           "restricted_to",
            "record_answerers", "merge_lines", "rank_better", "scan_ids", "iter_rows", "iter_rows_with_lines", "store_files", "open_store"]
