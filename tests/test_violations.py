@@ -151,3 +151,29 @@ def test_first_matching_pattern_counts_a_code_once(checker):
     text = "<bbox></bbox><ref></ref> <think> let me I will"
     codes = checker.codes(text)
     assert codes.count("C_bbox_tag") == 1 and codes.count("E_thinking_leak") == 1
+
+
+def test_the_joined_anchored_pattern_matches_where_one_of_them_does():
+    """``any_of`` (the one-pass pre-check of the anchored patterns) matches a text at 0 exactly
+    when one of the patterns does: per-pattern flags kept (case-folding characters, a MULTILINE-free
+    opener option), on the probes, their upper-cased forms and random strings over the heads."""
+    import random
+    import re
+    from capaudit.text.violations import CATALOG, any_of, opener_patterns
+
+    for opener in (OpenerOptions(), OpenerOptions(multiline=False, verb_word_boundary=True)):
+        pats = [p for p in opener_patterns(opener)]
+        pats += [re.compile(p, re.M) for c, (_, ps) in CATALOG.items() if c != "J_meta_statement" for p in ps
+                 if p.startswith("^")]
+        joined = any_of(pats)
+        assert joined is not None and len(pats) == 7
+        rng = random.Random(7)
+        heads = ["the image shows", "THIS PHOTO DEPICTS", "in this picture", "we can see ", "we see ", "- ", "* ",
+                 "## ", "12. x", "1.x", "\u0130n this image", "\u212a", "the scene", "-x", "#", "\n- a"]
+        samples = [pos for _, _, pos, _ in PATTERN_PROBES] + [neg for _, _, _, neg in PATTERN_PROBES]
+        samples += [s.upper() for s in samples] + heads
+        samples += ["".join(rng.choice(heads + ["a", " ", "\u0131", "\u017f", "_", "\t"]) for _ in range(3))
+                    for _ in range(3000)]
+        for s in samples:
+            assert bool(joined.match(s)) == any(p.match(s) for p in pats), (opener, s)
+    assert any_of([re.compile("x", re.ASCII)]) is None and any_of([]) is None

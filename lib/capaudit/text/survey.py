@@ -130,11 +130,16 @@ class KeyedCounts:
         if len(parts) <= 1:
             return parts[0] if parts else KeyedCounts.empty(1)
         keys = np.concatenate([p.keys for p in parts])
-        counts = np.concatenate([p.counts for p in parts])
         inv, uniq = pd.factorize(keys)
-        out = np.empty((len(uniq), counts.shape[1]), np.int64)
+        # the first part's keys are distinct and come first, so they are numbered 0, 1, ...: its rows
+        # are the first rows of the result, and only the other parts' rows are added in
+        first = parts[0]
+        out = np.zeros((len(uniq), first.counts.shape[1]), np.int64)
+        out[: first.keys.size] = first.counts
+        tail = inv[first.keys.size:]
+        counts = np.concatenate([p.counts for p in parts[1:]])
         for j in range(counts.shape[1]):  # float64 weights are exact below 2**53
-            out[:, j] = np.bincount(inv, weights=counts[:, j], minlength=len(uniq)).astype(np.int64)
+            out[:, j] += np.bincount(tail, weights=counts[:, j], minlength=len(uniq)).astype(np.int64)
         return KeyedCounts(np.asarray(uniq, np.uint64), out)
 
     def column_stats(self, col: int, top_ks: Sequence[int]) -> Dict[str, object]:
@@ -463,6 +468,8 @@ class _ChunkSurveyor:
         # n-grams: the occurrence starting at pos with order n ends at pos + n; in window B iff pos + n <= B
         rep_orders = sorted(cfg.repeat_orders)
         full_orders = sorted(set(cfg.ngram_orders) | {rep_orders[0]})
+        # the window column of an n-gram ending at unit e: the first budget >= e (one lookup per occurrence)
+        col_of_end = np.searchsorted(self.budgets, np.arange(int(lens.max()) + 1), side="left")
         key = h.copy()
         max_rep_count = np.full(C, _REP_AT, np.int64)
         rep_pos = rep_cnt = None
@@ -473,16 +480,21 @@ class _ChunkSurveyor:
                 continue
             valid = np.flatnonzero(left[: key.size] >= n)
             k = key[valid]
-            col = np.searchsorted(self.budgets, pos[valid] + n, side="left")
+            gram_codes = None  # the occurrences' n-grams numbered by first appearance, once computed
+            col = col_of_end[pos[valid] + n]
             if n in cfg.ngram_orders:
                 if cfg.distinct == "hll":
                     summ.ngram_hll[n], summ.ngram_totals[n] = _hll_columns(k, col, ncols, cfg.hll_precision)
                 elif n == 1 and unigram_ok:  # unigram keys are the token hashes, numbered like the tokens
                     summ.ngrams[n] = _counts_from_codes(codes, th, col, ncols)
+                    gram_codes = codes[valid]
                 else:
-                    summ.ngrams[n] = KeyedCounts.from_occurrences(k, col, ncols)
+                    gram_codes, uniq_keys = pd.factorize(k)
+                    summ.ngrams[n] = _counts_from_codes(gram_codes, uniq_keys, col, ncols)
             if n == rep_orders[0]:
-                summ.repeat[n], rep_cnt = self._repeats(k, cid[valid], col, C, ncols)
+                if gram_codes is None:
+                    gram_codes = pd.factorize(k)[0]
+                summ.repeat[n], rep_cnt = _repeats_by_code(gram_codes, cid[valid], col, ncols)
                 rep_pos = valid
                 if n <= _REP_N:  # (see _rep_candidates)
                     max_rep_count = _max_per_caption(cid[valid], rep_cnt, C)
@@ -496,7 +508,7 @@ class _ChunkSurveyor:
             k = np.zeros(sel.size, np.uint64)
             for j in range(n):
                 k = k * _P + h[sel + j]
-            col = np.searchsorted(self.budgets, pos[sel] + n, side="left")
+            col = col_of_end[pos[sel] + n]
             summ.repeat[n], rep_cnt = self._repeats(k, cid[sel], col, C, ncols)
             rep_pos, prev_n = sel, n
 
@@ -680,6 +692,33 @@ def _counts_from_codes(codes: np.ndarray, keys: np.ndarray, cols: np.ndarray, nc
     """``KeyedCounts.from_occurrences`` when the occurrences are already numbered by first appearance."""
     counts = np.bincount(codes * ncols + cols, minlength=keys.size * ncols).reshape(keys.size, ncols)
     return KeyedCounts(np.asarray(keys, np.uint64), np.cumsum(counts, axis=1))
+
+
+def _repeats_by_code(gram: np.ndarray, cid: np.ndarray, col: np.ndarray, ncols: int) -> Tuple[np.ndarray, np.ndarray]:
+    """:meth:`_ChunkSurveyor._repeats` from the occurrences' n-gram codes (dense, < their count):
+    one sort of ``code * T + occurrence`` puts each caption's occurrences of one n-gram side by side
+    in position order (occurrences are grouped by caption), so no hash of (caption, n-gram) is needed."""
+    out = np.zeros(ncols, np.int64)
+    T = gram.size
+    if T == 0:
+        return out, np.zeros(0, np.int64)
+    s = np.sort(gram.astype(np.int64) * T + np.arange(T, dtype=np.int64))  # < T**2: no overflow below 3e9
+    code = s // T
+    occ = s - code * T
+    owner = cid[occ]
+    same = (code[1:] == code[:-1]) & (owner[1:] == owner[:-1])
+    run_start = np.flatnonzero(np.r_[True, ~same])
+    run_len = np.diff(np.r_[run_start, T])
+    counts = np.empty(T, np.int64)
+    counts[occ] = np.repeat(run_len, run_len)
+    dup = np.zeros(T, bool)
+    dup[occ[1:][same]] = True  # an occurrence after one of the same n-gram in its caption
+    if not dup.any():
+        return out, counts
+    dc, dcol = cid[dup], col[dup]
+    _, first = np.unique(dc, return_index=True)  # columns grow with position: first = min
+    hist = np.bincount(dcol[first], minlength=ncols + 1)[:ncols]
+    return np.cumsum(hist), counts
 
 
 def _max_per_caption(cid: np.ndarray, values: np.ndarray, C: int) -> np.ndarray:

@@ -293,6 +293,7 @@ class ViolationChecker:
         #: ending in \\b may match when the cut is followed by "_"), "any"
         self.end_sensitivity = "any" if "any" in kinds else "word" if "word" in kinds else ""
         self._opener_only = opener_patterns(opener)
+        self._any_anchored = any_of([i.pattern for _, infos in self._codes for i in infos if i.anchored])
 
     def codes(self, text: str) -> List[str]:
         """Codes found in ``text``."""
@@ -332,12 +333,19 @@ class ViolationChecker:
         buf = _Buffer(lows, safe, ascii_)
         multi = np.flatnonzero(np.fromiter(map(contains, texts, repeat("\n")), bool, n)).tolist()
         newlines = {i: _newlines(texts[i]) for i in multi}
+        at_start: Optional[Sequence[int]] = None
         for j, infos in self._codes:
             col = out[:, j]
             for info in infos:
                 p = info.pattern
                 if info.anchored:
-                    col |= np.fromiter(map(bool, map(p.match, texts)), bool, n)
+                    if at_start is None:  # the texts some anchored pattern matches at 0 (one pass)
+                        at_start = (range(n) if self._any_anchored is None else
+                                    np.flatnonzero(np.fromiter(map(bool, map(self._any_anchored.match, texts)),
+                                                               bool, n)).tolist())
+                    for i in at_start:
+                        if not col[i] and p.match(texts[i]):
+                            col[i] = True
                     if info.multiline:
                         for i in multi:
                             if not col[i] and any(p.match(texts[i], k + 1) for k in newlines[i]):
@@ -369,6 +377,30 @@ class ViolationChecker:
                 if max_gram_count(lows[i], 10) >= 10:
                     out[i, self.rep_col] = True
         return out
+
+
+_GLOBAL_FLAGS = re.compile(r"^\(\?[aiLmsux]+\)")
+_SCOPED = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
+
+
+def any_of(patterns: Sequence[Pattern[str]]) -> Optional[Pattern[str]]:
+    """One pattern that matches at a position iff one of ``patterns`` does there (an alternation,
+    each alternative under its own flags), or None when they cannot be joined (ASCII or LOCALE
+    flags, or a pattern that does not compile inside a group)."""
+    if not patterns or any(p.flags & (re.ASCII | re.LOCALE) for p in patterns):
+        return None
+    alts = []
+    for p in patterns:
+        body = p.pattern
+        while _GLOBAL_FLAGS.match(body):  # already in p.flags
+            body = _GLOBAL_FLAGS.sub("", body, count=1)
+        on = "".join(c for f, c in _SCOPED if p.flags & f)
+        off = "".join(c for f, c in _SCOPED if not p.flags & f and c != "x")
+        alts.append(f"(?{on}-{off}:{body})" if off else f"(?{on}:{body})")
+    try:
+        return re.compile("|".join(alts))
+    except re.error:
+        return None
 
 
 def _has_repetition(text: str, n: int = 5, threshold: int = 10) -> bool:
