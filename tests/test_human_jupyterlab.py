@@ -86,11 +86,21 @@ def test_widget_keys_do_not_trigger_jupyterlab_shortcuts(tmp_path: Path) -> None
             page.wait_for_selector("text=Caption step · item 3 of", timeout=20_000)
             assert count("SELECT COUNT(*) AS k FROM annotations") == 2
             assert count("SELECT COUNT(*) AS k FROM annotations WHERE atomic_visual_claim = 'not_visual'") == 1
-            # control: the same keys on a cell in command mode do reach JupyterLab
+            # control: the same keys on a cell in command mode do reach JupyterLab. The widget moves
+            # focus to its key pad when a screen is shown (a message from the kernel, after the text):
+            # wait for that first, so that it cannot take the focus back from the cell clicked below
+            page.wait_for_function("!!(document.activeElement && document.activeElement.closest('.capaudit-keys'))",
+                                   timeout=20_000)
             page.locator(".jp-Cell").nth(1).locator(".jp-InputArea-editor").click()
             page.keyboard.press("Escape")
+            command_mode_on = ("(n) => { const nb = document.querySelector('.jp-Notebook'); const cells = "
+                               "nb.querySelectorAll('.jp-Cell'); const a = document.activeElement; "
+                               "return nb.classList.contains('jp-mod-commandMode') && cells.length === n + 1 && "
+                               "cells[n].classList.contains('jp-mod-active') && !(a && a.closest('.capaudit-annotator')); }")
+            page.wait_for_function(command_mode_on, arg=1, timeout=10_000)
             page.keyboard.press("b")
             page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length === 3", timeout=10_000)
+            page.wait_for_function(command_mode_on, arg=2, timeout=10_000)
             page.keyboard.press("m")
             page.wait_for_selector(".jp-MarkdownCell", timeout=10_000)
             assert count("SELECT COUNT(*) AS k FROM annotations") == 2
