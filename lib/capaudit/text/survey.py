@@ -118,8 +118,7 @@ class KeyedCounts:
         if keys.size == 0:
             return cls.empty(ncols)
         inv, uniq = pd.factorize(keys)
-        counts = np.bincount(inv * ncols + cols, minlength=len(uniq) * ncols).reshape(len(uniq), ncols)
-        return cls(np.asarray(uniq, np.uint64), np.cumsum(counts, axis=1))
+        return _counts_from_codes(inv, uniq, cols, ncols)
 
     def merge(self, other: "KeyedCounts") -> "KeyedCounts":
         return KeyedCounts.merge_many([self, other])
@@ -412,8 +411,6 @@ class SurveySummary:
 # ---------------------------------------------------------------------------------------------
 
 _REP_COL = ALL_CODES.index(REPETITION_CODE)
-_MIX1 = np.uint64(0xC2B2AE3D27D4EB4F)
-_MIX2 = np.uint64(0x165667B19E3779F9)
 _REP_N, _REP_AT = 5, 10  # F_repetition: a 5-gram of whitespace words occurring >= 10 times
 # ASCII bytes: whitespace, and "non-whitespace that is not a letter or digit"
 _WS = np.zeros(256, bool)
@@ -509,7 +506,7 @@ class _ChunkSurveyor:
             for j in range(n):
                 k = k * _P + h[sel + j]
             col = col_of_end[pos[sel] + n]
-            summ.repeat[n], rep_cnt = self._repeats(k, cid[sel], col, C, ncols)
+            summ.repeat[n], rep_cnt = _repeats_by_code(pd.factorize(k)[0], cid[sel], col, ncols)
             rep_pos, prev_n = sel, n
 
         # prefixes: raw = first k units of the window; content = after the leading stopwords
@@ -549,27 +546,6 @@ class _ChunkSurveyor:
         word_masks[has] = np.bitwise_or.reduceat(um[codes], starts[has])
         summ.violations, summ.violated_any = self._violations(caps, lows, lens, ncols, max_rep_count, word_masks)
         return summ
-
-    @staticmethod
-    def _repeats(key, cid, col, C, ncols):
-        """Captions whose window holds some n-gram twice, per column (windows nest), and, per
-        occurrence, how often its n-gram occurs in its caption."""
-        out = np.zeros(ncols, np.int64)
-        if key.size == 0:
-            return out, np.zeros(0, np.int64)
-        ck = key ^ (cid.astype(np.uint64) * _MIX1 + _MIX2)
-        codes, uniq = pd.factorize(ck)
-        counts = np.bincount(codes, minlength=len(uniq))[codes]
-        # codes number the distinct values by first occurrence: an occurrence repeats an earlier
-        # one iff its code is not larger than every code before it
-        prior = np.maximum.accumulate(np.concatenate([[-1], codes[:-1]]))
-        dup = codes <= prior
-        if not dup.any():
-            return out, counts
-        dc, dcol = cid[dup], col[dup]
-        _, first = np.unique(dc, return_index=True)  # columns grow with position: first = min
-        hist = np.bincount(dcol[first], minlength=ncols + 1)[:ncols]
-        return np.cumsum(hist), counts
 
     def _prefix_strings(self, kc: KeyedCounts, content_keys: List[np.ndarray], codes, uniq, starts, lens,
                         s) -> Dict[int, str]:
@@ -695,9 +671,11 @@ def _counts_from_codes(codes: np.ndarray, keys: np.ndarray, cols: np.ndarray, nc
 
 
 def _repeats_by_code(gram: np.ndarray, cid: np.ndarray, col: np.ndarray, ncols: int) -> Tuple[np.ndarray, np.ndarray]:
-    """:meth:`_ChunkSurveyor._repeats` from the occurrences' n-gram codes (dense, < their count):
-    one sort of ``code * T + occurrence`` puts each caption's occurrences of one n-gram side by side
-    in position order (occurrences are grouped by caption), so no hash of (caption, n-gram) is needed."""
+    """Captions whose window holds some n-gram twice, per column (windows nest), and, per
+    occurrence, how often its n-gram occurs in its caption, from the occurrences' n-gram codes
+    (dense, < their count): one sort of ``code * T + occurrence`` puts each caption's occurrences
+    of one n-gram side by side in position order (occurrences are grouped by caption), so no hash
+    of (caption, n-gram) is needed."""
     out = np.zeros(ncols, np.int64)
     T = gram.size
     if T == 0:

@@ -333,16 +333,14 @@ class ViolationChecker:
         buf = _Buffer(lows, safe, ascii_)
         multi = np.flatnonzero(np.fromiter(map(contains, texts, repeat("\n")), bool, n)).tolist()
         newlines = {i: _newlines(texts[i]) for i in multi}
-        at_start: Optional[Sequence[int]] = None
+        # the texts some anchored pattern matches at 0 (one pass); each anchored pattern is tried on these
+        at_start = (range(n) if self._any_anchored is None else
+                    np.flatnonzero(np.fromiter(map(bool, map(self._any_anchored.match, texts)), bool, n)).tolist())
         for j, infos in self._codes:
             col = out[:, j]
             for info in infos:
                 p = info.pattern
                 if info.anchored:
-                    if at_start is None:  # the texts some anchored pattern matches at 0 (one pass)
-                        at_start = (range(n) if self._any_anchored is None else
-                                    np.flatnonzero(np.fromiter(map(bool, map(self._any_anchored.match, texts)),
-                                                               bool, n)).tolist())
                     for i in at_start:
                         if not col[i] and p.match(texts[i]):
                             col[i] = True
@@ -379,7 +377,7 @@ class ViolationChecker:
         return out
 
 
-_GLOBAL_FLAGS = re.compile(r"^\(\?[aiLmsux]+\)")
+_GLOBAL_FLAGS = re.compile(r"^(?:\(\?[aiLmsux]+\))+")
 _SCOPED = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
 
 
@@ -391,9 +389,7 @@ def any_of(patterns: Sequence[Pattern[str]]) -> Optional[Pattern[str]]:
         return None
     alts = []
     for p in patterns:
-        body = p.pattern
-        while _GLOBAL_FLAGS.match(body):  # already in p.flags
-            body = _GLOBAL_FLAGS.sub("", body, count=1)
+        body = _GLOBAL_FLAGS.sub("", p.pattern)  # leading global flags: already in p.flags
         on = "".join(c for f, c in _SCOPED if p.flags & f)
         off = "".join(c for f, c in _SCOPED if not p.flags & f and c != "x")
         alts.append(f"(?{on}-{off}:{body})" if off else f"(?{on}:{body})")
