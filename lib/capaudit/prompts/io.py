@@ -18,9 +18,13 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from capaudit.errors import EmptyInputError, InputError
+from capaudit.io.jsonl_fields import body_mask, plain_string_fields, read_line_blocks
 from capaudit.io.manifest import check_file
 from capaudit.io.text import checked_lines, open_text, read_text_checked
+from capaudit.text.lexkernel import PAD_BYTES, EncodedTexts, encode_texts
 
 PathLike = Union[str, Path]
 
@@ -560,6 +564,95 @@ def _jsonl_prompt_runs(path: Path, field: Optional[str]) -> Iterator[List[str]]:
                     obj = _prompt_row(obj, field, path, k)
                     yield [obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)]
             row += len(lines)
+
+
+def _jsonl_prompt_batches(path: Path, field: Optional[str]) -> Iterator[EncodedTexts]:
+    """The non-blank prompts of a JSON-lines file as encoded batches, block by block (file order).
+
+    The plain lines' values (:mod:`capaudit.io.jsonl_fields`) stay where they lie in the block's
+    bytes, the bytes around them zeroed; every other line is parsed as JSON, row by row, and its
+    value (no longer than the line: an escape is never shorter than the character it stands for)
+    is written over the line's own bytes. A row that fails ends the batch before it, and the
+    error is raised after that batch, so a row after the caller's limit is never checked."""
+    try:
+        from orjson import loads as fast_loads
+    except ImportError:  # pragma: no cover
+        fast_loads = json.loads
+    fld = field or "prompt"
+    with open(path, "rb") as fh:
+        row = 0
+        for block in read_line_blocks(fh):
+            sp = plain_string_fields(block, [fld])
+            size = len(block)
+            buf = np.frombuffer(block, np.uint8)
+            plain = sp.plain
+            first = np.where(plain, sp.starts[:, 0], sp.line_starts)
+            length = np.where(plain, sp.ends[:, 0] - sp.starts[:, 0], 0)
+            out = np.zeros(size + PAD_BYTES, np.uint8)
+            np.multiply(buf, body_mask(size, first[plain], first[plain] + length[plain]), out=out[:size])
+            keep = plain.copy()
+            failed: Optional[ValueError] = None
+            for i in np.flatnonzero(~plain).tolist():
+                a, b = int(sp.line_starts[i]), int(sp.line_ends[i])
+                k = row + i + 1
+                try:
+                    obj = _loads_line(fast_loads, block[a:b], path, k)
+                    if obj is _BLANK:
+                        continue
+                    obj = _prompt_row(obj, field, path, k)
+                    value = obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)
+                except ValueError as exc:  # nothing from this row on: its bytes zeroed too
+                    failed, keep[i:] = exc, False
+                    out[a:] = 0
+                    break
+                data = value.encode("utf-8", "surrogatepass")
+                if len(data) > b - a:  # pragma: no cover - impossible for a JSON string (see above)
+                    raise RuntimeError(f"{path}: row {k}: a value longer than its line")
+                out[a:a + len(data)] = np.frombuffer(data, np.uint8)
+                length[i], keep[i] = len(data), True
+            # a value counts when it has a character that is not whitespace: a text whose first byte is
+            # ASCII and neither a space nor a control byte does; the others are asked (str.isspace)
+            lead = out[np.minimum(first, size)]
+            ask = np.flatnonzero(keep & ((length == 0) | (lead <= 0x20) | (lead >= 0x80))).tolist()
+            for i in ask:
+                text = out[first[i]:first[i] + length[i]].tobytes().decode("utf-8", "surrogatepass")
+                keep[i] = bool(text) and not text.isspace()
+            yield EncodedTexts(out.tobytes(), np.append(first[keep], size))
+            if failed is not None:
+                raise failed
+            row += sp.lines
+
+
+def iter_prompt_batches(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,
+                        limit: Optional[int] = 1_000_000, batch_texts: int = 50_000) -> Iterator[EncodedTexts]:
+    """The prompts of :func:`iter_prompt_runs` (the same, in order) as encoded batches for the
+    lexical-unit kernel: a JSON-lines pool is read from its bytes, without a Python string per
+    prompt (:func:`_jsonl_prompt_batches`, blocks of about 4 MiB); other formats are read as runs
+    and encoded ``batch_texts`` at a time."""
+    path = Path(path)
+    kind = detect_format(path, fmt)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: prompt file not found")
+    if not (kind == "jsonl" and path.suffix.lower() != ".gz"):
+        texts: List[str] = []
+        for run in iter_prompt_runs(path, field, fmt, limit):
+            texts.extend(run)
+            if len(texts) >= batch_texts:
+                yield encode_texts(texts)
+                texts = []
+        if texts:
+            yield encode_texts(texts)
+        return
+    left = limit
+    for batch in _jsonl_prompt_batches(path, field):
+        if left is not None:
+            if len(batch) >= left:
+                if left:
+                    yield batch.head(left)
+                return
+            left -= len(batch)
+        if len(batch):
+            yield batch
 
 
 def iter_prompt_runs(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,

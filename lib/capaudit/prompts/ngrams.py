@@ -26,7 +26,7 @@ import numpy as np
 from capaudit.errors import EmptyInputError
 from capaudit.io.atomic import atomic_path, write_text_atomic
 from capaudit.text.lexical import LEX_RE
-from capaudit.text.lexkernel import PREFIX_CHARS_PER_UNIT, factorize_keys, non_ascii_runs, unit_keys, unit_spans
+from capaudit.text.lexkernel import PREFIX_CHARS_PER_UNIT, EncodedTexts, factorize_keys, non_ascii_runs, unit_keys, unit_spans
 
 PathLike = Union[str, Path]
 
@@ -160,7 +160,7 @@ class TokenChunk:
         return self.unit_crc[self.ids], self.space_crc[self.ids], self.space_len[self.ids]
 
 
-def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> TokenChunk:
+def tokenize_chunk(texts: Union[Sequence[str], EncodedTexts], max_units: Optional[int] = None) -> TokenChunk:
     """Tokenise ``texts`` (§3.2 units, each match lower-cased; the first ``max_units`` per text)
     and give every unit its CRC data (``ids`` map occurrences to distinct units).
 
@@ -169,12 +169,12 @@ def tokenize_chunk(texts: Sequence[str], max_units: Optional[int] = None) -> Tok
     distinct unit is lower-cased (ASCII bytes in numpy, a unit with another character by
     ``str.lower``) and CRC'd once.
     """
-    texts = texts if isinstance(texts, list) else list(texts)
+    texts = texts if isinstance(texts, (list, EncodedTexts)) else list(texts)
     lens, ids, tab = _tokenize(texts, max_units)
     return TokenChunk(ids, lens, *tab)
 
 
-def _tokenize(texts: List[str], max_units: Optional[int]):
+def _tokenize(texts: Union[List[str], EncodedTexts], max_units: Optional[int]):
     """``(units per text (the first max_units), unit ids per kept occurrence, per distinct unit
     (unit_crc, space_crc, space_len))`` of :func:`tokenize_chunk`, from the lexical-unit kernel."""
     sp = unit_spans(texts, max_units)
@@ -326,7 +326,8 @@ def count_ngrams_multi(
 ) -> List[np.ndarray]:
     """Whole-corpus hashed n-gram counts for several ``(n, budget)`` specs from one tokenisation.
 
-    ``texts`` may be a stream (read chunk by chunk), or with ``runs`` a stream of lists of texts.
+    ``texts`` may be a stream (read chunk by chunk), or with ``runs`` a stream of lists of texts
+    or of encoded batches (:class:`capaudit.text.lexkernel.EncodedTexts`, each a chunk).
     Chunks are independent and their counts add, so any engine and number of workers give
     identical results. ``counter[0]`` (if given) is increased by the number of texts read.
     """
@@ -354,10 +355,17 @@ def _count_chunk_sums(args) -> List[np.ndarray]:
     return [counts for counts, _ in _count_chunk(args)]
 
 
-def _rechunk(runs: Iterable[List[str]], size: int) -> Iterator[List[str]]:
-    """Lists of ``size`` texts (the last one shorter) from a stream of lists of texts."""
+def _rechunk(runs: Iterable[Union[List[str], EncodedTexts]], size: int) -> Iterator[Union[List[str], EncodedTexts]]:
+    """Lists of ``size`` texts (the last one shorter) from a stream of lists of texts; an encoded
+    batch is a chunk of its own."""
     buf: List[str] = []
     for run in runs:
+        if isinstance(run, EncodedTexts):
+            if buf:
+                yield buf
+                buf = []
+            yield run
+            continue
         buf.extend(run)
         while len(buf) >= size:
             yield buf[:size]
@@ -461,7 +469,7 @@ def load_pool_counts(
     digest itself is remembered in ``<cache_dir>/digests`` while the file is unchanged
     (:func:`capaudit.prompts.io.remembered_file_digest`), so a warm run does not read the pool.
     """
-    from capaudit.prompts.io import file_digest, iter_prompt_runs, remembered_file_digest
+    from capaudit.prompts.io import file_digest, iter_prompt_batches, remembered_file_digest
     from capaudit.prompts.pools import verify_pool_file
 
     path = Path(path)
@@ -485,7 +493,7 @@ def load_pool_counts(
                 return PoolCounts(name, counts, int(info["records"]), ngram, buckets, str(path), digest, cached=True)
     # streamed: a 1M-prompt pool is never held in memory
     read = [0]
-    (counts,) = count_ngrams_multi(iter_prompt_runs(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
+    (counts,) = count_ngrams_multi(iter_prompt_batches(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
                                    workers, engine, address, counter=read, runs=True)
     if not read[0]:
         raise ValueError(f"{path}: prompt pool '{name}' has no non-empty prompts")

@@ -20,19 +20,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 #: how many characters per wanted unit a text is first read from (``max_units``; see unit_spans)
 PREFIX_CHARS_PER_UNIT = 7
-_PAD = 8  # zero bytes after the buffer: an 8-byte word can be read at any unit's start
+PAD_BYTES = 8  # zero bytes after the buffer: an 8-byte word can be read at any unit's start
 
 
 @lru_cache(maxsize=1)
 def unit_char_table() -> np.ndarray:
-    """``table[cp]``: whether the code point is a unit character (``chr(cp).isalnum()``), all 0x110000."""
-    return np.fromiter(map(str.isalnum, map(chr, range(0x110000))), bool, 0x110000)
+    """``table[cp]``: whether the code point is a unit character, all 0x110000: the runs that the
+    definition's own class ``[^\\W_]`` matches in the string of every code point (one regex pass,
+    3x faster than ``str.isalnum`` per code point; a test checks it against ``str.isalnum``)."""
+    import re
+
+    every = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    table = np.zeros(0x110000, bool)
+    for m in re.finditer(r"[^\W_]+", every):
+        table[m.start():m.end()] = True
+    return table
 
 
 #: the ASCII part of the table, by byte (bytes >= 0x80 are decoded first), for ``bytes.translate``
@@ -97,10 +105,30 @@ def unit_mask(raw: bytes) -> np.ndarray:
     return m
 
 
-def _encode(texts: Sequence[str]) -> tuple:
-    """``(raw, text starts)``: the texts joined by NUL as UTF-8 with the zero padding after them,
-    and each text's first byte (n + 1 values). NUL is never a unit character, so no unit crosses
-    a text; when no text holds one, the separators are the boundaries (found in one pass)."""
+@dataclass(frozen=True)
+class EncodedTexts:
+    """A batch of texts in one UTF-8 buffer: text ``i`` starts at byte ``first[i]`` and its units
+    are the units that start before ``first[i + 1]`` (``first`` holds n + 1 values). Every byte
+    between two texts is NUL, and ``raw`` ends with ``PAD_BYTES`` zero bytes, so no unit crosses a text
+    and an 8-byte word can be read at any unit's start. Built by :func:`encode_texts`, or by a
+    reader that leaves the texts where they lie in the bytes it read (zeroing the bytes between)."""
+
+    raw: bytes
+    first: np.ndarray  # int64, n + 1 values
+
+    def __len__(self) -> int:
+        return int(self.first.size) - 1
+
+    def head(self, k: int) -> "EncodedTexts":
+        """The first ``k`` texts."""
+        end = int(self.first[k]) if k < len(self) else len(self.raw)
+        return EncodedTexts(self.raw[:end] + bytes(PAD_BYTES), self.first[:k + 1].copy())
+
+
+def encode_texts(texts: Sequence[str]) -> EncodedTexts:
+    """The texts joined by NUL as UTF-8 (``surrogatepass``) with the zero padding after them. NUL
+    is never a unit character, so no unit crosses a text; when no text holds one, the separators
+    are the boundaries (found in one pass)."""
     n = len(texts)
     raw = "\0".join(texts).encode("utf-8", "surrogatepass")
     first = np.empty(n + 1, np.int64)
@@ -112,11 +140,11 @@ def _encode(texts: Sequence[str]) -> tuple:
         wide = np.flatnonzero(~np.fromiter(map(str.isascii, texts), bool, n)).tolist()
         lens[wide] = [len(texts[i].encode("utf-8", "surrogatepass")) for i in wide]
         np.cumsum(lens[:-1] + 1, out=first[1:n])
-    return raw + bytes(_PAD), first
+    return EncodedTexts(raw + bytes(PAD_BYTES), first)
 
 
 def _runs(raw: bytes) -> tuple:
-    """Starts and ends of the marked runs of ``raw`` (its last ``_PAD`` bytes are padding)."""
+    """Starts and ends of the marked runs of ``raw`` (its last ``PAD_BYTES`` bytes are padding)."""
     m = unit_mask(raw)  # the padding is never marked, so every run ends before it
     edge = np.flatnonzero(m[1:] != m[:-1])
     edge += 1
@@ -134,27 +162,33 @@ def _first_units(counts: np.ndarray, max_units: int) -> Optional[np.ndarray]:
     return np.arange(int(kept.sum())) + np.repeat(dropped_before, kept)
 
 
-def _spans(texts: Sequence[str]) -> UnitSpans:
-    raw, first = _encode(texts)
-    starts, ends = _runs(raw)
-    counts = np.diff(np.searchsorted(starts, first))
-    return UnitSpans(raw, starts, ends, counts)
+def _spans(texts: Union[Sequence[str], EncodedTexts]) -> UnitSpans:
+    enc = texts if isinstance(texts, EncodedTexts) else encode_texts(texts)
+    starts, ends = _runs(enc.raw)
+    counts = np.diff(np.searchsorted(starts, enc.first))
+    return UnitSpans(enc.raw, starts, ends, counts)
 
 
-def unit_spans(texts: Sequence[str], max_units: Optional[int] = None) -> UnitSpans:
+def unit_spans(texts: Union[Sequence[str], EncodedTexts], max_units: Optional[int] = None) -> UnitSpans:
     """The lexical units of every text (``LEX_RE.findall(text)``), or with ``max_units`` the first
-    ``max_units`` of each.
+    ``max_units`` of each (of an :class:`EncodedTexts` batch: all units read, the first kept).
 
     With ``max_units`` a text longer than ``PREFIX_CHARS_PER_UNIT * max_units`` characters is first
     read from that prefix; when the prefix holds more than ``max_units`` units the first
     ``max_units`` are complete (the next one starts after each of them ends), else the whole text
     is read (those texts only, in a second pass)."""
+    if isinstance(texts, EncodedTexts):
+        sp = _spans(texts)
+        keep = None if max_units is None else _first_units(sp.counts, max(max_units, 0))
+        if keep is None:
+            return sp
+        return UnitSpans(sp.raw, sp.starts[keep], sp.ends[keep], np.minimum(sp.counts, max(max_units, 0)))
     texts = texts if isinstance(texts, list) else list(texts)
     if max_units is None:
         return _spans(texts)
     if max_units <= 0:
         z = np.zeros(0, np.int64)
-        return UnitSpans(bytes(_PAD), z, z, np.zeros(len(texts), np.int64))
+        return UnitSpans(bytes(PAD_BYTES), z, z, np.zeros(len(texts), np.int64))
     cut = max_units * PREFIX_CHARS_PER_UNIT
     head = _spans([t[:cut] for t in texts])
     redo = np.flatnonzero(head.counts <= max_units)
