@@ -90,6 +90,7 @@ def test_the_common_writers_lines_are_plain_and_others_are_not() -> None:
              '["prompt", "a"]', '"a bare string"', '{"prompts": "a"}', '{"prompt": "a\tb"}', '{"prompt": "a"}\r']
     sp = plain_string_fields("\n".join(lines).encode(), ["prompt"])
     assert sp.plain.tolist() == [True] * 4 + [False] * 13
+    assert plain_string_fields(b"", ["prompt"]).lines == 0 and plain_string_fields(b"\n", ["prompt"]).lines == 1
     two = plain_string_fields(b'{"a": "1", "b": "2"}\n', ["b", "a"])  # fields in any order
     assert two.plain.tolist() == [True] and two.starts.tolist() == [[17, 7]] and two.ends.tolist() == [[18, 8]]
 

@@ -71,7 +71,7 @@ def plain_string_fields(block: bytes, fields: Sequence[str]) -> FieldSpans:
     nl = low[is_nl]
     line_starts = np.concatenate([[0], nl + 1]).astype(np.int64)
     line_ends = np.concatenate([nl, [buf.size]]).astype(np.int64)
-    if block.endswith(b"\n"):
+    if block.endswith(b"\n") or not block:  # a final newline ends the last line; no bytes, no line
         line_starts, line_ends = line_starts[:-1], line_ends[:-1]
     n, k = line_starts.size, len(fields)
     starts = np.zeros((n, k), np.int64)

@@ -566,61 +566,77 @@ def _jsonl_prompt_runs(path: Path, field: Optional[str]) -> Iterator[List[str]]:
             row += len(lines)
 
 
-def _jsonl_prompt_batches(path: Path, field: Optional[str]) -> Iterator[EncodedTexts]:
-    """The non-blank prompts of a JSON-lines file as encoded batches, block by block (file order).
+def _fast_loads():
+    try:
+        from orjson import loads
+    except ImportError:  # pragma: no cover
+        loads = json.loads
+    return loads
+
+
+def prompt_block_batch(block: bytes, path: Path, field: Optional[str], row_base: int,
+                       fast_loads: Any = None) -> Tuple[EncodedTexts, int, Optional[ValueError]]:
+    """The non-blank prompts of a block of whole JSON lines (rows ``row_base + 1`` on) as one
+    encoded batch, the block's line count, and the error of its first bad row (None if none).
 
     The plain lines' values (:mod:`capaudit.io.jsonl_fields`) stay where they lie in the block's
     bytes, the bytes around them zeroed; every other line is parsed as JSON, row by row, and its
     value (no longer than the line: an escape is never shorter than the character it stands for)
-    is written over the line's own bytes. A row that fails ends the batch before it, and the
-    error is raised after that batch, so a row after the caller's limit is never checked."""
-    try:
-        from orjson import loads as fast_loads
-    except ImportError:  # pragma: no cover
-        fast_loads = json.loads
+    is written over the line's own bytes. A row that fails ends the batch before it, so the rows
+    before it can be used up to a caller's limit and the error raised only when it is reached."""
+    fast_loads = fast_loads or _fast_loads()
     fld = field or "prompt"
+    sp = plain_string_fields(block, [fld])
+    size = len(block)
+    buf = np.frombuffer(block, np.uint8)
+    plain = sp.plain
+    first = np.where(plain, sp.starts[:, 0], sp.line_starts)
+    length = np.where(plain, sp.ends[:, 0] - sp.starts[:, 0], 0)
+    out = np.zeros(size + PAD_BYTES, np.uint8)
+    np.multiply(buf, body_mask(size, first[plain], first[plain] + length[plain]), out=out[:size])
+    keep = plain.copy()
+    failed: Optional[ValueError] = None
+    for i in np.flatnonzero(~plain).tolist():
+        a, b = int(sp.line_starts[i]), int(sp.line_ends[i])
+        k = row_base + i + 1
+        try:
+            obj = _loads_line(fast_loads, block[a:b], path, k)
+            if obj is _BLANK:
+                continue
+            obj = _prompt_row(obj, field, path, k)
+            value = obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)
+        except ValueError as exc:  # nothing from this row on: its bytes zeroed too
+            failed, keep[i:] = exc, False
+            out[a:] = 0
+            break
+        data = value.encode("utf-8", "surrogatepass")
+        if len(data) > b - a:  # pragma: no cover - impossible for a JSON string (see above)
+            raise RuntimeError(f"{path}: row {k}: a value longer than its line")
+        out[a:a + len(data)] = np.frombuffer(data, np.uint8)
+        length[i], keep[i] = len(data), True
+    # a value counts when it has a character that is not whitespace: a text whose first byte is
+    # ASCII and neither a space nor a control byte does; the others are asked (str.isspace)
+    lead = out[np.minimum(first, size)]
+    ask = np.flatnonzero(keep & ((length == 0) | (lead <= 0x20) | (lead >= 0x80))).tolist()
+    for i in ask:
+        text = out[first[i]:first[i] + length[i]].tobytes().decode("utf-8", "surrogatepass")
+        keep[i] = bool(text) and not text.isspace()
+    return EncodedTexts(out.tobytes(), np.append(first[keep], size)), sp.lines, failed
+
+
+def _jsonl_prompt_batches(path: Path, field: Optional[str]) -> Iterator[EncodedTexts]:
+    """The non-blank prompts of a JSON-lines file as encoded batches, block by block (file order;
+    :func:`prompt_block_batch`); a bad row's error is raised after the batch before it, so a row
+    after the caller's limit is never checked."""
+    fast_loads = _fast_loads()
     with open(path, "rb") as fh:
         row = 0
         for block in read_line_blocks(fh):
-            sp = plain_string_fields(block, [fld])
-            size = len(block)
-            buf = np.frombuffer(block, np.uint8)
-            plain = sp.plain
-            first = np.where(plain, sp.starts[:, 0], sp.line_starts)
-            length = np.where(plain, sp.ends[:, 0] - sp.starts[:, 0], 0)
-            out = np.zeros(size + PAD_BYTES, np.uint8)
-            np.multiply(buf, body_mask(size, first[plain], first[plain] + length[plain]), out=out[:size])
-            keep = plain.copy()
-            failed: Optional[ValueError] = None
-            for i in np.flatnonzero(~plain).tolist():
-                a, b = int(sp.line_starts[i]), int(sp.line_ends[i])
-                k = row + i + 1
-                try:
-                    obj = _loads_line(fast_loads, block[a:b], path, k)
-                    if obj is _BLANK:
-                        continue
-                    obj = _prompt_row(obj, field, path, k)
-                    value = obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)
-                except ValueError as exc:  # nothing from this row on: its bytes zeroed too
-                    failed, keep[i:] = exc, False
-                    out[a:] = 0
-                    break
-                data = value.encode("utf-8", "surrogatepass")
-                if len(data) > b - a:  # pragma: no cover - impossible for a JSON string (see above)
-                    raise RuntimeError(f"{path}: row {k}: a value longer than its line")
-                out[a:a + len(data)] = np.frombuffer(data, np.uint8)
-                length[i], keep[i] = len(data), True
-            # a value counts when it has a character that is not whitespace: a text whose first byte is
-            # ASCII and neither a space nor a control byte does; the others are asked (str.isspace)
-            lead = out[np.minimum(first, size)]
-            ask = np.flatnonzero(keep & ((length == 0) | (lead <= 0x20) | (lead >= 0x80))).tolist()
-            for i in ask:
-                text = out[first[i]:first[i] + length[i]].tobytes().decode("utf-8", "surrogatepass")
-                keep[i] = bool(text) and not text.isspace()
-            yield EncodedTexts(out.tobytes(), np.append(first[keep], size))
+            batch, lines, failed = prompt_block_batch(block, path, field, row, fast_loads)
+            yield batch
             if failed is not None:
                 raise failed
-            row += sp.lines
+            row += lines
 
 
 def iter_prompt_batches(path: PathLike, field: Optional[str] = None, fmt: Optional[str] = None,

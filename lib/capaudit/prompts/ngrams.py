@@ -355,6 +355,12 @@ def _count_chunk_sums(args) -> List[np.ndarray]:
     return [counts for counts, _ in _count_chunk(args)]
 
 
+def count_chunk(texts: Union[Sequence[str], EncodedTexts], specs: Sequence[Tuple[int, Optional[int]]],
+                buckets: int = HASH_BUCKETS) -> List[np.ndarray]:
+    """Hashed n-gram counts of one chunk of texts for each ``(n, budget)`` spec (one tokenisation)."""
+    return _count_chunk_sums((texts, tuple(specs), buckets))
+
+
 def _rechunk(runs: Iterable[Union[List[str], EncodedTexts]], size: int) -> Iterator[Union[List[str], EncodedTexts]]:
     """Lists of ``size`` texts (the last one shorter) from a stream of lists of texts; an encoded
     batch is a chunk of its own."""
@@ -469,7 +475,7 @@ def load_pool_counts(
     digest itself is remembered in ``<cache_dir>/digests`` while the file is unchanged
     (:func:`capaudit.prompts.io.remembered_file_digest`), so a warm run does not read the pool.
     """
-    from capaudit.prompts.io import file_digest, iter_prompt_batches, remembered_file_digest
+    from capaudit.prompts.io import detect_format, file_digest, iter_prompt_batches, remembered_file_digest
     from capaudit.prompts.pools import verify_pool_file
 
     path = Path(path)
@@ -491,10 +497,16 @@ def load_pool_counts(
                 info, counts = {}, np.zeros(0)
             if counts.shape == (buckets,) and counts.dtype == np.int64 and "records" in info:
                 return PoolCounts(name, counts, int(info["records"]), ngram, buckets, str(path), digest, cached=True)
-    # streamed: a 1M-prompt pool is never held in memory
+    # streamed: a 1M-prompt pool is never held in memory; a JSON-lines file on this machine is
+    # counted in byte-range shards that the workers read themselves
     read = [0]
-    (counts,) = count_ngrams_multi(iter_prompt_batches(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
-                                   workers, engine, address, counter=read, runs=True)
+    if engine == "local" and detect_format(path, fmt) == "jsonl" and path.suffix.lower() != ".gz":
+        from capaudit.prompts.pool_shards import count_pool_shards
+
+        counts, read[0] = count_pool_shards(path, field, limit, ngram, buckets, workers)
+    else:
+        (counts,) = count_ngrams_multi(iter_prompt_batches(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
+                                       workers, engine, address, counter=read, runs=True)
     if not read[0]:
         raise ValueError(f"{path}: prompt pool '{name}' has no non-empty prompts")
     pool = PoolCounts(name, counts, read[0], ngram, buckets, str(path), digest)
