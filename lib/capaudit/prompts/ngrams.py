@@ -503,7 +503,7 @@ def load_pool_counts(
     if engine == "local" and detect_format(path, fmt) == "jsonl" and path.suffix.lower() != ".gz":
         from capaudit.prompts.pool_shards import count_pool_shards
 
-        counts, read[0] = count_pool_shards(path, field, limit, ngram, buckets, workers)
+        counts, read[0] = count_pool_shards(path, field, limit, ngram, buckets, count_chunk, workers)
     else:
         (counts,) = count_ngrams_multi(iter_prompt_batches(path, field, fmt, limit), [(ngram, None)], buckets, 50_000,
                                        workers, engine, address, counter=read, runs=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -63,14 +63,15 @@ class PoolTotal:
     done: bool = False
 
 
-Job = Tuple[Path, int, int, Optional[str], int, int]
+#: a chunk counter: ``count(texts, specs, buckets)`` -> one count array per spec (the caller's,
+#: :func:`capaudit.prompts.ngrams.count_chunk`; passed in, so this module does not import it back)
+Counter = Callable[..., List[np.ndarray]]
+Job = Tuple[Path, int, int, Optional[str], int, int, Counter]
 
 
 def count_part(job: Job) -> PoolPart:
     """Counts of one shard (row numbers are not known here: a failure is only flagged)."""
-    from capaudit.prompts.ngrams import count_chunk
-
-    path, start, end, field, ngram, buckets = job
+    path, start, end, field, ngram, buckets, count_chunk = job
     # rows of a later shard are numbered from 2 on, so no line there is taken for the file's first
     batch, lines, failed = prompt_block_batch(read_line_range(path, start, end), path, field, 0 if start == 0 else 1)
     (counts,) = count_chunk(batch, ((ngram, None),), buckets)
@@ -78,8 +79,10 @@ def count_part(job: Job) -> PoolPart:
 
 
 class _Fold:
-    def __init__(self, path: Path, field: Optional[str], limit: Optional[int], ngram: int, buckets: int):
+    def __init__(self, path: Path, field: Optional[str], limit: Optional[int], ngram: int, buckets: int,
+                 count_chunk: Counter):
         self.path, self.field, self.limit, self.ngram, self.buckets = path, field, limit, ngram, buckets
+        self.count_chunk = count_chunk
         self.done = False  # read by the shard stream: no shard is started after the limit
 
     def merge(self, parts: List[Union[PoolTotal, PoolPart]]) -> PoolTotal:
@@ -90,8 +93,6 @@ class _Fold:
         return total
 
     def add(self, total: PoolTotal, part: PoolPart) -> PoolTotal:
-        from capaudit.prompts.ngrams import count_chunk
-
         if total.done:
             return total
         if self.limit is not None and total.records + part.records >= self.limit:
@@ -100,7 +101,7 @@ class _Fold:
             if part.records > left:  # the limit falls inside this shard: its first `left` prompts
                 batch, _, _ = prompt_block_batch(read_line_range(self.path, part.start, part.end), self.path,
                                                  self.field, total.lines)
-                (counts,) = count_chunk(batch.head(left), ((self.ngram, None),), self.buckets)
+                (counts,) = self.count_chunk(batch.head(left), ((self.ngram, None),), self.buckets)
             total.counts += counts
             total.records, total.done = self.limit, True
             self.done = True
@@ -116,20 +117,20 @@ class _Fold:
 
 
 def count_pool_shards(path: Path, field: Optional[str], limit: Optional[int], ngram: int, buckets: int,
-                      workers: int = 1) -> Tuple[np.ndarray, int]:
+                      count_chunk: Counter, workers: int = 1) -> Tuple[np.ndarray, int]:
     """``(counts, non-blank prompts counted)`` of a JSON-lines pool (the first ``limit``), counted
-    in shards of :data:`SHARD_BYTES` by ``workers`` local processes."""
+    in shards of :data:`SHARD_BYTES` by ``workers`` local processes with ``count_chunk``."""
     from capaudit.engine.executors import map_merge
 
     path = Path(path)
-    fold = _Fold(path, field, limit, ngram, buckets)
+    fold = _Fold(path, field, limit, ngram, buckets, count_chunk)
     size = path.stat().st_size
 
     def shards() -> Iterator[Job]:
         for start in range(0, size, SHARD_BYTES):
             if fold.done:
                 return
-            yield (path, start, min(start + SHARD_BYTES, size), field, ngram, buckets)
+            yield (path, start, min(start + SHARD_BYTES, size), field, ngram, buckets, count_chunk)
 
     try:
         total = map_merge(shards(), count_part, fold.merge, engine="local", workers=workers)
