@@ -12,7 +12,7 @@ spacing, a byte-order mark, a blank line) is not plain, and the caller parses it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator, Sequence, Tuple
+from typing import BinaryIO, Iterator, Sequence
 
 import numpy as np
 
@@ -124,8 +124,3 @@ def body_mask(size: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     inside = np.zeros(edges.size - 1, bool)
     inside[1::2] = True
     return np.repeat(inside, np.diff(edges))
-
-
-def spans_of(spans: FieldSpans, j: int) -> Tuple[np.ndarray, np.ndarray]:
-    """``(starts, ends)`` of field ``j`` on the plain lines."""
-    return spans.starts[spans.plain, j], spans.ends[spans.plain, j]

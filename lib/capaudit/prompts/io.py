@@ -106,6 +106,15 @@ def _text_value(value: Any, path: Path, row: int, fld: str) -> str:
     return value
 
 
+def _fast_loads():
+    """orjson's ``loads`` (C speed for plain JSON) where it is installed, else ``json.loads``."""
+    try:
+        from orjson import loads
+    except ImportError:  # pragma: no cover
+        loads = json.loads
+    return loads
+
+
 def _match(obj: Mapping[str, Any], where_prefix: Optional[Mapping[str, str]], path: Path, row: int) -> bool:
     if not where_prefix:
         return True
@@ -402,10 +411,7 @@ def iter_pairs(
                 st.pairs += 1
                 yield _text_value(a, path, row, local_field), _text_value(b, path, row, reference_field)
     elif suffix in (".jsonl", ".ndjson", ".json"):
-        try:
-            from orjson import loads as fast_loads
-        except ImportError:  # pragma: no cover
-            fast_loads = json.loads
+        fast_loads = _fast_loads()
         with open(path, "rb") as fh:
             row = 0
             for line in fh:
@@ -455,10 +461,7 @@ def iter_pair_chunks(
             if not run:
                 return
             yield [a for a, _ in run], [b for _, b in run]
-    try:
-        from orjson import loads as fast_loads
-    except ImportError:  # pragma: no cover
-        fast_loads = json.loads
+    fast_loads = _fast_loads()
     with open(path, "rb") as fh:
         row = 0
         while limit is None or st.pairs < limit:
@@ -537,10 +540,7 @@ def _loads_line(fast_loads, line: bytes, path: Path, row: int) -> Any:
 
 def _jsonl_prompt_runs(path: Path, field: Optional[str]) -> Iterator[List[str]]:
     """The prompts of a JSON-lines file as runs (lists, file order; empty values kept)."""
-    try:
-        from orjson import loads as fast_loads
-    except ImportError:  # pragma: no cover
-        fast_loads = json.loads
+    fast_loads = _fast_loads()
     fld = field or "prompt"
     with open(path, "rb") as fh:
         row = 0
@@ -564,14 +564,6 @@ def _jsonl_prompt_runs(path: Path, field: Optional[str]) -> Iterator[List[str]]:
                     obj = _prompt_row(obj, field, path, k)
                     yield [obj if isinstance(obj, str) else _text_value(obj[fld], path, k, fld)]
             row += len(lines)
-
-
-def _fast_loads():
-    try:
-        from orjson import loads
-    except ImportError:  # pragma: no cover
-        loads = json.loads
-    return loads
 
 
 def prompt_block_batch(block: bytes, path: Path, field: Optional[str], row_base: int,

@@ -92,6 +92,12 @@ class _Fold:
             total = self.add(total, part)
         return total
 
+    def reread(self, part: PoolPart, total: PoolTotal):
+        """``(batch, error)`` of a shard read again here, its rows numbered after ``total.lines``."""
+        batch, _, failed = prompt_block_batch(read_line_range(self.path, part.start, part.end), self.path,
+                                              self.field, total.lines)
+        return batch, failed
+
     def add(self, total: PoolTotal, part: PoolPart) -> PoolTotal:
         if total.done:
             return total
@@ -99,16 +105,14 @@ class _Fold:
             left = self.limit - total.records
             counts = part.counts
             if part.records > left:  # the limit falls inside this shard: its first `left` prompts
-                batch, _, _ = prompt_block_batch(read_line_range(self.path, part.start, part.end), self.path,
-                                                 self.field, total.lines)
+                batch, _ = self.reread(part, total)
                 (counts,) = self.count_chunk(batch.head(left), ((self.ngram, None),), self.buckets)
             total.counts += counts
             total.records, total.done = self.limit, True
             self.done = True
             return total
         if part.failed:  # reached before the limit: read again with the true rows, and raise
-            _, _, failed = prompt_block_batch(read_line_range(self.path, part.start, part.end), self.path,
-                                              self.field, total.lines)
+            _, failed = self.reread(part, total)
             raise failed if failed is not None else RuntimeError(f"{self.path}: a shard failed once, not twice")
         total.counts += part.counts
         total.records += part.records
